@@ -1,0 +1,13 @@
+# The two commands of the README.
+.PHONY: demo test setup
+
+# Set up, then run the main job on the embedded defaults (no network, no API key).
+demo:
+	bash scripts/setup.sh
+	.venv/bin/ragnb demo
+
+# Set up (with test tools and headless Chromium), then run the whole test suite.
+test:
+	bash scripts/setup.sh dev
+	bash scripts/install_chromium.sh
+	.venv/bin/python -m pytest
