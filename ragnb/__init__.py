@@ -1,0 +1,3 @@
+"""ragnb — Jupyter-first benchmarking of Retrieval-Augmented-Generation systems."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,154 @@
+"""Settings read from environment variables.
+
+Secrets (database passwords inside ``RAGNB_DATABASE_URL``, API keys) are only ever read from the
+environment and never written into parameters, notebooks, reports or logs; use :func:`redact_url`
+whenever a URL has to be shown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+SCHEMA_VERSION = "2.0"  # run-record schema (seed 001)
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+def ragnb_home() -> Path:
+    """Folder for ragnb's own state (embedded database, caches). ``RAGNB_HOME`` overrides."""
+    home = _env("RAGNB_HOME")
+    if home:
+        return Path(home).expanduser().resolve()
+    base = _env("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return (Path(base) / "ragnb").resolve()
+
+
+def pgdata_dir() -> Path:
+    """Data directory of the embedded PostgreSQL (``RAGNB_PGDATA``, default ``$RAGNB_HOME/pgdata``)."""
+    custom = _env("RAGNB_PGDATA")
+    return Path(custom).expanduser().resolve() if custom else ragnb_home() / "pgdata"
+
+
+def database_url() -> str | None:
+    """An external PostgreSQL (with pgvector) to use instead of the embedded server."""
+    return _env("RAGNB_DATABASE_URL")
+
+
+def embedded_database_name() -> str:
+    return _env("RAGNB_EMBEDDED_DB", "ragnb") or "ragnb"
+
+
+def outputs_dir() -> Path:
+    return Path(_env("RAGNB_OUTPUTS", "outputs") or "outputs").resolve()
+
+
+def embedding_model_name() -> str:
+    return _env("RAGNB_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL) or DEFAULT_EMBEDDING_MODEL
+
+
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@]*):(?P<pw>[^@]*)@")
+
+
+def redact_url(url: str) -> str:
+    """Hide the password of a connection URL: ``postgresql://u:secret@h/db`` → ``postgresql://u:***@h/db``."""
+    url = _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}:***@" if m.group("pw") else m.group(0), url)
+    return re.sub(r"(?i)(password=)[^&\s]+", r"\1***", url)
+
+
+# --------------------------------------------------------------------------------------------
+# Table and column names (seed 001 defaults; a team's production schema can be mapped in YAML)
+# --------------------------------------------------------------------------------------------
+
+CHUNK_FIELDS = ("table", "id", "url", "text", "embedding")
+QUESTION_FIELDS = (
+    "table", "id", "question", "answer", "url", "score", "embedding", "user_id", "session_id", "created_at",
+)
+
+
+@dataclass(frozen=True)
+class ChunkColumns:
+    table: str = "chunk"
+    id: str = "id"
+    url: str = "confluence_url"
+    text: str = "text"
+    embedding: str = "embedding"
+
+
+@dataclass(frozen=True)
+class QuestionColumns:
+    table: str = "question_answer"
+    id: str = "id"
+    question: str = "question"
+    answer: str = "answer"
+    url: str = "confluence_url"
+    score: str = "score"
+    embedding: str = "embedding"
+    user_id: str = "user_id"
+    session_id: str = "session_id"
+    created_at: str = "created_at"
+
+
+@dataclass(frozen=True)
+class SchemaMap:
+    """Where ragnb finds chunks and logged questions. Defaults are the seed's names."""
+
+    chunk: ChunkColumns = field(default_factory=ChunkColumns)
+    question: QuestionColumns = field(default_factory=QuestionColumns)
+    source: str = "defaults"
+
+    @property
+    def is_default(self) -> bool:
+        return self.chunk == ChunkColumns() and self.question == QuestionColumns()
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+
+
+def _section(raw: dict, key: str, allowed: tuple[str, ...], path: str) -> dict[str, str]:
+    section = raw.get(key) or {}
+    if not isinstance(section, dict):
+        raise ValueError(f"{path}: '{key}' must be a mapping of field: column name")
+    unknown = sorted(set(section) - set(allowed))
+    if unknown:
+        raise ValueError(f"{path}: unknown field(s) {unknown} under '{key}'; allowed: {list(allowed)}")
+    for name, value in section.items():
+        if not isinstance(value, str) or not _IDENT.match(value):
+            raise ValueError(
+                f"{path}: {key}.{name} = {value!r} is not a plain SQL identifier "
+                "(letters, digits, underscore; optionally schema.table)"
+            )
+    return section
+
+
+def load_schema_map(path: str | Path | None = None) -> SchemaMap:
+    """Read the table/column mapping from YAML (``RAGNB_SCHEMA_MAP``), e.g.::
+
+        chunk: {table: kb.chunks, id: chunk_id, url: source_url, text: content, embedding: emb}
+        question: {table: qa_log, score: rating}
+    """
+    path = path or _env("RAGNB_SCHEMA_MAP")
+    if not path:
+        return SchemaMap()
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"RAGNB_SCHEMA_MAP={path}: file not found; point it at a YAML mapping file")
+    raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping with 'chunk' and/or 'question' sections")
+    unknown = sorted(set(raw) - {"chunk", "question"})
+    if unknown:
+        raise ValueError(f"{path}: unknown section(s) {unknown}; allowed: ['chunk', 'question']")
+    return SchemaMap(
+        chunk=ChunkColumns(**_section(raw, "chunk", CHUNK_FIELDS, str(p))),
+        question=QuestionColumns(**_section(raw, "question", QUESTION_FIELDS, str(p))),
+        source=str(p),
+    )

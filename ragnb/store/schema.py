@@ -1,0 +1,112 @@
+"""Tables: ``chunk`` and ``question_answer`` (seed 001), plus ragnb's record of which model made the vectors.
+
+Table and column names come from :class:`ragnb.config.SchemaMap`, so the same code reads a team's
+production schema. Ids are treated as text everywhere (an integer primary key is read as its text form).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from pgvector.sqlalchemy import Vector
+
+from ragnb.config import ChunkColumns, QuestionColumns, SchemaMap
+from ragnb.store.engine import Database
+
+META_TABLE = "ragnb_embedding_space"
+
+
+def _split(qualified: str) -> tuple[str | None, str]:
+    schema, _, name = qualified.rpartition(".")
+    return (schema or None), name
+
+
+def chunk_table(cols: ChunkColumns, metadata: sa.MetaData | None = None) -> sa.Table:
+    schema, name = _split(cols.table)
+    return sa.Table(
+        name,
+        metadata or sa.MetaData(),
+        sa.Column(cols.id, sa.Text, primary_key=True, key="id"),
+        sa.Column(cols.url, sa.Text, key="url"),
+        sa.Column(cols.text, sa.Text, nullable=False, key="text"),
+        sa.Column(cols.embedding, Vector(), key="embedding"),
+        schema=schema,
+    )
+
+
+def question_table(cols: QuestionColumns, metadata: sa.MetaData | None = None) -> sa.Table:
+    schema, name = _split(cols.table)
+    return sa.Table(
+        name,
+        metadata or sa.MetaData(),
+        sa.Column(cols.id, sa.Text, primary_key=True, key="id"),
+        sa.Column(cols.question, sa.Text, nullable=False, key="question"),
+        sa.Column(cols.answer, sa.Text, key="answer"),
+        sa.Column(cols.url, sa.Text, key="url"),
+        sa.Column(cols.score, sa.SmallInteger, sa.CheckConstraint(f"{cols.score} BETWEEN 1 AND 5"), key="score"),
+        sa.Column(cols.embedding, Vector(), key="embedding"),
+        sa.Column(cols.user_id, sa.Text, key="user_id"),
+        sa.Column(cols.session_id, sa.Text, key="session_id"),
+        sa.Column(cols.created_at, sa.DateTime(timezone=True), key="created_at"),
+        schema=schema,
+    )
+
+
+def meta_table(metadata: sa.MetaData | None = None) -> sa.Table:
+    return sa.Table(
+        META_TABLE,
+        metadata or sa.MetaData(),
+        sa.Column("table_name", sa.Text, primary_key=True),
+        sa.Column("model", sa.Text, nullable=False),
+        sa.Column("dim", sa.Integer, nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.func.now()),
+    )
+
+
+@dataclass(frozen=True)
+class Tables:
+    chunk: sa.Table
+    question: sa.Table
+    meta: sa.Table
+
+
+def tables(schema: SchemaMap) -> Tables:
+    md = sa.MetaData()
+    return Tables(chunk_table(schema.chunk, md), question_table(schema.question, md), meta_table(md))
+
+
+def ensure_schema(db: Database) -> Tables:
+    """Create the pgvector extension and any missing table. Only for writing commands."""
+    if not db.writable:
+        raise ValueError(
+            f"{db.display_url} is opened read-only; this command writes (creates tables). "
+            "Pass --write to allow writing to an external database."
+        )
+    t = tables(db.schema)
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
+    # Re-register the vector type on fresh connections now that the extension exists.
+    db.engine.dispose()
+    with db.engine.begin() as conn:
+        for table in (t.chunk, t.question, t.meta):
+            if table.schema:
+                conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{table.schema}"'))
+        t.chunk.metadata.create_all(conn, checkfirst=True)
+    return t
+
+
+def table_exists(db: Database, table: sa.Table) -> bool:
+    return sa.inspect(db.engine).has_table(table.name, schema=table.schema)
+
+
+def column_dimension(db: Database, table: sa.Table) -> int | None:
+    """Declared dimension of the embedding column (``vector(384)`` → 384; untyped ``vector`` → None)."""
+    col = table.c.embedding
+    sql = sa.text(
+        "SELECT a.atttypmod FROM pg_attribute a WHERE a.attrelid = CAST(:rel AS regclass) AND a.attname = :col"
+    )
+    rel = f'"{table.schema}"."{table.name}"' if table.schema else f'"{table.name}"'
+    with db.engine.connect() as conn:
+        typmod = conn.execute(sql, {"rel": rel, "col": col.name}).scalar()
+    return int(typmod) if typmod is not None and typmod > 0 else None
