@@ -1,0 +1,456 @@
+"""Run records: ids, git info, thresholds and status, executive summary, atomic append.
+
+A run record follows seed 001's ``benchmark_runs.json`` schema 2.0 (one JSON object per run in a
+JSON array). ragnb adds a few fields of its own after the schema fields (``reports``, ``failures``,
+``params``, ``other_metrics``, ``duration_s``, ``ragnb_version``); readers of schema 2.0 ignore them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import getpass
+import json
+import math
+import os
+import re
+import secrets
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from filelock import FileLock
+
+from ragnb.config import SCHEMA_VERSION
+
+# --------------------------------------------------------------------------------------------
+# Ids, git, author
+# --------------------------------------------------------------------------------------------
+
+_RUN_ID = re.compile(r"^(?P<ts>\d{8}-\d{6})(?:-[0-9a-z]+)?$")
+
+
+def new_run_id() -> str:
+    """``YYYYMMDD-HHMMSS-xxxx`` in UTC; sorts by start time, the suffix separates runs started in the same second."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{secrets.token_hex(2)}"
+
+
+def check_run_id(run_id: str) -> str:
+    """A run id becomes a folder name: allow only letters, digits, ``-``, ``_`` and ``.``."""
+    if not isinstance(run_id, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", run_id):
+        raise ValueError(
+            f"run id {run_id!r} is not usable as a folder name; use letters, digits, '-', '_' or '.' "
+            "(or omit it to get a new timestamped id)"
+        )
+    return run_id
+
+
+def _git(cwd: Path, *args: str) -> str | None:
+    # Read-only plumbing commands only: nothing here may take .git/index.lock.
+    try:
+        out = subprocess.run(
+            ["git", "--no-optional-locks", *args],
+            cwd=cwd, capture_output=True, text=True, timeout=10,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    value = out.stdout.strip()
+    return value if out.returncode == 0 and value else None
+
+
+def git_info(cwd: str | Path = ".") -> dict[str, str | None]:
+    """``{"branch", "commit", "author"}`` of the repository at ``cwd``; None values outside a repo.
+
+    The branch of a detached HEAD is ``"HEAD"``. The author comes from ``RAGNB_AUTHOR``, then
+    ``git config user.name``, then the OS user. Never raises.
+    """
+    cwd = Path(cwd)
+    if not cwd.is_dir():
+        cwd = Path.cwd()
+    commit = _git(cwd, "rev-parse", "--verify", "-q", "HEAD")
+    branch = _git(cwd, "symbolic-ref", "--short", "-q", "HEAD") or ("HEAD" if commit else None)
+    author = os.environ.get("RAGNB_AUTHOR") or _git(cwd, "config", "user.name")
+    if not author:
+        try:
+            author = getpass.getuser()
+        except Exception:  # no user name in some containers
+            author = None
+    return {"branch": branch, "commit": commit, "author": author}
+
+
+# --------------------------------------------------------------------------------------------
+# Thresholds (seed 000 §11.2)
+# --------------------------------------------------------------------------------------------
+
+# metric → (excellent_above, attention_below). Seed table: "Отлично > 0.8 · Хорошо 0.5–0.8 ·
+# Требует внимания < 0.5", so a value equal to either bound is "good" (0.8 → good, 0.5 → good).
+THRESHOLDS: dict[str, tuple[float, float]] = {
+    "hit_rate@1": (0.8, 0.5),
+    "mrr": (0.8, 0.5),
+    "ndcg@10": (0.8, 0.5),
+    "faithfulness": (0.9, 0.7),
+    "e2e_score": (0.8, 0.6),
+    "judge_pipeline_accuracy": (0.95, 0.85),
+    "judge_consistency": (0.95, 0.85),
+}
+
+# Inside some tier blocks a metric has a short name; map it to its canonical threshold name.
+TIER_ALIASES: dict[str, dict[str, str]] = {
+    "tier_judge_pipeline_metrics": {"accuracy": "judge_pipeline_accuracy"},
+    "tier_judge_metrics": {"consistency": "judge_consistency", "consistency_score": "judge_consistency"},
+}
+
+TIER_KEYS: tuple[str, ...] = (
+    "tier_0_metrics", "tier_1_metrics", "tier_2_metrics", "tier_3_metrics", "tier_judge_metrics",
+    "tier_judge_pipeline_metrics", "tier_ux_metrics", "real_user_metrics", "utilization_metrics",
+    "topic_coverage_metrics", "domain_analysis_metrics",
+)
+
+TIER_LABELS: dict[str, str] = {
+    "tier_0_metrics": "Tier 0 (embeddings)", "tier_1_metrics": "Tier 1 (retrieval)",
+    "tier_2_metrics": "Tier 2 (generation)", "tier_3_metrics": "Tier 3 (end-to-end)",
+    "tier_judge_metrics": "Tier Judge", "tier_judge_pipeline_metrics": "Tier Judge Pipeline",
+    "tier_ux_metrics": "Tier UX", "real_user_metrics": "Real users", "utilization_metrics": "Chunk utilization",
+    "topic_coverage_metrics": "Topic coverage", "domain_analysis_metrics": "Domain analysis",
+}
+
+STATUS_ORDER = ("attention", "good", "excellent")
+
+
+def metric_value(value: Any) -> float | None:
+    """The number behind an aggregate: a plain number, or the ``mean`` of ``{mean, ci95, n, ...}``."""
+    if isinstance(value, dict):
+        value = value.get("mean")
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+def canonical_metric(name: str, tier_key: str | None = None) -> str:
+    return TIER_ALIASES.get(tier_key or "", {}).get(name, name)
+
+
+def status_of(metric: str, value: Any, tier_key: str | None = None) -> str | None:
+    """``"excellent"`` if value > upper bound, ``"attention"`` if value < lower bound, else ``"good"``.
+
+    None for metrics without a threshold and for missing/NaN values. ``value`` may be a number or an
+    aggregate dict with ``mean``.
+    """
+    bounds = THRESHOLDS.get(canonical_metric(metric, tier_key))
+    v = metric_value(value)
+    if bounds is None or v is None:
+        return None
+    excellent_above, attention_below = bounds
+    if v > excellent_above:
+        return "excellent"
+    if v < attention_below:
+        return "attention"
+    return "good"
+
+
+def iter_aggregates(block: Any) -> Iterator[tuple[str, Any]]:
+    """(name, aggregate) pairs of a tier block: its top-level entries and those under ``metrics``."""
+    if not isinstance(block, dict):
+        return
+    nested = block.get("metrics")
+    for source in (block, nested if isinstance(nested, dict) else {}):
+        for name, value in source.items():
+            if name != "metrics" and metric_value(value) is not None:
+                yield name, value
+
+
+def tier_statuses(metrics_by_tier: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
+    """(tier_key, metric, aggregate, status) for every thresholded metric with a value."""
+    out = []
+    for tier_key, block in (metrics_by_tier or {}).items():
+        for name, value in iter_aggregates(block):
+            status = status_of(name, value, tier_key)
+            if status is not None:
+                out.append((tier_key, name, value, status))
+    return out
+
+
+def overall_status(metrics_by_tier: dict[str, Any]) -> str:
+    """Worst status over all thresholded metrics of all tiers; ``"no-data"`` if none is present."""
+    statuses = {s for *_, s in tier_statuses(metrics_by_tier)}
+    for status in STATUS_ORDER:
+        if status in statuses:
+            return status
+    return "no-data"
+
+
+# --------------------------------------------------------------------------------------------
+# Executive summary
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(x: Any) -> str:
+    v = metric_value(x)
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def format_aggregate(value: Any) -> str:
+    """``0.620 (95% CI 0.550–0.690, n=200)`` for an aggregate dict, ``0.620`` for a number."""
+    text = _fmt(value)
+    if isinstance(value, dict):
+        extras = []
+        ci = value.get("ci95")
+        if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(metric_value(c) is not None for c in ci):
+            extras.append(f"95% CI {_fmt(ci[0])}–{_fmt(ci[1])}")
+        if value.get("n") is not None:
+            extras.append(f"n={value['n']}")
+        if value.get("n_failed"):
+            extras.append(f"{value['n_failed']} failed")
+        if extras:
+            text += f" ({', '.join(extras)})"
+    return text
+
+
+def _headline(tier_key: str, block: dict, limit: int = 3) -> list[tuple[str, Any]]:
+    pairs = list(iter_aggregates(block))
+    thresholded = [(n, v) for n, v in pairs if status_of(n, v, tier_key) is not None]
+    return thresholded or pairs[:limit]
+
+
+def _status_blocks(record: dict) -> dict[str, Any]:
+    """Tier blocks plus the blocks of notebooks without a schema tier (``other_metrics``)."""
+    blocks: dict[str, Any] = {k: record.get(k) for k in TIER_KEYS}
+    blocks.update({f"other:{k}": v for k, v in (record.get("other_metrics") or {}).items()})
+    return blocks
+
+
+def executive_summary(record: dict) -> str:
+    """A few plain sentences: which tiers ran, headline metrics with their CI, what needs attention."""
+    tiers = [k for k in TIER_KEYS if isinstance(record.get(k), dict)]
+    other = record.get("other_metrics") or {}
+    sentences = []
+    ran = [TIER_LABELS[k] for k in tiers] + sorted(other)
+    dataset = record.get("dataset_file")
+    on = f" on {dataset}" + (f" ({record['dataset_type']})" if record.get("dataset_type") else "") if dataset else ""
+    model = f" with embedding model {record['embedding_model']}" if record.get("embedding_model") else ""
+    if ran:
+        sentences.append(f"Ran {', '.join(ran)}{on}{model}.")
+    else:
+        sentences.append(f"No tier produced metrics{on}.")
+    blocks = [(k, record[k], TIER_LABELS[k]) for k in tiers] + [(k, v, k) for k, v in sorted(other.items())]
+    for key, block, label in blocks:
+        heads = _headline(key, block) if isinstance(block, dict) else []
+        if heads:
+            sentences.append(f"{label}: " + "; ".join(f"{n} = {format_aggregate(v)}" for n, v in heads) + ".")
+    failures = record.get("failures") or []
+    if failures:
+        sentences.append(f"Failed notebooks: {', '.join(map(str, failures))} (see their reports).")
+    statuses = tier_statuses(_status_blocks(record))
+    attention = [(n, v, k) for k, n, v, s in statuses if s == "attention"]
+    if attention:
+        parts = [f"{n} = {_fmt(v)} < {THRESHOLDS[canonical_metric(n, k)][1]}" for n, v, k in attention]
+        sentences.append("Needs attention: " + "; ".join(parts) + ".")
+    elif statuses:
+        sentences.append("All thresholded metrics are good or excellent.")
+    return " ".join(sentences)
+
+
+# --------------------------------------------------------------------------------------------
+# Strict JSON and atomic files
+# --------------------------------------------------------------------------------------------
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert to strict-JSON-compatible values: NaN/±inf → None, numpy/pandas scalars → Python,
+    arrays/tuples/sets → lists, Paths and timestamps → strings. Unknown objects raise ValueError."""
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((to_jsonable(v) for v in obj), key=repr)
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (_dt.datetime, _dt.date)):
+        return obj.isoformat()
+    tolist = getattr(obj, "tolist", None)  # numpy scalars and arrays
+    if callable(tolist) and type(obj).__module__.startswith("numpy"):
+        return to_jsonable(tolist())
+    isoformat = getattr(obj, "isoformat", None)  # pandas Timestamp
+    if callable(isoformat):
+        try:
+            import pandas as pd
+
+            if obj is pd.NaT:
+                return None
+        except ImportError:
+            pass
+        return isoformat()
+    try:
+        import pandas as pd
+
+        if obj is pd.NA or obj is pd.NaT:
+            return None
+    except ImportError:
+        pass
+    raise ValueError(f"cannot store a {type(obj).__name__} in JSON ({obj!r:.80}); convert it to a number, string, list or dict")
+
+
+def dumps_strict(obj: Any, indent: int | None = 2) -> str:
+    return json.dumps(to_jsonable(obj), indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write via a temp file in the same folder, fsync, then ``os.replace``: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# benchmark_runs.json
+# --------------------------------------------------------------------------------------------
+
+
+def load_runs(path: str | Path) -> list[dict]:
+    """All run records in ``path`` (a JSON array); ``[]`` if the file does not exist or is empty."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        return []
+    fix = f"move it aside (e.g. `mv {path} {path}.corrupt`) and run again; ragnb will not overwrite it"
+    try:
+        runs = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc}); {fix}") from None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise ValueError(f"{path} is not a JSON array of run records; {fix}")
+    return runs
+
+
+def append_run_record(path: str | Path, record: dict, timeout: float = 120.0) -> Path:
+    """Append ``record`` to the JSON array in ``path`` atomically and safely under concurrent writers.
+
+    Holds ``<path>.lock`` while it reads, appends, writes a temp file, fsyncs and ``os.replace``s.
+    A record whose ``id`` is already present replaces that entry (a resumed run updates its record).
+    A corrupt existing file is never overwritten: ValueError tells the user to move it aside.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    clean = to_jsonable(record)
+    with FileLock(str(path) + ".lock", timeout=timeout):
+        runs = load_runs(path)
+        same = [i for i, r in enumerate(runs) if clean.get("id") is not None and r.get("id") == clean.get("id")]
+        if same:
+            runs[same[0]] = clean
+        else:
+            runs.append(clean)
+        atomic_write_text(path, dumps_strict(runs) + "\n")
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Building a record
+# --------------------------------------------------------------------------------------------
+
+SCHEMA_FIELDS: tuple[str, ...] = (
+    "id", "timestamp", "git_branch", "git_commit_hash", "run_author", "schema_version", "dataset_file",
+    "dataset_type", "judge_model", "generation_model", "embedding_model", "judge_eval_mode",
+    "consistency_runs", *TIER_KEYS, "model_runs", "executive_summary", "overall_status",
+)
+
+# Fields the caller may set through ``extra`` (schema fields ragnb cannot infer, plus ragnb's own).
+EXTRA_FIELDS: tuple[str, ...] = (
+    "judge_model", "generation_model", "judge_eval_mode", "consistency_runs", "model_runs", "timestamp",
+    "git_branch", "git_commit_hash", "run_author",
+    "reports", "failures", "params", "other_metrics", "duration_s", "ragnb_version",
+)
+
+
+def _timestamp_of(run_id: str) -> str:
+    m = _RUN_ID.match(run_id)
+    if m:
+        start = _dt.datetime.strptime(m.group("ts"), "%Y%m%d-%H%M%S").replace(tzinfo=_dt.timezone.utc)
+    else:
+        start = _dt.datetime.now(_dt.timezone.utc)
+    return start.isoformat(timespec="seconds")
+
+
+def build_record(
+    run_id: str,
+    tier_metrics: dict[str, dict],
+    dataset_file: str | None,
+    dataset_type: str | None,
+    embedding_model: str | None,
+    extra: dict | None = None,
+    cwd: str | Path = ".",
+) -> dict:
+    """A schema-2.0 run record. ``tier_metrics`` maps record keys (``tier_1_metrics``…) to metric blocks;
+    tiers that did not run are null. ``timestamp`` is the run's start (from its id) in ISO-8601 UTC.
+    ``executive_summary`` and ``overall_status`` are computed here; ``overall_status`` is
+    :func:`overall_status` of the tier blocks (and ``other_metrics``), or ``"failed"`` when ``extra["failures"]`` is non-empty."""
+    unknown = sorted(set(tier_metrics) - set(TIER_KEYS))
+    if unknown:
+        raise ValueError(f"unknown tier key(s) {unknown}; use one of {list(TIER_KEYS)}")
+    extra = dict(extra or {})
+    bad = sorted(set(extra) - set(EXTRA_FIELDS))
+    if bad:
+        raise ValueError(f"build_record: unknown extra field(s) {bad}; allowed: {list(EXTRA_FIELDS)}")
+    git = git_info(cwd)
+    record: dict[str, Any] = {
+        "id": run_id,
+        "timestamp": _timestamp_of(run_id),
+        "git_branch": git["branch"],
+        "git_commit_hash": git["commit"],
+        "run_author": git["author"],
+        "schema_version": SCHEMA_VERSION,
+        "dataset_file": dataset_file,
+        "dataset_type": dataset_type,
+        "judge_model": None,
+        "generation_model": None,
+        "embedding_model": embedding_model,
+        "judge_eval_mode": None,
+        "consistency_runs": None,
+        **{key: tier_metrics.get(key) for key in TIER_KEYS},
+        "model_runs": [],
+        "executive_summary": "",
+        "overall_status": "no-data",
+    }
+    record.update({k: v for k, v in extra.items()})
+    if record["model_runs"] is None:
+        record["model_runs"] = []
+    record = to_jsonable(record)
+    record["overall_status"] = overall_status(_status_blocks(record))
+    if record.get("failures"):
+        # a failed notebook must not leave the run looking healthy
+        record["overall_status"] = "failed"
+    record["executive_summary"] = executive_summary(record)
+    return record

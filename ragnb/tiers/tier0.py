@@ -1,0 +1,58 @@
+"""Tier 0 — intrinsic geometry of the embedding space (seed 000 §3): no labels needed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ragnb.embeddings import Encoder
+from ragnb.metrics.embedding import tier0_metrics, truncation_stats
+
+
+@dataclass
+class Tier0Result:
+    per_item: pd.DataFrame  # one row per sampled vector: id, nn distance, spread
+    summary: dict  # seed 000 §3.3 metrics + truncation + info
+    explained_variance: np.ndarray  # cumulative share of variance per principal component
+
+
+def cumulative_variance(E: np.ndarray) -> np.ndarray:
+    """Cumulative explained-variance ratio of the principal components (for the effective-dimension chart)."""
+    X = np.asarray(E, dtype=np.float64)
+    X = X - X.mean(axis=0)
+    s = np.linalg.svd(X, compute_uv=False) ** 2
+    return np.cumsum(s) / s.sum() if s.sum() > 0 else np.zeros_like(s)
+
+
+def run_tier0(
+    ids: list[str],
+    vectors: np.ndarray,
+    texts: list[str] | None = None,
+    encoder: Encoder | None = None,
+    k: int = 5,
+    distance: str = "euclidean",
+    sample_size: int | None = 2000,
+    seed: int = 0,
+) -> Tier0Result:
+    """Geometry metrics on (a deterministic sample of) the stored vectors.
+
+    With ``texts`` and ``encoder`` it also reports how many texts exceed the model's input limit and were
+    silently truncated when embedded (all-MiniLM-L6-v2 reads at most 256 tokens).
+    """
+    if len(ids) != len(vectors):
+        raise ValueError(f"{len(ids)} ids but {len(vectors)} vectors")
+    if sample_size is not None and sample_size <= 0:
+        sample_size = None
+    per_item, summary = tier0_metrics(vectors, k=k, distance=distance, sample_size=sample_size, seed=seed)
+    rows = per_item.index.to_numpy()
+    per_item.insert(0, "id", np.asarray(ids, dtype=object)[rows])
+    summary = dict(summary)
+    if texts is not None and encoder is not None:
+        counts = encoder.token_counts([texts[i] for i in rows])
+        summary["truncation"] = truncation_stats(counts, encoder.max_seq_length)
+        per_item["tokens"] = counts
+    sample = np.asarray(vectors)[rows]
+    summary["info"] = {"k": k, "distance": distance, "n_total": len(ids), "n_sampled": len(rows), "seed": seed}
+    return Tier0Result(per_item, summary, cumulative_variance(sample))

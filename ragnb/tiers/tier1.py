@@ -1,0 +1,119 @@
+"""Tier 1 — retrieval (seed 000 §4, seed 004): ranking quality, consistency and latency of top-k search."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ragnb.datasets import Dataset
+from ragnb.embeddings import Encoder
+from ragnb.metrics import retrieval as rm
+from ragnb.metrics.registry import parse_name
+from ragnb.metrics.stats import aggregate
+from ragnb.retrieval import PgVectorRetriever, RetrievalResult, Retriever, consistency, recall_vs_exact
+
+CHUNK_METRICS = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "recall@1", "recall@3", "recall@5",
+                 "recall@10", "precision@1", "precision@3", "precision@5", "precision@10", "ndcg@5", "ndcg@10")
+DOC_METRICS = ("doc_hit_rate@1", "doc_hit_rate@5", "doc_mrr", "doc_recall@5", "doc_precision@5", "doc_ndcg@10")
+
+
+@dataclass
+class Tier1Result:
+    per_query: pd.DataFrame  # one row per question: metric values, rank of first relevant, retrieved ids
+    summary: dict  # canonical metric name → aggregate dict; plus "info"
+    retrieval: RetrievalResult
+    notes: list[str] = field(default_factory=list)
+
+
+def _usable(metrics: tuple[str, ...], top_k: int) -> tuple[list[str], list[str]]:
+    """Metrics whose cut-off fits in top_k; the rest would silently be computed on fewer documents."""
+    keep, dropped = [], []
+    for name in metrics:
+        _, k = parse_name(name)
+        (dropped if k is not None and k > top_k else keep).append(name)
+    return keep, dropped
+
+
+def run_tier1(
+    dataset: Dataset,
+    encoder: Encoder,
+    retriever: Retriever,
+    top_k: int = 10,
+    chunk_urls: dict[str, str | None] | None = None,
+    consistency_runs: int = 1,
+    batch_size: int = 64,
+    latency_sample: int = 50,
+    hnsw_check: bool = True,
+    n_boot: int = 1000,
+) -> Tier1Result:
+    """Embed the questions, retrieve top-k, score against the dataset's relevant chunk ids.
+
+    - chunk-level metrics (equal to trec_eval on tie-free rankings) and, given ``chunk_urls``,
+      seed 004's document-level variants (``doc_*``: the ranking deduplicated by source URL);
+    - ``retrieval_consistency`` over ``consistency_runs`` repeated retrievals (seed 000 §4.4.5);
+    - latency: pgvector queries timed one by one on the first ``latency_sample`` questions
+      (batched timings are amortised and would understate a single user's wait);
+    - with an HNSW index, recall@k of the index against exact search on the same questions.
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k = {top_k}; retrieve at least one chunk per question")
+    notes: list[str] = []
+    qids = [it.id for it in dataset.items]
+    vectors = encoder.encode([it.question for it in dataset.items], batch_size=64)
+    result = retriever.search(vectors, top_k, batch_size=batch_size)
+    run = result.as_run(qids)
+    qrels = dataset.qrels()
+
+    wanted = CHUNK_METRICS + (DOC_METRICS if chunk_urls is not None else ())
+    metrics, dropped = _usable(wanted, top_k)
+    # A chunk without a source URL is its own document.
+    chunk_to_doc = None if chunk_urls is None else {c: (u or c) for c, u in chunk_urls.items()}
+    per_query, summary = rm.evaluate(run, qrels, metrics, chunk_to_doc=chunk_to_doc, n_boot=n_boot)
+    if dropped:
+        notes.append(f"top_k = {top_k}: metrics with a larger cut-off were not computed ({', '.join(dropped)}).")
+
+    if consistency_runs > 1:
+        repeats = [result] + [retriever.search(vectors, top_k, batch_size=batch_size) for _ in range(consistency_runs - 1)]
+        cons = consistency(repeats, top_k)
+        per_query["retrieval_consistency"] = pd.Series(cons, index=qids)
+        summary["retrieval_consistency"] = aggregate(cons, n_boot=n_boot)
+
+    latency = result.latency_ms
+    latency_mode = result.latency_mode
+    if isinstance(retriever, PgVectorRetriever) and latency_sample > 0:
+        timed = retriever.search(vectors[:latency_sample], top_k, batch_size=1)
+        latency, latency_mode = timed.latency_ms, timed.latency_mode
+    summary["latency_ms"] = {
+        "mean": float(np.mean(latency)), "p50": float(np.percentile(latency, 50)),
+        "p95": float(np.percentile(latency, 95)), "n": int(len(latency)), "mode": latency_mode,
+    }
+
+    info = {"backend": result.backend, "top_k": top_k, "n_questions": len(qids),
+            "index": "hnsw" if result.backend == "pgvector-hnsw" else "exact", **result.info}
+    if hnsw_check and isinstance(retriever, PgVectorRetriever) and retriever.mode == "hnsw":
+        exact = PgVectorRetriever(retriever.db, mode="exact").search(vectors, top_k, batch_size=batch_size)
+        info[f"hnsw_recall@{top_k}_vs_exact"] = recall_vs_exact(result, exact, top_k)
+    summary["info"] = {**summary.pop("_info", {}), **info}
+
+    per_query.insert(0, "question", pd.Series([it.question for it in dataset.items], index=qids))
+    per_query["first_relevant_rank"] = _first_relevant_rank(run, qrels).reindex(per_query.index)
+    per_query["retrieved"] = pd.Series([" ".join(ids) for ids in result.ids], index=qids)
+    per_query["top1_score"] = pd.Series([float(s[0]) if len(s) else np.nan for s in result.scores], index=qids)
+    return Tier1Result(per_query, summary, result, notes)
+
+
+def _first_relevant_rank(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> pd.Series:
+    ranks = {}
+    for qid, rels in qrels.items():
+        ranked = run.get(qid, [])
+        ranks[qid] = next((i + 1 for i, d in enumerate(ranked) if rels.get(d, 0) > 0), np.nan)
+    return pd.Series(ranks, dtype=float)
+
+
+def hit_rate_curve(per_query: pd.DataFrame, top_k: int) -> pd.DataFrame:
+    """Share of questions whose first relevant chunk is within rank k, for k = 1..top_k."""
+    ranks = per_query["first_relevant_rank"].to_numpy()
+    ks = np.arange(1, top_k + 1)
+    return pd.DataFrame({"k": ks, "hit_rate": [(ranks <= k).mean() for k in ks]})
