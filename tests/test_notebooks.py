@@ -1,0 +1,109 @@
+"""Both tier notebooks executed end to end on small parameters, and their numbers checked independently."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import pytrec_eval
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    from ragnb.runner import run_notebooks
+
+    out = tmp_path_factory.mktemp("outputs")
+    result = run_notebooks(["tier0", "tier1"], {}, params_file=str(REPO / "params" / "smoke.yaml"), outputs=out)
+    return result
+
+
+def test_run_writes_reports_record_and_index(smoke_run):
+    assert smoke_run.failures == []
+    run_dir = smoke_run.run_dir
+    for stem in ("tier0_embeddings", "tier1_retrieval"):
+        for suffix in (".ipynb", ".html", ".metrics.json", ".per_item.csv"):
+            assert (run_dir / f"{stem}{suffix}").is_file(), f"{stem}{suffix} missing"
+    index = (run_dir / "index.html").read_text(encoding="utf-8")
+    assert "tier0_embeddings.html" in index and "tier1_retrieval.html" in index
+    runs = json.loads((run_dir.parent.parent / "benchmark_runs.json").read_text(encoding="utf-8"))
+    record = runs[-1]
+    assert record["id"] == smoke_run.run_id and record["schema_version"] == "2.0"
+    assert record["tier_1_metrics"]["hit_rate@1"]["n"] == 60
+    assert record["tier_0_metrics"]["total_samples"] == 100
+    assert record["overall_status"] in ("excellent", "good", "attention")
+
+
+def test_tier1_numbers_match_an_independent_computation(smoke_run):
+    """Recompute hit_rate@1 / mrr / ndcg@10 for the same 60 questions with brute force + pytrec_eval."""
+    from ragnb import demo
+    from ragnb.embeddings import get_encoder
+
+    metrics = json.loads((smoke_run.run_dir / "tier1_retrieval.metrics.json").read_text(encoding="utf-8"))
+    ds = demo.dataset("ru")
+    items = ds.items[:60]
+    chunks = demo.chunk_rows("ru")
+    enc = get_encoder()
+    C = enc.encode([c["text"] for c in chunks])
+    Q = enc.encode([it.question for it in items])
+    C /= np.linalg.norm(C, axis=1, keepdims=True)
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    sims = Q @ C.T
+    run = {}
+    for it, row in zip(items, sims):
+        top = np.argsort(-row, kind="stable")[:10]
+        # strictly decreasing pseudo-scores keep the rank order for trec_eval
+        run[it.id] = {chunks[j]["id"]: float(10 - r) for r, j in enumerate(top)}
+    qrels = {it.id: it.grades() for it in items}
+    ev = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "success.1", "ndcg_cut.10"}).evaluate(run)
+    expected = {
+        "hit_rate@1": np.mean([v["success_1"] for v in ev.values()]),
+        "mrr": np.mean([v["recip_rank"] for v in ev.values()]),
+        "ndcg@10": np.mean([v["ndcg_cut_10"] for v in ev.values()]),
+    }
+    for name, value in expected.items():
+        assert metrics[name]["mean"] == pytest.approx(value, abs=1e-9), name
+        lo, hi = metrics[name]["ci95"]
+        assert lo <= metrics[name]["mean"] <= hi
+
+
+def test_resume_skips_finished_notebooks(smoke_run):
+    from ragnb.runner import run_notebooks
+
+    again = run_notebooks(["tier0", "tier1"], {}, params_file=str(REPO / "params" / "smoke.yaml"),
+                          run_id=smoke_run.run_id, outputs=smoke_run.run_dir.parent.parent, log=lambda *_: None)
+    assert again.failures == []
+    runs = json.loads((smoke_run.run_dir.parent.parent / "benchmark_runs.json").read_text(encoding="utf-8"))
+    assert [r["id"] for r in runs].count(smoke_run.run_id) == 1
+
+
+def test_plain_papermill_from_repo_root(tmp_path):
+    out = tmp_path / "out.ipynb"
+    proc = subprocess.run(
+        [sys.executable, "-m", "papermill", "notebooks/tier1_retrieval.ipynb", str(out), "-p", "top_k", "5",
+         "-p", "max_questions", "20", "-p", "consistency_runs", "1", "-p", "output_dir", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    metrics = json.loads((tmp_path / "tier1_retrieval.metrics.json").read_text(encoding="utf-8"))
+    assert metrics["info"]["top_k"] == 5
+    assert "hit_rate@10" not in metrics and metrics["hit_rate@5"]["n"] == 20
+    assert any("larger cut-off" in n for n in metrics["notes"])
+
+
+def test_notebooks_are_committed_clean_and_paired():
+    import jupytext
+    import nbformat
+
+    for stem in ("tier0_embeddings", "tier1_retrieval"):
+        nb = nbformat.read(REPO / "notebooks" / f"{stem}.ipynb", as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(not c.outputs and c.execution_count is None for c in code), f"{stem}: outputs not cleared"
+        assert "parameters" in code[0].metadata.get("tags", []), f"{stem}: first code cell is not the parameters cell"
+        twin = jupytext.read(REPO / "notebooks" / f"{stem}.py")
+        assert [c.source for c in twin.cells] == [c.source for c in nb.cells], f"{stem}: .ipynb and .py differ"

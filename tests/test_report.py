@@ -1,0 +1,198 @@
+import json
+import math
+import re
+
+import nbformat
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from ragnb import report
+from ragnb.report import (
+    PLOTLY_MIME, header_html, index_html, notebook_to_html, plotly_mimebundle, table_html, write_index,
+    write_metrics,
+)
+
+XSS = "<script>alert('x')</script>"
+
+
+def _strict_load(path):
+    def reject(token):
+        raise AssertionError(f"non-strict JSON token {token}")
+
+    return json.loads(path.read_text(encoding="utf-8"), parse_constant=reject)
+
+
+def test_write_metrics_strict_json_and_per_item(tmp_path):
+    per_item = pd.DataFrame({"q": ["где? <b>", "b"], "score": [0.5, np.nan]})
+    path = write_metrics(
+        tmp_path / "run", "tier1_retrieval",
+        {"mrr": {"mean": np.float64(0.25), "ci95": [math.nan, np.float32(math.inf)], "n": np.int64(2)},
+         "flags": np.array([True, False]), "note": "ok"},
+        per_item=per_item,
+    )
+    assert path == tmp_path / "run" / "tier1_retrieval.metrics.json"
+    data = _strict_load(path)
+    assert data == {"mrr": {"mean": 0.25, "ci95": [None, None], "n": 2}, "flags": [True, False], "note": "ok"}
+    back = pd.read_parquet(tmp_path / "run" / "tier1_retrieval.per_item.parquet")
+    pd.testing.assert_frame_equal(back, per_item)
+    csv = pd.read_csv(tmp_path / "run" / "tier1_retrieval.per_item.csv")
+    assert csv["q"].tolist() == ["где? <b>", "b"]
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [
+        {"judge": {"note": "called with sk-abcdefghijklmnopqrstuvwxyz012345"}},
+        {"dsn": "postgresql://bench:hunter2@db.example/ragnb"},
+        {"models": [{"api_key": "abc123"}]},
+        {"log": "Authorization: Bearer abcdefghijklmnopqrstuvwxyz"},
+        {"cfg": "password=hunter2"},
+    ],
+)
+def test_write_metrics_refuses_secrets(tmp_path, metrics):
+    with pytest.raises(ValueError, match="secret|environment"):
+        write_metrics(tmp_path, "t", metrics)
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_write_metrics_allows_redacted_and_lookalikes(tmp_path):
+    ok = {"dsn": "postgresql://bench:***@db/ragnb", "text": "risk-averse users ask about task-management",
+          "api_key_env": "OPENROUTER_API_KEY", "max_tokens": 512, "tokenizer": "unicode"}
+    assert _strict_load(write_metrics(tmp_path, "t", ok)) == ok
+
+
+def test_write_metrics_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="plain file stem"):
+        write_metrics(tmp_path, "../x", {})
+    with pytest.raises(ValueError, match="dict"):
+        write_metrics(tmp_path, "x", [1, 2])
+    with pytest.raises(ValueError, match="DataFrame"):
+        write_metrics(tmp_path, "x", {}, per_item=[{"a": 1}])
+    with pytest.raises(ValueError, match="cannot store"):
+        write_metrics(tmp_path, "x", {"a": object()})
+
+
+def test_table_html_escapes_everything():
+    df = pd.DataFrame({XSS: [XSS, "a & b"], "n": [1, 2]}, index=pd.Index([XSS, "i"], name="idx"))
+    out = table_html(df)
+    assert "<script>" not in out
+    assert out.count("&lt;script&gt;") == 3  # column name, cell, index label
+    assert "a &amp; b" in out
+
+
+def test_table_html_limits_rows_and_text():
+    df = pd.DataFrame({"t": ["x" * 1000] * 50})
+    out = table_html(df, max_rows=5, max_chars=20)
+    assert out.count("<tr") == 6 and "Showing 5 of 50 rows" in out
+    assert "x" * 19 + "…" in out and "x" * 21 not in out
+    with pytest.raises(ValueError, match="DataFrame"):
+        table_html([1, 2])
+
+
+def test_header_escapes_and_redacts():
+    out = header_html(f"Tier 1 {XSS}", {"run_id": "r1", "dataset": XSS, "judge_backend": "offline-fallback",
+                                        "db": "postgresql://u:secret@h/db"})
+    assert "<script>" not in out and "secret" not in out and "u:***@h/db" in out
+    assert "offline fallback" in out and "timestamp" in out
+
+
+def test_plotly_bundle_lib_once_and_script_safe():
+    fig = go.Figure(go.Bar(x=["a", "b"], y=[1, 2], name=f"</script>{XSS}"))
+    first = plotly_mimebundle(fig, include_plotlyjs=True)
+    later = plotly_mimebundle(fig, include_plotlyjs=False)
+    assert first[PLOTLY_MIME]["data"][0]["type"] == "bar"
+    assert len(first["text/html"]) > 1_000_000 and "plotly.js v" in first["text/html"]
+    assert len(later["text/html"]) < 50_000 and "window.Plotly" in later["text/html"]
+    assert "</script><script>alert" not in later["text/html"]
+    assert not re.search(r"<script[^>]+src=", first["text/html"])
+    with pytest.raises(ValueError, match="plotly Figure"):
+        plotly_mimebundle(pd.DataFrame(), include_plotlyjs=False)
+
+
+def test_show_embeds_plotlyjs_only_first_time(monkeypatch):
+    shown = []
+    monkeypatch.setattr(report, "_display", shown.append)
+    monkeypatch.setattr(report, "_plotlyjs_sent", False)
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))
+    assert report.show(fig) is None
+    report.show(fig)
+    assert 'data-ragnb-plotlyjs="inline"' in shown[0]["text/html"]
+    assert 'data-ragnb-plotlyjs="inline"' not in shown[1]["text/html"]
+
+
+def _nb_with_outputs(bundles):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("Intro\n\n## My **report** title\n\ntext")]
+    for b in bundles:
+        cell = nbformat.v4.new_code_cell("show(fig)")
+        cell.outputs = [nbformat.v4.new_output("display_data", data=b)]
+        nb.cells.append(cell)
+    return nb
+
+
+def test_nbconvert_chooses_text_html_and_html_is_offline(tmp_path):
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))
+    # outputs that lack plotly.js (e.g. a re-run cell, or fig.show()'s JSON only): the library is added
+    later = plotly_mimebundle(fig, include_plotlyjs=False)
+    json_only = {PLOTLY_MIME: later[PLOTLY_MIME], "text/plain": "<fig>"}
+    nb = _nb_with_outputs([later, json_only])
+    nbformat.write(nb, tmp_path / "r.ipynb")
+    out = notebook_to_html(tmp_path / "r.ipynb", tmp_path / "r.html")
+    page = out.read_text()
+    assert "<title>My report title</title>" in page
+    assert page.count('data-ragnb-plotlyjs="inline"') == 1
+    assert page.count('class="plotly-graph-div"') == 2
+    assert page.index('data-ragnb-plotlyjs="inline"') < page.index('class="plotly-graph-div"')
+    assert not re.search(r"<script[^>]*\bsrc=[\"']?https?://", page)
+    assert not re.search(r"<link[^>]*href=[\"']?https?://", page)
+    assert "cdnjs" not in page and "require.min.js" not in page
+    assert "show(fig)" not in page  # code hidden
+    shown = notebook_to_html(tmp_path / "r.ipynb", tmp_path / "code.html", hide_code=False).read_text()
+    assert "jp-InputArea" in shown and ">show<" in shown
+
+
+def _record(**over):
+    rec = {"id": "20250101-000000-abcd", "timestamp": "2025-01-01T00:00:00+00:00", "git_branch": "main",
+           "git_commit_hash": "0123456789abcdef", "run_author": "ada", "schema_version": "2.0",
+           "dataset_file": f"data/{XSS}.jsonl", "embedding_model": "mini", "overall_status": "attention",
+           "executive_summary": f"Summary {XSS}",
+           "tier_1_metrics": {"hit_rate@1": {"mean": 0.4, "ci95": [0.3, 0.5], "n": 10}, "mrr": 0.85,
+                              XSS: 0.1, "judge_backend": "offline-fallback"},
+           "params": {"tier1_retrieval": {"label": XSS}}}
+    rec.update(over)
+    return rec
+
+
+def test_index_escapes_and_links_relative(tmp_path):
+    for name in ["tier1_retrieval.html", "tier1_retrieval.ipynb", "tier1_retrieval.metrics.json"]:
+        (tmp_path / name).write_text("x")
+    reports = [
+        {"name": "tier1", "stem": "tier1_retrieval", "status": "ok", "html": str(tmp_path / "tier1_retrieval.html"),
+         "ipynb": "tier1_retrieval.ipynb", "metrics": "tier1_retrieval.metrics.json", "duration_s": 1.5},
+        {"name": XSS, "stem": "tier2", "status": "failed", "html": "tier2.html", "ipynb": None,
+         "metrics": None, "error": f"RuntimeError: {XSS}"},
+    ]
+    path = write_index(tmp_path, _record(), reports)
+    page = path.read_text()
+    assert path == tmp_path / "index.html"
+    assert "<script" not in page and "&lt;script&gt;" in page
+    assert 'href="tier1_retrieval.html"' in page and 'href="tier1_retrieval.ipynb"' in page
+    assert 'href="tier1_retrieval.metrics.json"' in page
+    assert "tier2.html" not in page.split("failed", 1)[1].split("</tr>")[0] or "(missing)" in page
+    assert not re.search(r"https?://", page)
+    assert "0.400 (95% CI 0.300–0.500, n=10)" in page
+    assert "#ffebe9" in page and "#dafbe1" in page  # attention and excellent colours
+    assert "0123456789ab" in page and "main" in page
+
+
+def test_index_without_metrics():
+    page = index_html(".", {"id": "r", "overall_status": "no-data"}, [])
+    assert "No metrics were recorded" in page
+
+
+def test_run_id_of():
+    assert report.run_id_of("/x/outputs/runs/20250101-000000-abcd") == "20250101-000000-abcd"
+    assert report.run_id_of("outputs/tiny") is None

@@ -1,0 +1,176 @@
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from ragnb import runner
+from ragnb.runner import NOTEBOOKS, TIER_KEY, run_notebooks
+
+FIXTURES = Path(__file__).parent / "fixtures"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("outputs")
+    messages = []
+    result = run_notebooks(["tiny_report"], {"n_points": "6"}, outputs=out, notebooks_dir=FIXTURES,
+                           log=messages.append)
+    return result, out, messages
+
+
+def test_contract_names():
+    assert NOTEBOOKS == {"tier0": "tier0_embeddings", "tier1": "tier1_retrieval"}
+    assert TIER_KEY == {"tier0_embeddings": "tier_0_metrics", "tier1_retrieval": "tier_1_metrics"}
+
+
+def test_run_writes_everything(tiny_run):
+    result, out, messages = tiny_run
+    run_dir = out / "runs" / result.run_id
+    assert result.run_dir == run_dir and result.failures == [] and result.exit_code == 0
+    for name in ["tiny_report.ipynb", "tiny_report.html", "tiny_report.metrics.json", "tiny_report.per_item.csv",
+                 "tiny_report.per_item.parquet", "index.html", "run_record.json"]:
+        assert (run_dir / name).is_file(), name
+    assert result.index_path == run_dir / "index.html"
+    # the executed notebook got the run folder and the CLI-style text value converted to int
+    executed = nbformat.read(run_dir / "tiny_report.ipynb", as_version=4)
+    injected = next(c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", []))
+    assert f'output_dir = "{run_dir}"' in injected.source and "n_points = 6" in injected.source
+    metrics = json.loads((run_dir / "tiny_report.metrics.json").read_text())
+    assert metrics["undefined_metric"] is None and metrics["hit_rate@1"]["n"] == 6
+    records = json.loads((out / "benchmark_runs.json").read_text())
+    assert len(records) == 1 and records[0]["id"] == result.run_id == result.record["id"]
+    rec = records[0]
+    assert rec["schema_version"] == "2.0" and rec["tier_1_metrics"] is None
+    assert rec["other_metrics"]["tiny_report"]["mrr"]["mean"] == 0.45
+    assert rec["overall_status"] == "attention"  # hit_rate@1 0.9 excellent, mrr 0.45 attention
+    assert rec["reports"][0]["status"] == "ok" and rec["params"]["tiny_report"]["n_points"] == 6
+    index = result.index_path.read_text()
+    assert 'href="tiny_report.html"' in index and 'href="tiny_report.metrics.json"' in index
+    assert "attention" in index and "hit_rate@1" in index
+    assert any("executing" in m for m in messages)
+
+
+def test_html_report_is_offline_and_escaped(tiny_run):
+    result, _, _ = tiny_run
+    page = (result.run_dir / "tiny_report.html").read_text()
+    assert "<title>Tiny report</title>" in page
+    assert not re.search(r"<script[^>]*\bsrc=[\"']?https?://", page, flags=re.I)
+    assert "demo &lt;b&gt;label&lt;/b&gt;" in page  # the table escapes user text
+    assert page.count('data-ragnb-plotlyjs="inline"') == 1  # plotly.js once, the second chart reuses it
+    assert "from ragnb.report import" not in page  # code hidden
+    assert f"<code>{result.run_id}</code>" in page  # header banner shows the run id
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (run scripts/install_chromium.sh)")
+def test_plotly_draws_in_headless_chromium_without_network(tiny_run, tmp_path):
+    result, _, _ = tiny_run
+    html = result.run_dir / "tiny_report.html"
+    cmd = [
+        _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+        f"--user-data-dir={tmp_path / 'profile'}", "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--proxy-server=127.0.0.1:9", "--virtual-time-budget=15000", "--dump-dom", html.as_uri(),
+    ]
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    plots = re.findall(r'class="[^"]*js-plotly-plot[^"]*".*?class="main-svg"', dom, flags=re.S)
+    assert len(plots) == 2, "both plotly charts should have drawn an SVG"
+    assert '#b00">plotly.js is not loaded' not in dom  # the fallback message was not rendered
+    assert "<g class=\"trace scatter" in dom or "class=\"scatterlayer" in dom
+
+
+def test_unknown_parameter_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match=r"no parameter 'n_point'.*n_points: int.*fail: bool"):
+        run_notebooks(["tiny_report"], {"tiny_report.n_point": 3}, outputs=tmp_path, notebooks_dir=FIXTURES)
+    with pytest.raises(ValueError, match=r"no notebook of this run has a parameter 'top_k'.*n_points"):
+        run_notebooks(["tiny_report"], {"top_k": 3}, outputs=tmp_path, notebooks_dir=FIXTURES)
+    with pytest.raises(ValueError, match="must be int"):
+        run_notebooks(["tiny_report"], {"n_points": "three"}, outputs=tmp_path, notebooks_dir=FIXTURES)
+    with pytest.raises(ValueError, match="unknown notebook 'tier9'"):
+        run_notebooks(["tier9"], {}, outputs=tmp_path, notebooks_dir=FIXTURES)
+    assert not (tmp_path / "runs").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("name", ["api_key", "openai_token", "db_password", "client-secret"])
+def test_secret_like_parameters_are_rejected(tmp_path, name):
+    with pytest.raises(ValueError, match="environment variables"):
+        run_notebooks(["tiny_report"], {name: "x"}, outputs=tmp_path, notebooks_dir=FIXTURES)
+
+
+def test_secret_values_and_output_dir_are_rejected(tmp_path):
+    with pytest.raises(ValueError, match="API key"):
+        run_notebooks(["tiny_report"], {"label": "sk-abcdefghijklmnopqrstuvwxyz"}, outputs=tmp_path,
+                      notebooks_dir=FIXTURES)
+    with pytest.raises(ValueError, match="output_dir is set by the runner"):
+        run_notebooks(["tiny_report"], {"output_dir": "/tmp/x"}, outputs=tmp_path, notebooks_dir=FIXTURES)
+
+
+def test_params_file_layout(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tiny_report:\n  n_pointz: 3\n")
+    with pytest.raises(ValueError, match=r"bad.yaml: tiny_report.n_pointz.*no parameter"):
+        run_notebooks(["tiny_report"], {}, params_file=bad, outputs=tmp_path, notebooks_dir=FIXTURES)
+    bad.write_text("tiny_report: 3\n")
+    with pytest.raises(ValueError, match="must be a mapping"):
+        run_notebooks(["tiny_report"], {}, params_file=bad, outputs=tmp_path, notebooks_dir=FIXTURES)
+    with pytest.raises(ValueError, match="not found"):
+        run_notebooks(["tiny_report"], {}, params_file=tmp_path / "nope.yaml", outputs=tmp_path,
+                      notebooks_dir=FIXTURES)
+
+
+def test_failure_is_recorded_run_continues_and_resume(tmp_path):
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    for stem in ("tiny_fail", "tiny_ok"):
+        shutil.copy(FIXTURES / "tiny_report.ipynb", nb_dir / f"{stem}.ipynb")
+    params = tmp_path / "params.yaml"
+    # common key for every notebook, then one section per notebook
+    params.write_text("n_points: 4\ntiny_fail:\n  name: tiny_fail\n  fail: true\ntiny_ok:\n  name: tiny_ok\n")
+    out = tmp_path / "outputs"
+    first = run_notebooks(["tiny_fail", "tiny_ok"], {}, params_file=params, run_id="resume-test", outputs=out,
+                          notebooks_dir=nb_dir, log=lambda m: None)
+    run_dir = out / "runs" / "resume-test"
+    assert first.failures == ["tiny_fail"] and first.exit_code == 1
+    assert (run_dir / "tiny_fail.ipynb").is_file() and (run_dir / "tiny_fail.html").is_file()
+    assert not (run_dir / "tiny_fail.metrics.json").exists()
+    assert "failed on purpose" in (run_dir / "tiny_fail.html").read_text()
+    assert (run_dir / "tiny_ok.metrics.json").is_file()  # the next notebook still ran
+    rec = first.record
+    assert rec["overall_status"] == "failed" and rec["failures"] == ["tiny_fail"]
+    fail_report = next(r for r in rec["reports"] if r["stem"] == "tiny_fail")
+    assert fail_report["status"] == "failed" and "RuntimeError: tiny_report failed on purpose" in fail_report["error"]
+    assert rec["params"]["tiny_fail"]["n_points"] == 4 and rec["params"]["tiny_ok"]["name"] == "tiny_ok"
+    index = (run_dir / "index.html").read_text()
+    assert "failed on purpose" in index and "tiny_fail.html" in index
+
+    messages = []
+    ok_mtime = (run_dir / "tiny_ok.ipynb").stat().st_mtime_ns
+    second = run_notebooks(["tiny_fail", "tiny_ok"], {"tiny_fail.fail": False}, params_file=params,
+                           run_id="resume-test", outputs=out, notebooks_dir=nb_dir, log=messages.append)
+    assert second.failures == [] and second.exit_code == 0
+    assert any("tiny_ok" in m and "skipping" in m for m in messages)
+    assert (run_dir / "tiny_ok.ipynb").stat().st_mtime_ns == ok_mtime  # not executed again
+    assert (run_dir / "tiny_fail.metrics.json").is_file()
+    records = json.loads((out / "benchmark_runs.json").read_text())
+    assert [r["id"] for r in records] == ["resume-test"]  # the resumed run updated its record
+    assert records[0]["failures"] == [] and records[0]["overall_status"] == "attention"
+    assert set(records[0]["other_metrics"]) == {"tiny_fail", "tiny_ok"}
+
+
+def test_notebooks_dir_default_points_into_the_repo():
+    try:
+        nb_dir = runner.notebooks_dir()
+    except ValueError:
+        pytest.skip("no notebooks/ folder in this checkout yet")
+    assert nb_dir.name == "notebooks"

@@ -1,0 +1,173 @@
+import json
+import math
+import multiprocessing as mp
+import re
+
+import numpy as np
+import pytest
+
+from ragnb import runs
+from ragnb.runs import (
+    SCHEMA_FIELDS, THRESHOLDS, append_run_record, build_record, check_run_id, executive_summary, git_info,
+    load_runs, new_run_id, overall_status, status_of, to_jsonable,
+)
+
+
+def test_run_id_format_and_order():
+    a = new_run_id()
+    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", a)
+    assert check_run_id(a) == a
+    assert sorted(["20240101-000000-ffff", "20231231-235959-0000"])[0].startswith("2023")
+    for bad in ["../etc", "a/b", "", "x" * 200, " run"]:
+        with pytest.raises(ValueError, match="folder name"):
+            check_run_id(bad)
+
+
+def test_git_info_outside_a_repo(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGNB_AUTHOR", "Ada")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    info = git_info(tmp_path)
+    assert info == {"branch": None, "commit": None, "author": "Ada"}
+    assert git_info(tmp_path / "missing")["author"] == "Ada"  # never crashes
+
+
+@pytest.mark.parametrize(
+    "metric, value, expected",
+    [
+        # seed 000 §11.2: excellent > 0.8, good 0.5–0.8 (bounds included), attention < 0.5
+        ("hit_rate@1", 0.81, "excellent"), ("hit_rate@1", 0.8, "good"), ("hit_rate@1", 0.5, "good"),
+        ("hit_rate@1", 0.4999, "attention"), ("mrr", 1.0, "excellent"), ("mrr", 0.0, "attention"),
+        ("ndcg@10", 0.8000001, "excellent"), ("ndcg@10", 0.65, "good"),
+        ("faithfulness", 0.9, "good"), ("faithfulness", 0.91, "excellent"), ("faithfulness", 0.7, "good"),
+        ("faithfulness", 0.69, "attention"),
+        ("e2e_score", 0.8, "good"), ("e2e_score", 0.6, "good"), ("e2e_score", 0.59, "attention"),
+        ("judge_pipeline_accuracy", 0.95, "good"), ("judge_pipeline_accuracy", 0.951, "excellent"),
+        ("judge_pipeline_accuracy", 0.85, "good"), ("judge_pipeline_accuracy", 0.849, "attention"),
+        ("judge_consistency", 0.96, "excellent"), ("judge_consistency", 0.8, "attention"),
+    ],
+)
+def test_status_boundaries(metric, value, expected):
+    assert status_of(metric, value) == expected
+    assert status_of(metric, {"mean": value, "ci95": [0, 1], "n": 3}) == expected
+
+
+def test_status_of_missing_and_unknown():
+    assert set(THRESHOLDS) == {"hit_rate@1", "mrr", "ndcg@10", "faithfulness", "e2e_score",
+                               "judge_pipeline_accuracy", "judge_consistency"}
+    assert status_of("hit_rate@5", 0.1) is None
+    assert status_of("mrr", math.nan) is None
+    assert status_of("mrr", None) is None
+    assert status_of("mrr", {"mean": None}) is None
+    assert status_of("mrr", True) is None
+    # short names inside the judge tiers map to their thresholds
+    assert status_of("accuracy", 0.99, "tier_judge_pipeline_metrics") == "excellent"
+    assert status_of("accuracy", 0.99, "tier_2_metrics") is None
+    assert status_of("consistency", 0.86, "tier_judge_metrics") == "good"
+
+
+def test_overall_status():
+    assert overall_status({}) == "no-data"
+    assert overall_status({"tier_0_metrics": {"isotropy": 0.3}, "tier_1_metrics": None}) == "no-data"
+    assert overall_status({"tier_1_metrics": {"mrr": 0.9, "hit_rate@1": {"mean": 0.85}}}) == "excellent"
+    assert overall_status({"tier_1_metrics": {"mrr": 0.9, "ndcg@10": 0.8}}) == "good"
+    assert overall_status({"tier_1_metrics": {"mrr": 0.9}, "tier_2_metrics": {"faithfulness": 0.5}}) == "attention"
+    # aggregates nested under "metrics" count too
+    assert overall_status({"tier_1_metrics": {"metrics": {"mrr": {"mean": 0.2}}}}) == "attention"
+
+
+def test_executive_summary_mentions_tiers_ci_and_attention():
+    rec = {
+        "dataset_file": "demo.jsonl", "dataset_type": "synthetic", "embedding_model": "mini",
+        "tier_0_metrics": {"isotropy": {"mean": 0.41, "ci95": [0.4, 0.42], "n": 10}},
+        "tier_1_metrics": {"hit_rate@1": {"mean": 0.42, "ci95": [0.35, 0.49], "n": 200, "n_failed": 0},
+                           "mrr": 0.61, "judge_backend": "offline-fallback"},
+    }
+    text = executive_summary(rec)
+    assert "Tier 0 (embeddings)" in text and "Tier 1 (retrieval)" in text and "demo.jsonl (synthetic)" in text
+    assert "hit_rate@1 = 0.420 (95% CI 0.350–0.490, n=200)" in text
+    assert "Needs attention: hit_rate@1 = 0.420 < 0.5" in text
+    assert "isotropy = 0.410" in text  # a tier without thresholds still gets its headline numbers
+    ok = executive_summary({"tier_1_metrics": {"mrr": 0.9}})
+    assert "All thresholded metrics are good or excellent" in ok
+    assert "No tier produced metrics" in executive_summary({})
+
+
+def test_build_record_schema(tmp_path, monkeypatch):
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    rec = build_record("20250102-030405-abcd", {"tier_1_metrics": {"mrr": np.float64(0.55), "x": math.nan}},
+                       "d.jsonl", "synthetic", "mini", {"judge_model": "qwen"}, cwd=tmp_path)
+    assert list(rec)[: len(SCHEMA_FIELDS)] == list(SCHEMA_FIELDS)
+    assert rec["schema_version"] == "2.0"
+    assert rec["timestamp"] == "2025-01-02T03:04:05+00:00"
+    assert rec["tier_0_metrics"] is None and rec["tier_ux_metrics"] is None
+    assert rec["model_runs"] == []
+    assert rec["tier_1_metrics"] == {"mrr": 0.55, "x": None}
+    assert rec["overall_status"] == "good"
+    assert rec["judge_model"] == "qwen" and rec["git_commit_hash"] is None
+    assert "mrr = 0.550" in rec["executive_summary"]
+    json.dumps(rec, allow_nan=False)
+    failed = build_record("r1", {}, None, None, None, {"failures": ["tier1"]}, cwd=tmp_path)
+    assert failed["overall_status"] == "failed" and "Failed notebooks: tier1" in failed["executive_summary"]
+    with pytest.raises(ValueError, match="unknown tier key"):
+        build_record("r", {"tier1": {}}, None, None, None, {}, cwd=tmp_path)
+    with pytest.raises(ValueError, match="unknown extra field"):
+        build_record("r", {}, None, None, None, {"judge_modle": "x"}, cwd=tmp_path)
+
+
+def test_to_jsonable_strict():
+    out = to_jsonable({"a": np.int64(3), "b": np.array([1.0, np.nan]), "c": (np.bool_(True),), "d": -math.inf})
+    assert out == {"a": 3, "b": [1.0, None], "c": [True], "d": None}
+    with pytest.raises(ValueError, match="cannot store"):
+        to_jsonable({"x": object()})
+
+
+def _append_many(path: str, worker: int, count: int) -> None:
+    for i in range(count):
+        append_run_record(path, {"id": f"w{worker}-{i}", "worker": worker, "payload": "x" * 2000})
+
+
+def test_append_is_atomic_under_concurrency(tmp_path):
+    path = tmp_path / "benchmark_runs.json"
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_append_many, args=(str(path), w, 10)) for w in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert all(p.exitcode == 0 for p in procs)
+    records = json.loads(path.read_text())
+    assert len(records) == 80
+    assert {r["id"] for r in records} == {f"w{w}-{i}" for w in range(8) for i in range(10)}
+    # each writer's records keep their order
+    for w in range(8):
+        mine = [r["id"] for r in records if r["worker"] == w]
+        assert mine == [f"w{w}-{i}" for i in range(10)]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_append_replaces_same_id_and_load(tmp_path):
+    path = tmp_path / "out" / "benchmark_runs.json"
+    assert load_runs(path) == []
+    append_run_record(path, {"id": "a", "v": 1})
+    append_run_record(path, {"id": "b", "v": 1})
+    append_run_record(path, {"id": "a", "v": 2, "bad": math.nan})
+    assert load_runs(path) == [{"id": "a", "v": 2, "bad": None}, {"id": "b", "v": 1}]
+
+
+@pytest.mark.parametrize("content", ['[{"id": "a"}, {"id": ', '{"id": "a"}', "[1, 2]"])
+def test_corrupt_file_is_not_overwritten(tmp_path, content):
+    path = tmp_path / "benchmark_runs.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match="move it aside") as err:
+        append_run_record(path, {"id": "new"})
+    assert str(path) in str(err.value)
+    assert path.read_text() == content
+    with pytest.raises(ValueError, match="benchmark_runs.json"):
+        load_runs(path)
+
+
+def test_empty_file_counts_as_no_runs(tmp_path):
+    path = tmp_path / "benchmark_runs.json"
+    path.write_text("  \n")
+    append_run_record(path, {"id": "x"})
+    assert runs.load_runs(path) == [{"id": "x"}]
