@@ -309,10 +309,15 @@ def demo(
     _report(result)
 
 
-def main() -> None:
+def build_cli() -> click.Group:
+    """The whole command tree (typer commands plus the click ``run`` command with repeatable ``-p NAME VALUE``)."""
     group = typer.main.get_group(app)
     group.add_command(run_command, "run")
-    group(prog_name="ragnb")
+    return group
+
+
+def main() -> None:
+    build_cli()(prog_name="ragnb")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,165 @@
+"""The ``ragnb`` command end to end on the real embedded server: load, embed, retrieve → TREC, metrics, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from itertools import count
+
+import pytest
+from click.testing import CliRunner
+
+from ragnb.cli import build_cli
+
+_db_names = count()
+
+CHUNKS = [
+    {"id": "c1", "text": "Москва — столица России.", "confluence_url": "https://wiki/p?pageId=1"},
+    {"id": "c2", "text": "Paris is the capital of France.", "confluence_url": "https://wiki/p?pageId=2"},
+    {"id": "c3", "text": "The Nile is the longest river in Africa.", "confluence_url": "https://wiki/p?pageId=3"},
+    {"id": "c4", "text": "Photosynthesis turns light into chemical energy in plants.", "confluence_url": "https://wiki/p?pageId=3"},
+]
+
+
+@pytest.fixture
+def cli(request):
+    """Invoke ``ragnb …`` in-process against a new database of the session's embedded server."""
+    env = {"RAGNB_EMBEDDED_DB": f"cli_{os.getpid()}_{next(_db_names)}"}
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(build_cli(), list(args), env=env, catch_exceptions=False)
+
+    return invoke
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _last_json(output: str):
+    """The JSON object a command printed (commands may print several; take the last)."""
+    start = output.rindex("\n{") + 1 if "\n{" in output else output.index("{")
+    return json.loads(output[start:])
+
+
+def test_load_twice_adds_nothing_and_status_counts(cli, tmp_path):
+    f = _jsonl(tmp_path / "chunks.jsonl", CHUNKS)
+    first = cli("load", "chunks", str(f))
+    assert first.exit_code == 0, first.output
+    assert _last_json(first.output)["inserted"] == 4
+    second = cli("load", "chunks", str(f))
+    assert _last_json(second.output)["inserted"] == 0
+    assert _last_json(second.output)["already_present"] == 4
+    status = _last_json(cli("db", "status").output)
+    assert status["chunks"] == {"rows": 4, "embedded": 0}
+
+
+def test_malformed_file_names_file_line_and_field_and_writes_nothing(cli, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": "also fine"}\n{"id": "c"}\n', encoding="utf-8")
+    res = cli("load", "chunks", str(bad))
+    assert res.exit_code == 2
+    assert str(bad) in res.output and ":3:" in res.output and "'text'" in res.output
+    assert _last_json(cli("db", "status").output)["chunks"]["rows"] == 0  # lines 1–2 were not written either
+
+
+def test_map_option_reads_other_column_names(cli, tmp_path):
+    f = _jsonl(tmp_path / "c.jsonl", [{"doc_id": "x1", "body": "Some text.", "link": "https://w/x"}])
+    res = cli("load", "chunks", str(f), "--map", "id=doc_id,text=body,confluence_url=link")
+    assert res.exit_code == 0, res.output
+    assert _last_json(res.output)["inserted"] == 1
+    res = cli("load", "chunks", str(f), "--map", "id")
+    assert res.exit_code == 2 and "FIELD=COLUMN" in res.output
+
+
+def test_embed_is_incremental(cli, tmp_path):
+    cli("load", "chunks", str(_jsonl(tmp_path / "c.jsonl", CHUNKS[:3])))
+    first = _last_json(cli("embed", "--chunks").output)
+    assert (first["total"], first["processed"], first["skipped"], first["errors"]) == (3, 3, 0, 0)
+    cli("load", "chunks", str(_jsonl(tmp_path / "more.jsonl", CHUNKS[3:])))
+    second = _last_json(cli("embed", "--chunks").output)
+    assert (second["total"], second["processed"], second["skipped"]) == (4, 1, 3)
+    assert cli("embed").exit_code == 2  # nothing asked for
+
+
+def test_retrieve_writes_trec_files_that_metrics_retrieval_scores(cli, tmp_path):
+    cli("load", "chunks", str(_jsonl(tmp_path / "c.jsonl", CHUNKS)))
+    assert cli("embed", "--chunks").exit_code == 0
+    # Each question is (almost) its chunk's own text, so exact search ranks that chunk first.
+    items = [{"id": f"q{i}", "question": c["text"], "relevant_chunk_ids": [c["id"]]} for i, c in enumerate(CHUNKS)]
+    items.append({"id": "q9", "question": "Which river is the longest in Africa?", "relevant_chunk_ids": ["c9"]})
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps(items), encoding="utf-8")
+    run, qrels = tmp_path / "run.trec", tmp_path / "qrels.trec"
+    res = cli("retrieve", "--dataset", str(ds), "--out", str(run), "--qrels-out", str(qrels), "--top-k", "3",
+              "--backend", "memory")
+    assert res.exit_code == 0, res.output
+    lines = [ln.split() for ln in run.read_text().splitlines()]
+    assert len(lines) == 5 * 3 and all(len(ln) == 6 and ln[1] == "Q0" for ln in lines)
+    firsts = {ln[0]: ln[2] for ln in lines if ln[3] == "1"}
+    assert firsts == {"q0": "c1", "q1": "c2", "q2": "c3", "q3": "c4", "q9": "c3"}
+    assert "q9 0 c9 1" in qrels.read_text()
+    out = cli("metrics", "retrieval", "--run", str(run), "--qrels", str(qrels), "--metrics", "hit_rate@1,mrr,recall@3")
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.output)
+    # q0..q3 find their chunk at rank 1; q9's relevant chunk c9 does not exist → 0. Mean = 4/5.
+    for name in ("hit_rate@1", "mrr", "recall@3"):
+        assert summary[name]["mean"] == pytest.approx(0.8)
+        assert (summary[name]["n"], summary[name]["n_valid"], summary[name]["n_failed"]) == (5, 5, 0)
+    # pgvector exact search gives the same ranking as the in-memory matrix product.
+    run_pg = tmp_path / "run_pg.trec"
+    assert cli("retrieve", "--dataset", str(ds), "--out", str(run_pg), "--top-k", "3",
+               "--index-mode", "exact").exit_code == 0
+    assert [ln.split()[:4] for ln in run_pg.read_text().splitlines()] == [ln[:4] for ln in lines]
+
+
+def test_metrics_retrieval_hand_computed(cli, tmp_path):
+    run = tmp_path / "run.txt"
+    run.write_text(
+        "1 Q0 d3 1 0.9 x\n1 Q0 d1 2 0.8 x\n1 Q0 d2 3 0.7 x\n"
+        "2 Q0 d5 1 0.9 x\n2 Q0 d4 2 0.5 x\n"
+        "3 Q0 d9 1 1.0 x\n"  # query 3 has no relevant doc in qrels → undefined, counted in n_failed
+    )
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("1 0 d1 1\n1 0 d2 2\n2 0 d7 1\n3 0 d9 0\n")
+    out = cli("metrics", "retrieval", "--run", str(run), "--qrels", str(qrels),
+              "--metrics", "hit_rate@1,hit_rate@3,mrr,precision@2,ndcg@3")
+    assert out.exit_code == 0, out.output
+    s = json.loads(out.output)
+    # q1: ranks d3(0) d1(1) d2(2); q2: nothing relevant retrieved.
+    assert s["hit_rate@1"]["mean"] == pytest.approx(0.0)
+    assert s["hit_rate@3"]["mean"] == pytest.approx(0.5)  # (1 + 0) / 2
+    assert s["mrr"]["mean"] == pytest.approx(0.25)  # (1/2 + 0) / 2
+    assert s["precision@2"]["mean"] == pytest.approx(0.25)  # (1/2 + 0/2) / 2
+    # q1 nDCG@3: DCG = 1/log2(3) + 2/log2(4) = 0.63093 + 1; IDCG = 2/1 + 1/log2(3) = 2.63093
+    import math
+    ndcg_q1 = (1 / math.log2(3) + 2 / 2) / (2 + 1 / math.log2(3))
+    assert s["ndcg@3"]["mean"] == pytest.approx(ndcg_q1 / 2)
+    assert (s["mrr"]["n"], s["mrr"]["n_valid"], s["mrr"]["n_failed"]) == (3, 2, 1)
+    bad = cli("metrics", "retrieval", "--run", str(run), "--qrels", str(qrels), "--metrics", "ndcg")
+    assert bad.exit_code == 2 and "ndcg@10" in bad.output
+    broken = tmp_path / "broken.txt"
+    broken.write_text("1 Q0 d1 1 0.5 x\n1 Q0 d2 2 high x\n")
+    bad = cli("metrics", "retrieval", "--run", str(broken), "--qrels", str(qrels))
+    assert bad.exit_code == 2 and "line 2" in bad.output and "score" in bad.output
+
+
+def test_run_rejects_unknown_parameter_and_notebook(cli):
+    res = cli("run", "tier1", "-p", "top_kk", "10")
+    assert res.exit_code == 2 and "top_kk" in res.output and "top_k: int" in res.output
+    res = cli("run", "tier1", "-p", "top_k", "ten")
+    assert res.exit_code == 2 and "must be int" in res.output
+    res = cli("run", "tier9")
+    assert res.exit_code == 2 and "unknown notebook" in res.output
+
+
+def test_console_script_entry_point():
+    exe = os.path.join(os.path.dirname(sys.executable), "ragnb")
+    out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0
+    for command in ("db", "load", "embed", "retrieve", "metrics", "run", "demo"):
+        assert command in out.stdout
