@@ -191,8 +191,11 @@ def overall_status(metrics_by_tier: dict[str, Any]) -> str:
 
 
 def _fmt(x: Any) -> str:
+    """Scores with 3 decimals; whole numbers (counts such as total_samples) as integers."""
     v = metric_value(x)
-    return "n/a" if v is None else f"{v:.3f}"
+    if v is None:
+        return "n/a"
+    return f"{int(v):,}" if float(v).is_integer() and abs(v) >= 2 else f"{v:.3f}"
 
 
 def format_aggregate(value: Any) -> str:
