@@ -49,3 +49,6 @@ def fresh_db():
     db = connect(database=name)
     yield db
     db.dispose()
+
+
+from llm_server import llm_server  # noqa: F401,E402  (scripted OpenAI-compatible server for LLM tests)
