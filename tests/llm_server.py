@@ -29,6 +29,11 @@ import pytest
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the default backlog of 5 stalls bursts of concurrent clients for ~1 s
+    daemon_threads = True
+
+
 @dataclass
 class Reply:
     status: int = 200
@@ -101,7 +106,7 @@ class FakeLLMServer:
         self._handler: Handler = lambda request: completion("ok")
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._make_handler_class())
+        self._httpd = _Server(("127.0.0.1", 0), self._make_handler_class())
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
