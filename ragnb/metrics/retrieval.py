@@ -9,7 +9,9 @@ Inputs
     run    ``{query_id: [doc_id, ...]}`` in rank order, or ``{query_id: {doc_id: score}}``. Scores are
            ranked as trec_eval ranks them: score descending, ties by doc id *descending* (byte order of
            the UTF-8 ids = Python's str order), e.g. docs "a" and "b" tied at 1.0 → "b" is rank 1.
-           trec_eval ignores the rank column of a run file; so do we.
+           trec_eval holds scores as 32-bit floats, so scores are compared after rounding to float32:
+           1.0 and 1.0 + 1e-9 tie (→ doc id order), as do scores beyond ±3.4e38. A ranked list keeps
+           exactly the order given. trec_eval ignores the rank column of a run file; so do we.
 
 Where ragnb differs from trec_eval, on purpose
     * A query in qrels but missing from the run scores 0 on every metric; trec_eval drops it, which
@@ -28,7 +30,7 @@ import numbers
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, compress, repeat
 
 import numpy as np
 import pandas as pd
@@ -50,6 +52,10 @@ Qrels = Mapping[str, Mapping[str, int]]
 
 # Bounds the (pairs × list length) comparison blocks to ~32 MB whatever the run's shape.
 _BLOCK_CELLS = 1 << 22
+# Ranked ids per batch in _ranked_positions (~a few MB of sets), and the number of relevant docs
+# found in one list beyond which a doc → rank dict replaces repeated list.index scans.
+_SET_CELLS = 1 << 13
+_INDEX_SCANS = 16
 
 
 @dataclass(frozen=True)
@@ -197,12 +203,23 @@ def doc_precision(t: RankedGains, k: int) -> np.ndarray:
 # Chunk → document conversion (seed 004).
 
 
+def _as_float32(values) -> np.ndarray:
+    """Scores as trec_eval holds them (C ``float``): rounded to float32; beyond ±3.4e38 → ±inf."""
+    with np.errstate(over="ignore"):
+        return np.asarray(values, dtype=float).astype(np.float32)
+
+
+def _trec_sorted(scores: Mapping[str, float]) -> list[str]:
+    return [d for _, d in sorted(zip(_as_float32(list(scores.values())).tolist(), scores), reverse=True)]
+
+
 def trec_order(scores: Mapping[str, float]) -> list[str]:
-    """Doc ids of a ``{doc_id: score}`` dict in trec_eval's order: score desc, then doc id desc."""
+    """Doc ids of a ``{doc_id: score}`` dict in trec_eval's order: score desc (compared as float32,
+    as trec_eval stores them), then doc id desc."""
     for doc, s in scores.items():
         if not _is_finite_number(s):
             raise ValueError(f"score {s!r} of doc {doc!r} is not a finite number; give it a real score or drop it")
-    return [d for d, _ in sorted(scores.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)]
+    return _trec_sorted(scores)
 
 
 def to_doc_run(run: Run, chunk_to_doc: Mapping[str, str] | None = None) -> dict[str, list[str]]:
@@ -279,20 +296,20 @@ def _qrels_pairs(qrels: Qrels) -> tuple[list[str], np.ndarray, list[str], np.nda
         raise ValueError("qrels is empty: there is nothing to evaluate; give at least one judged query")
     qids, judged = list(qrels), list(qrels.values())
     # Type checks run in C over whole columns; the slow loop only runs to name the culprit.
-    plain = (
-        set(map(type, qids)) <= {str}
-        and set(map(type, judged)) <= {dict}
-        and set(map(type, chain.from_iterable(judged))) <= {str}
-        and set(map(type, chain.from_iterable(map(dict.values, judged)))) <= {int, bool}
-    )
+    plain = set(map(type, qids)) <= {str} and set(map(type, judged)) <= {dict}
+    if plain:
+        docs = list(chain.from_iterable(judged))
+        values = list(chain.from_iterable(map(dict.values, judged)))
+        plain = set(map(type, docs)) <= {str} and set(map(type, values)) <= {int, bool}
     if not plain:
         _explain_bad_qrels(qrels)  # raises on a real problem
         judged = [{d: int(g) for d, g in j.items()} for j in judged]  # numpy ints, 2.0, dict subclasses
-    docs = list(chain.from_iterable(judged))
-    grades = np.fromiter(chain.from_iterable(map(dict.values, judged)), dtype=float, count=len(docs))
+        docs = list(chain.from_iterable(judged))
+        values = list(chain.from_iterable(map(dict.values, judged)))
+    grades = np.array(values, dtype=float)
     rows = np.repeat(np.arange(len(qids)), np.fromiter(map(len, judged), dtype=np.int64, count=len(judged)))
     rel = grades > 0
-    rel_docs = [d for d, r in zip(docs, rel.tolist()) if r]
+    rel_docs = list(compress(docs, rel.tolist()))
     return qids, rows[rel], rel_docs, grades[rel]
 
 
@@ -312,8 +329,9 @@ def _explain_bad_qrels(qrels: Qrels) -> None:
     # Only exotic-but-valid types (numpy ints, integral floats, dict subclasses) get here.
 
 
-def _run_rows(run: Run, qids: list[str]) -> tuple[list, bool, int]:
-    """Align the run to the qrels' queries: (lists/dicts or None, is_scored, n_unjudged_queries)."""
+def _run_rows(run: Run, qids: list[str]) -> tuple[list, np.ndarray, bool, int]:
+    """Align the run to the qrels' queries: (lists or dicts, empty where the query is missing from
+    the run; in_run; is_scored; n_unjudged_queries)."""
     _check_mapping(run, "run", "{query_id: [doc_id, ...]} or {query_id: {doc_id: score}}")
     if not set(map(type, run)) <= {str}:
         bad = next(q for q in run if not isinstance(q, str))
@@ -321,27 +339,39 @@ def _run_rows(run: Run, qids: list[str]) -> tuple[list, bool, int]:
     kinds = set(map(type, run.values()))
     scored = bool(kinds) and all(issubclass(k, Mapping) for k in kinds)
     if not scored and not all(issubclass(k, (list, tuple)) for k in kinds):
-        q, v = next((q, v) for q, v in run.items() if not isinstance(v, (list, tuple, Mapping)))
-        if isinstance(v, Mapping) or any(isinstance(x, Mapping) for x in run.values()):
+        bad = next(((q, v) for q, v in run.items() if not isinstance(v, (list, tuple, Mapping))), None)
+        if bad is None:  # only lists and dicts, mixed
+            q = next(q for q, v in run.items() if isinstance(v, Mapping))
             raise ValueError(f"run mixes ranked lists and score dicts (e.g. run[{q!r}]); use one form for all queries")
+        q, v = bad
         raise ValueError(
             f"run[{q!r}] is a {type(v).__name__}; give a list of doc ids in rank order or a dict doc id → score"
             + (" (convert arrays with .tolist())" if isinstance(v, np.ndarray) else "")
         )
-    rows = [run.get(q) for q in qids]
+    in_run = np.fromiter(map(run.__contains__, qids), dtype=bool, count=len(qids))
+    rows = list(map(run.get, qids, repeat({} if scored else [])))  # one shared, never-mutated empty
     if scored and not kinds <= {dict}:
-        rows = [dict(r) if r is not None else None for r in rows]
-    n_unjudged = len(run) - sum(r is not None for r in rows)
+        rows = [r if type(r) is dict else dict(r) for r in rows]
+    elif not scored and not kinds <= {list}:
+        rows = [r if type(r) is list else list(r) for r in rows]  # tuples → lists (list.index)
+    n_unjudged = len(run) - int(in_run.sum())
     # Checking every id's type would cost a pass over all ids; the first one per query catches the
-    # usual mistake (int ids in the run, str ids in qrels → silently all zeros).
-    for q, r in zip(qids, rows):
-        if r:
-            first = next(iter(r))
-            if not isinstance(first, str):
-                raise ValueError(f"run[{q!r}] has doc id {first!r} of type {type(first).__name__}; doc ids must be strings")
-            if scored and not _is_finite_number(r[first]):
-                raise ValueError(f"run[{q!r}][{first!r}] score {r[first]!r} is not a finite number")
-    return rows, scored, n_unjudged
+    # usual mistake (int ids in the run, str ids in qrels → silently all zeros). Checked in C; the
+    # loop below only runs to name the culprit.
+    filled = list(filter(None, rows))
+    firsts = list(map(next, map(iter, filled)))
+    first_scores = list(map(dict.__getitem__, filled, firsts)) if scored else []
+    if not (set(map(type, firsts)) <= {str} and set(map(type, first_scores)) <= {float, int}):
+        for q, r in zip(qids, rows):
+            if r:
+                first = next(iter(r))
+                if not isinstance(first, str):
+                    raise ValueError(
+                        f"run[{q!r}] has doc id {first!r} of type {type(first).__name__}; doc ids must be strings"
+                    )
+                if scored and not _is_finite_number(r[first]):
+                    raise ValueError(f"run[{q!r}][{first!r}] score {r[first]!r} is not a finite number")
+    return rows, in_run, scored, n_unjudged
 
 
 def _length_groups(lens: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
@@ -365,43 +395,66 @@ def _pair_chunks(pairs: np.ndarray, width: int) -> Iterator[np.ndarray]:
         yield pairs[i : i + step]
 
 
+def _batches(lens: np.ndarray, cells: int) -> Iterator[tuple[int, int]]:
+    """Consecutive query ranges [b0, b1) holding about ``cells`` ranked ids each (at least one query)."""
+    cum = np.concatenate([[0], np.cumsum(lens)])
+    b0, n = 0, len(lens)
+    while b0 < n:
+        b1 = min(n, max(b0 + 1, int(np.searchsorted(cum, cum[b0] + cells, side="right")) - 1))
+        yield b0, b1
+        b0 = b1
+
+
 def _ranked_positions(rows: list, qids, lens, pair_q, pair_doc) -> np.ndarray:
     """0-based rank of each relevant doc in its query's list (−1 = not retrieved); rejects repeats.
 
-    Python's cached str hashes stand in for the ids so that the 10M-id work runs in numpy; every
-    hash match is confirmed on the strings, so a hash collision can never change a result.
-    """
-    lists = [r if r is not None else () for r in rows]
-    try:
-        flat = np.fromiter(map(hash, chain.from_iterable(lists)), dtype=np.int64, count=int(lens.sum()))
-    except TypeError:
-        for q, r in zip(qids, lists):
-            for i, d in enumerate(r):
-                if not isinstance(d, str):
-                    raise ValueError(f"run[{q!r}] rank {i + 1}: doc id {d!r} is a {type(d).__name__}; use strings") from None
-        raise
-    offsets = np.concatenate([[0], np.cumsum(lens)])
-    pair_h = np.fromiter(map(hash, pair_doc), dtype=np.int64, count=len(pair_doc))
+    Per batch of queries, in C: ``set(list)`` finds repeats (the set is smaller than the list), set
+    membership finds the retrieved relevant docs and ``list.index`` their rank — ids are compared as
+    strings, never by hash alone. Small batches bound the sets' memory and keep the lists' strings
+    in cache for ``index``. ``pair_q`` is sorted (qrels order)."""
+    n = len(rows)
+    start = np.searchsorted(pair_q, np.arange(n + 1)).tolist()
     pos = np.full(len(pair_q), -1, dtype=np.int64)
-    pairs_by_len = np.argsort(lens[pair_q], kind="stable")
-    pair_lens = lens[pair_q][pairs_by_len]
-    for width, group in _length_groups(lens):
-        block = _block(flat, offsets, group, width)
-        if width > 1:
-            s = np.sort(block, axis=1)
-            for r in group[(s[:, 1:] == s[:, :-1]).any(axis=1)]:
-                _raise_if_repeated(qids[r], lists[r])
-        row_in_block = np.empty(len(lens), dtype=np.int64)
-        row_in_block[group] = np.arange(len(group))
-        lo, hi = np.searchsorted(pair_lens, [width, width + 1])
-        for chunk in _pair_chunks(pairs_by_len[lo:hi], width):
-            eq = block[row_in_block[pair_q[chunk]]] == pair_h[chunk, None]
-            pos[chunk] = np.where(eq.any(axis=1), eq.argmax(axis=1), -1)
-    # Confirm on the strings (cheap: only retrieved relevant docs).
-    for j in np.flatnonzero(pos >= 0).tolist():
-        ranked, doc = lists[pair_q[j]], pair_doc[j]
-        if ranked[pos[j]] != doc:  # hash collision: find the doc the slow way
-            pos[j] = ranked.index(doc) if doc in ranked else -1
+    for b0, b1 in _batches(lens, _SET_CELLS):
+        batch = rows[b0:b1]
+        try:
+            sets = list(map(set, batch))
+        except TypeError:
+            for i, r in enumerate(batch):
+                for j, d in enumerate(r):
+                    if not isinstance(d, str):
+                        raise ValueError(
+                            f"run[{qids[b0 + i]!r}] rank {j + 1}: doc id {d!r} is a {type(d).__name__}; use strings"
+                        ) from None
+            raise
+        repeated = np.flatnonzero(np.fromiter(map(len, sets), dtype=np.int64, count=b1 - b0) != lens[b0:b1])
+        for i in repeated.tolist():
+            _raise_if_repeated(qids[b0 + i], batch[i])
+        p0, p1 = start[b0], start[b1]
+        if p0 == p1:
+            continue
+        q_local = (pair_q[p0:p1] - b0).tolist()
+        docs = pair_doc[p0:p1]
+        found = np.fromiter(map(set.__contains__, map(sets.__getitem__, q_local), docs), dtype=bool, count=p1 - p0)
+        hit = np.flatnonzero(found)
+        if not len(hit):
+            continue
+        hit_q = np.asarray(q_local)[hit]
+        # list.index scans from the top: fine for a few relevant docs per query; a query with many
+        # found relevant docs gets a doc → rank dict instead, so the cost never turns quadratic.
+        many = np.bincount(hit_q, minlength=b1 - b0) > _INDEX_SCANS
+        if many.any():
+            rank_of = {i: dict(zip(batch[i], range(len(batch[i])))) for i in np.flatnonzero(many).tolist()}
+            for j, i in zip(hit.tolist(), hit_q.tolist()):
+                if i in rank_of:
+                    pos[p0 + j] = rank_of[i][docs[j]]
+            hit = hit[~many[hit_q]]
+            hit_q = hit_q[~many[hit_q]]
+        hit_l = hit.tolist()
+        pos[p0 + hit] = np.fromiter(
+            map(list.index, map(batch.__getitem__, hit_q.tolist()), map(docs.__getitem__, hit_l)),
+            dtype=np.int64, count=len(hit_l),
+        )
     return pos
 
 
@@ -418,8 +471,9 @@ def _raise_if_repeated(q: str, ranked) -> None:
 
 def _scored_positions(rows: list, qids, lens, pair_q, pair_doc) -> np.ndarray:
     """0-based trec_eval rank of each relevant doc (−1 = not retrieved) without sorting the run:
-    rank = #docs with a higher score + #docs with the same score and a larger doc id."""
-    dicts = [r if r is not None else {} for r in rows]
+    rank = #docs with a higher score, scores compared as float32 like trec_eval; a query where a
+    relevant doc's score is tied is ranked in full (score desc, doc id desc)."""
+    dicts = rows
     try:
         flat = np.fromiter(chain.from_iterable(map(dict.values, dicts)), dtype=float, count=int(lens.sum()))
     except (TypeError, ValueError):
@@ -430,8 +484,11 @@ def _scored_positions(rows: list, qids, lens, pair_q, pair_doc) -> np.ndarray:
                 if not _is_finite_number(s):
                     raise ValueError(f"run[{q!r}][{d!r}] score {s!r} is not a finite number; give a real score or drop the doc")
         raise ValueError("run scores could not be read as numbers; use int or float scores")
+    flat = _as_float32(flat)
     offsets = np.concatenate([[0], np.cumsum(lens)])
-    score = np.array([dicts[q].get(d, np.nan) for q, d in zip(pair_q.tolist(), pair_doc)], dtype=float)
+    # dict.get gives None for a doc the run did not retrieve, which numpy reads as NaN.
+    score = np.array(list(map(dict.get, map(dicts.__getitem__, pair_q.tolist()), pair_doc)), dtype=float)
+    score = _as_float32(score)
     pos = np.full(len(pair_q), -1, dtype=np.int64)
     retrieved = ~np.isnan(score)
     pairs_by_len = np.argsort(lens[pair_q], kind="stable")
@@ -445,11 +502,15 @@ def _scored_positions(rows: list, qids, lens, pair_q, pair_doc) -> np.ndarray:
         lo, hi = np.searchsorted(pair_lens, [width, width + 1])
         for chunk in _pair_chunks(pairs_by_len[lo:hi], width):
             b, s = block[row_in_block[pair_q[chunk]]], score[chunk, None]
-            pos[chunk] = (b > s).sum(axis=1)
-            tied.extend(chunk[(b == s).sum(axis=1) > 1].tolist())
+            pos[chunk] = np.count_nonzero(b > s, axis=1)
+            tied.extend(chunk[np.count_nonzero(b == s, axis=1) > 1].tolist())
+    ranks: dict[int, dict[str, int]] = {}
     for j in tied:  # rare on real scores: trec_eval puts the larger doc id first
-        d, s = pair_doc[j], score[j]
-        pos[j] += sum(1 for d2, s2 in dicts[pair_q[j]].items() if s2 == s and d2 > d)
+        q = int(pair_q[j])
+        if q not in ranks:
+            order = _trec_sorted(dicts[q])
+            ranks[q] = dict(zip(order, range(len(order))))
+        pos[j] = ranks[q][pair_doc[j]]
     return pos
 
 
@@ -459,9 +520,9 @@ def rank_gains(run: Run, qrels: Qrels, max_k: int | None) -> tuple[RankedGains, 
     if max_k is not None and (not isinstance(max_k, numbers.Integral) or max_k < 1):
         raise ValueError(f"max_k must be a positive integer or None, got {max_k!r}")
     qids, pair_q, pair_doc, grade = _qrels_pairs(qrels)
-    rows, scored, n_unjudged = _run_rows(run, qids)
+    rows, in_run, scored, n_unjudged = _run_rows(run, qids)
     n = len(qids)
-    lens = np.fromiter((len(r) if r is not None else 0 for r in rows), dtype=np.int64, count=n)
+    lens = np.fromiter(map(len, rows), dtype=np.int64, count=n)
     find = _scored_positions if scored else _ranked_positions
     pos = find(rows, qids, lens, pair_q, pair_doc)
 
@@ -482,7 +543,6 @@ def rank_gains(run: Run, qrels: Qrels, max_k: int | None) -> tuple[RankedGains, 
     keep = slot < ideal.shape[1]
     ideal[pair_q[order][keep], slot[keep]] = grade[order][keep]
 
-    in_run = np.fromiter((r is not None for r in rows), dtype=bool, count=n)
     table = RankedGains(qids, gains, ideal, n_rel, lens, first_rel, in_run)
     info = {
         "n_queries": n,
