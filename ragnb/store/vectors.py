@@ -112,6 +112,8 @@ def embed_table(
         todo = conn.execute(
             sa.select(sa.cast(table.c.id, sa.Text), text_col).where(emb.is_(None)).order_by(table.c.id)
         ).all()
+    # Longest texts first: each block then holds texts of similar length, so the encoder pads less.
+    todo.sort(key=lambda row: len(row[1]) if isinstance(row[1], str) else 0, reverse=True)
     stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - len(todo), 0)
     if not todo:
         _record_space(db, t, table, encoder)
@@ -173,21 +175,33 @@ def _write_vectors(db: Database, table: sa.Table, ids: list[str], vecs: np.ndarr
 
 
 def fetch_vectors(db: Database, which: str = "chunks") -> tuple[list[str], list[str | None], np.ndarray]:
-    """All (id, url, vector) rows that have a vector, ordered by id, as a float32 matrix."""
+    """All (id, url, vector) rows that have a vector, ordered by id, as a float32 matrix.
+
+    Vectors travel in pgvector's binary format (4 bytes per value) straight into numpy; the text form
+    (``real[]``) costs ~8× more time on 100k × 384 vectors.
+    """
+    from pgvector.psycopg import register_vector
+
     t = tables(db.schema)
     table = t.chunk if which == "chunks" else t.question
     sql = (
         f"SELECT CAST({_q(db, table.c.id.name)} AS text), {_q(db, table.c.url.name)}, "
-        f"CAST({_q(db, table.c.embedding.name)} AS real[]) FROM {_qt(db, table)} "
+        f"{_q(db, table.c.embedding.name)} FROM {_qt(db, table)} "
         f"WHERE {_q(db, table.c.embedding.name)} IS NOT NULL ORDER BY 1"
     )
     with db.engine.connect() as conn:
-        rows = conn.execute(sa.text(sql)).all()
+        raw = conn.connection.driver_connection
+        register_vector(raw)  # a pooled connection may predate the extension
+        with raw.cursor(binary=True) as cur:
+            cur.execute(sql)
+            rows = cur.fetchall()
+        raw.rollback()
     if not rows:
         return [], [], np.zeros((0, 0), dtype=np.float32)
     ids = [r[0] for r in rows]
     urls = [r[1] for r in rows]
-    mat = np.asarray([r[2] for r in rows], dtype=np.float32)
+    mat = np.stack([r[2].to_numpy() if hasattr(r[2], "to_numpy") else np.asarray(r[2]) for r in rows])
+    mat = mat.astype(np.float32, copy=False)
     return ids, urls, mat
 
 
