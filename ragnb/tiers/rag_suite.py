@@ -1,0 +1,255 @@
+"""The RAG metric suite over a dataset of (question, retrieved contexts, response, reference).
+
+With an LLM endpoint: the ragas-style metrics of seed 002 and the NVIDIA-style metrics of seed 003, each item
+persisted as it finishes (an interrupted run resumes). Always, also offline: seed 004's faithfulness fallback
+(embedding similarity, method recorded), hallucination rate, context utilization, and the lexical and semantic
+comparison with the reference. LLM-only metrics are never imitated offline: they are listed as not computed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ragnb.itemlog import ItemLog, fingerprint, run_items
+from ragnb.metrics.stats import aggregate
+
+RAGAS_METRICS = ("faithfulness", "context_precision", "context_recall", "context_entity_recall",
+                 "noise_sensitivity", "response_relevancy")
+NVIDIA_METRICS = ("nv_context_relevance", "nv_response_groundedness", "nv_answer_accuracy")
+LLM_METRICS = RAGAS_METRICS + NVIDIA_METRICS
+
+_FIELDS = {  # accepted spellings in a dataset file, first match wins
+    "id": ("id", "sample_id", "query_id"),
+    "user_input": ("user_input", "question", "userInput", "query"),
+    "retrieved_contexts": ("retrieved_contexts", "contexts", "retrievedContexts"),
+    "response": ("response", "answer"),
+    "reference": ("reference", "ground_truth_answer", "ground_truth", "reference_answer"),
+}
+
+
+@dataclass
+class SuiteResult:
+    per_item: pd.DataFrame
+    summary: dict
+    notes: list[str] = field(default_factory=list)
+
+
+def _pick(row: dict, name: str):
+    for key in _FIELDS[name]:
+        if key in row:
+            return row[key]
+    return None
+
+
+def normalise_sample(row: Any, where: str) -> dict:
+    """One dataset row → {id, user_input, retrieved_contexts, response, reference}; ValueError names the field."""
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: expected an object with question, retrieved_contexts, response, reference")
+    out = {name: _pick(row, name) for name in _FIELDS}
+    for name in ("user_input", "response"):
+        if not isinstance(out[name], str) or not out[name].strip():
+            raise ValueError(f"{where}: field '{name}' (or {', '.join(_FIELDS[name][1:])}) must be a non-empty string")
+    ctx = out["retrieved_contexts"]
+    if not isinstance(ctx, list) or not ctx or not all(isinstance(c, str) for c in ctx):
+        raise ValueError(f"{where}: field 'retrieved_contexts' must be a non-empty list of strings")
+    if out["reference"] is not None and not isinstance(out["reference"], str):
+        raise ValueError(f"{where}: field 'reference' must be a string or absent")
+    return out
+
+
+def load_rag_dataset(path: str | Path) -> list[dict]:
+    """A JSON array or JSONL(.gz) of samples; errors name the file, line/item and field; ids default to
+    the position and must be unique."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{p}: dataset file not found")
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt", encoding="utf-8") as fh:
+        text = fh.read()
+    rows: list[tuple[str, Any]] = []
+    if p.name.endswith((".jsonl", ".jsonl.gz")):
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append((f"{p}:{lineno}", json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{p}:{lineno}: invalid JSON ({exc.msg})") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        if isinstance(data, dict):
+            data = data.get("items")
+        if not isinstance(data, list):
+            raise ValueError(f"{p}: expected a JSON array of samples (or an object with 'items')")
+        rows = [(f"{p}: item {i}", r) for i, r in enumerate(data)]
+    samples, seen = [], {}
+    for i, (where, row) in enumerate(rows):
+        s = normalise_sample(row, where)
+        s["id"] = str(s["id"]) if s["id"] is not None else str(i)
+        if s["id"] in seen:
+            raise ValueError(f"{where}: field 'id' = {s['id']!r} repeats {seen[s['id']]}; ids must be unique")
+        seen[s["id"]] = where
+        samples.append(s)
+    if not samples:
+        raise ValueError(f"{p}: no samples")
+    return samples
+
+
+def samples_from_system(items: list, system: Any, top_k: int) -> list[dict]:
+    """Build suite samples by running a system under test: its top-k contexts and its answer per item."""
+    from ragnb.system import run_system
+
+    outs = run_system(system, [it.question for it in items], top_k)
+    samples = []
+    for it, out in zip(items, outs):
+        if out.error or not out.answer:
+            continue  # counted by the caller from the difference in length
+        samples.append({"id": it.id, "user_input": it.question, "retrieved_contexts": [c.text for c in out.contexts],
+                        "response": out.answer, "reference": it.ground_truth_answer})
+    return samples
+
+
+# ------------------------------------------------------------------------------------ offline part
+
+
+def offline_metrics(samples: list[dict], encoder: Any, language: str = "auto") -> pd.DataFrame:
+    """Per item: seed-004 faithfulness fallback (embedding; method recorded), hallucination rate, context
+    utilization (seed's "contains"), and ROUGE/BLEU/semantic similarity against the reference when present."""
+    from ragnb.metrics.fallback import context_utilization, faithfulness_fallback, hallucination_rate
+    from ragnb.metrics.text import text_metrics
+
+    rows = []
+    for s in samples:
+        f = faithfulness_fallback(s["response"], s["retrieved_contexts"], encoder=encoder, language=language)
+        rows.append({"id": s["id"], "faithfulness_fallback": f["score"], "faithfulness_method": f["method"],
+                     "hallucination_rate": hallucination_rate(f["score"]),
+                     "context_utilization": context_utilization(s["response"], s["retrieved_contexts"])})
+    frame = pd.DataFrame(rows).set_index("id")
+    with_ref = [s for s in samples if s.get("reference")]
+    if with_ref:
+        text, _ = text_metrics([s["response"] for s in with_ref], [s["reference"] for s in with_ref],
+                               encoder=encoder, language=language)
+        text.index = [s["id"] for s in with_ref]
+        frame = frame.join(text[[c for c in text.columns if c not in frame.columns]])
+    return frame
+
+
+# ---------------------------------------------------------------------------------------- LLM part
+
+
+def _llm_metric(name: str, models: list[str], aggregate_how: str, language: str, encoder: Any):
+    """(async evaluate(sample, client) -> EvaluationResult, settings that the score depends on)."""
+    common = {"models": list(models), "aggregate": aggregate_how, "language": language}
+    if name in RAGAS_METRICS:
+        from ragnb.metrics import ragas
+
+        metric = ragas.get_metric(name)
+        options = dict(common)
+        if name == "response_relevancy":
+            options["encoder"] = encoder
+        config = metric.make_config(options)
+
+        async def evaluate(sample: dict, client: Any):
+            return await metric.evaluate(sample, client, config)
+
+        return evaluate, {"metric": name, **config.as_dict()}
+    from ragnb.metrics import nvidia
+
+    fn, cfg_cls = {
+        "nv_context_relevance": (nvidia.context_relevance, nvidia.ContextRelevanceConfig),
+        "nv_response_groundedness": (nvidia.response_groundedness, nvidia.ResponseGroundednessConfig),
+        "nv_answer_accuracy": (nvidia.answer_accuracy, nvidia.AnswerAccuracyConfig),
+    }[name]
+    config = cfg_cls(**common)
+
+    async def evaluate(sample: dict, client: Any):
+        return await fn(sample, client, config)
+
+    return evaluate, {"metric": name, **config.as_dict()}
+
+
+def _needs_reference(name: str) -> bool:
+    return name in ("context_recall", "context_entity_recall", "noise_sensitivity", "nv_answer_accuracy")
+
+
+async def llm_metrics(samples: list[dict], client: Any, metrics: list[str], models: list[str], aggregate_how: str,
+                      language: str, encoder: Any, log_dir: Path | None, concurrency: int) -> pd.DataFrame:
+    """Every LLM metric on every sample; each finished item is logged under ``log_dir`` (resumable)."""
+    columns: dict[str, dict[str, Any]] = {}
+    for name in metrics:
+        evaluate, settings = _llm_metric(name, models, aggregate_how, language, encoder)
+        usable = [s for s in samples if not _needs_reference(name) or s.get("reference")]
+        by_id = {s["id"]: s for s in usable}
+        log = ItemLog(log_dir / f"rag_metrics.{name}.items.jsonl", fingerprint(settings)) if log_dir else None
+
+        async def score(key: str, evaluate=evaluate, by_id=by_id) -> dict:
+            r = await evaluate(by_id[key], client)
+            return {"score": r.score, "status": r.status, "method": r.method, "reason": r.reason,
+                    "explanation": r.explanation, **{f"score[{m.model}]": m.score for m in r.model_scores}}
+
+        records = await run_items(list(by_id), score, log, concurrency)
+        for key, rec in records.items():
+            row = columns.setdefault(key, {})
+            row[name] = rec["score"] if rec["score"] is not None else math.nan
+            row[f"{name}_status"] = rec["status"]
+            if rec.get("reason"):
+                row[f"{name}_reason"] = rec["reason"]
+    return pd.DataFrame.from_dict(columns, orient="index")
+
+
+# ------------------------------------------------------------------------------------------ suite
+
+
+def run_rag_suite(samples: list[dict], encoder: Any, *, client: Any = None, metrics: list[str] | None = None,
+                  models: list[str] | None = None, aggregate_how: str = "mean", language: str = "en",
+                  log_dir: Path | None = None, concurrency: int = 8, n_boot: int = 1000) -> SuiteResult:
+    """Score ``samples``. Offline metrics always; the LLM metrics when ``client`` and ``models`` are given."""
+    if not samples:
+        raise ValueError("no samples to score")
+    metrics = list(metrics) if metrics is not None else list(LLM_METRICS)
+    unknown = sorted(set(metrics) - set(LLM_METRICS))
+    if unknown:
+        raise ValueError(f"unknown suite metric(s) {unknown}; known: {list(LLM_METRICS)}")
+    notes: list[str] = []
+    frame = offline_metrics(samples, encoder, "auto")
+    if client is not None and models:
+        from ragnb.llm import run_sync
+
+        llm = run_sync(llm_metrics(samples, client, metrics, list(models), aggregate_how, language, encoder,
+                                   log_dir, concurrency))
+        frame = frame.join(llm, how="left")
+        missing_ref = sum(1 for s in samples if not s.get("reference"))
+        if missing_ref and any(_needs_reference(m) for m in metrics):
+            notes.append(f"{missing_ref} samples have no reference: reference-based metrics skip them (counted as failed).")
+    else:
+        notes.append("No LLM endpoint configured (or no judge_models): the LLM metrics "
+                     f"{', '.join(metrics)} were not computed. Faithfulness is the seed-004 embedding fallback "
+                     "(faithfulness_fallback), never presented as an LLM judgement.")
+    numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
+    summary: dict[str, Any] = {c: aggregate(frame[c].to_numpy(dtype=float), n_boot=n_boot) for c in numeric}
+    summary["methods"] = {"faithfulness_fallback": dict(Counter(frame["faithfulness_method"]))}
+    for name in metrics:
+        if f"{name}_status" in frame:
+            summary["methods"][name] = dict(Counter(frame[f"{name}_status"].fillna("skipped")))
+    return SuiteResult(frame, summary, notes)
+
+
+def top_rows(frame: pd.DataFrame, samples: list[dict], column: str, n: int, ascending: bool = True) -> pd.DataFrame:
+    """The ``n`` items with the lowest (or highest) ``column``, with their question, response and first context."""
+    by_id = {s["id"]: s for s in samples}
+    part = frame[[column]].dropna().sort_values(column, ascending=ascending).head(n).copy()
+    part["question"] = [by_id[i]["user_input"] for i in part.index]
+    part["response"] = [by_id[i]["response"] for i in part.index]
+    part["context_1"] = [by_id[i]["retrieved_contexts"][0] for i in part.index]
+    return part
+

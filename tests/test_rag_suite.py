@@ -1,0 +1,125 @@
+"""The RAG metric suite over a dataset: offline part, LLM part over HTTP (resumable), inputs, notebook."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from llm_server import completion
+
+from conftest import REPO
+from ragnb.llm import LLMClient, LLMSettings
+from ragnb.metrics.fallback import context_utilization, faithfulness_fallback
+from ragnb.metrics.text import rouge
+from ragnb.tiers.rag_suite import load_rag_dataset, run_rag_suite
+
+SAMPLES = [
+    {"id": "a", "user_input": "Where is the Eiffel Tower?", "response": "The Eiffel Tower is in Paris.",
+     "retrieved_contexts": ["The Eiffel Tower is a landmark in Paris, France.", "Paris is the capital of France."],
+     "reference": "It is in Paris."},
+    {"id": "b", "user_input": "What is the capital of Peru?", "response": "The capital of Peru is Madrid.",
+     "retrieved_contexts": ["Lima is the capital and largest city of Peru."], "reference": "Lima."},
+    {"id": "c", "user_input": "Who wrote War and Peace?", "response": "Leo Tolstoy wrote it.",
+     "retrieved_contexts": ["War and Peace is a novel by Leo Tolstoy."], "reference": None},
+]
+
+
+def test_offline_part_equals_the_metric_functions(encoder):
+    res = run_rag_suite(SAMPLES, encoder, n_boot=200)
+    f = res.per_item
+    for s in SAMPLES:
+        ref = faithfulness_fallback(s["response"], s["retrieved_contexts"], encoder=encoder)
+        assert f.loc[s["id"], "faithfulness_fallback"] == pytest.approx(ref["score"])
+        assert f.loc[s["id"], "faithfulness_method"] == "embedding"
+        assert f.loc[s["id"], "hallucination_rate"] == pytest.approx(1 - ref["score"])
+        assert f.loc[s["id"], "context_utilization"] == context_utilization(s["response"], s["retrieved_contexts"])
+    # ROUGE only where a reference exists; "c" has none → NaN, counted.
+    assert f.loc["a", "rouge1"] == pytest.approx(rouge(SAMPLES[0]["response"], "It is in Paris.")["rouge1"])
+    assert math.isnan(f.loc["c", "rouge1"])
+    assert res.summary["rouge1"]["n_failed"] == 1 and res.summary["faithfulness_fallback"]["n_valid"] == 3
+    assert res.summary["methods"]["faithfulness_fallback"] == {"embedding": 3}
+    assert any("not computed" in n for n in res.notes)
+    with pytest.raises(ValueError, match="unknown suite metric"):
+        run_rag_suite(SAMPLES, encoder, metrics=["faithfulnes"])
+
+
+def _handler(body):
+    prompt = body["messages"][0]["content"]
+    first = prompt.splitlines()[0]
+    if first.startswith("# Statement extraction"):
+        statements = {"Madrid": ["The capital of Peru is Madrid."],
+                      "Eiffel": ["The Eiffel Tower is in Paris."]}
+        key = "Madrid" if "Madrid" in prompt else "Eiffel"
+        return completion(json.dumps({"statements": statements[key]}))
+    if first.startswith("# Statement verification"):
+        verdict = 0 if "Madrid" in prompt else 1
+        return completion(json.dumps({"verdicts": [{"id": 1, "reason": "r", "verdict": verdict}]}))
+    return completion("{}")
+
+
+def test_llm_part_over_http_is_resumable(encoder, llm_server, tmp_path):
+    llm_server.set_handler(_handler)
+    client = LLMClient(LLMSettings(base_url=llm_server.base_url, api_key="sk-test", cache_dir=None))
+    two = SAMPLES[:2]
+    res = run_rag_suite(two, encoder, client=client, metrics=["faithfulness"], models=["judge-a"],
+                        log_dir=tmp_path, n_boot=200)
+    # a: 1 statement supported → 1.0; b: 1 statement, not supported → 0.0; mean 0.5
+    assert res.per_item.loc["a", "faithfulness"] == 1.0 and res.per_item.loc["b", "faithfulness"] == 0.0
+    assert res.summary["faithfulness"]["mean"] == pytest.approx(0.5)
+    assert res.summary["methods"]["faithfulness"] == {"ok": 2}
+    sent = len(llm_server.requests)
+    assert sent == 4  # 2 calls (statements + verification) per sample
+    again = run_rag_suite(two, encoder, client=client, metrics=["faithfulness"], models=["judge-a"],
+                          log_dir=tmp_path, n_boot=200)
+    assert len(llm_server.requests) == sent  # finished items are read from the log: no new request
+    assert again.per_item["faithfulness"].tolist() == res.per_item["faithfulness"].tolist()
+    # Another judge model is another fingerprint: scored anew, not reused.
+    run_rag_suite(two, encoder, client=client, metrics=["faithfulness"], models=["judge-b"], log_dir=tmp_path)
+    assert len(llm_server.requests) == sent + 4
+
+
+def test_dataset_files(tmp_path):
+    good = tmp_path / "s.jsonl"
+    good.write_text("\n".join(json.dumps(s) for s in SAMPLES) + "\n")
+    assert [s["id"] for s in load_rag_dataset(good)] == ["a", "b", "c"]
+    arr = tmp_path / "s.json"
+    arr.write_text(json.dumps([{"question": "q?", "contexts": ["c"], "answer": "x", "ground_truth": "y"}]))
+    assert load_rag_dataset(arr) == [{"id": "0", "user_input": "q?", "retrieved_contexts": ["c"],
+                                      "response": "x", "reference": "y"}]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(SAMPLES[0]) + "\n" + json.dumps({**SAMPLES[1], "retrieved_contexts": "one"}) + "\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: field 'retrieved_contexts'"):
+        load_rag_dataset(bad)
+    bad.write_text(json.dumps(SAMPLES[0]) + "\n" + json.dumps(SAMPLES[0]) + "\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: field 'id' = 'a' repeats"):
+        load_rag_dataset(bad)
+    bad.write_text(json.dumps({**SAMPLES[0], "response": ""}) + "\n")
+    with pytest.raises(ValueError, match=r":1: field 'response'"):
+        load_rag_dataset(bad)
+
+
+@pytest.mark.slow
+def test_notebook_offline_on_a_dataset_file(tmp_path):
+    import nbformat
+
+    from ragnb.runner import run_notebooks
+
+    data = tmp_path / "samples.jsonl"
+    data.write_text("\n".join(json.dumps(s) for s in SAMPLES) + "\n")
+    result = run_notebooks(["rag_metrics"], {"dataset_path": str(data), "n_boot": 100}, outputs=tmp_path / "out",
+                           log=lambda *_: None)
+    assert result.failures == []
+    metrics = json.loads((result.run_dir / "rag_metrics.metrics.json").read_text())
+    assert metrics["judge_backend"] == "offline-fallback"
+    assert metrics["faithfulness_fallback"]["n"] == 3 and "faithfulness" not in metrics
+    assert metrics["methods"]["faithfulness_fallback"] == {"embedding": 3}
+    html = (result.run_dir / "rag_metrics.html").read_text()
+    assert "offline-fallback" in html
+    nb = nbformat.read(REPO / "notebooks" / "rag_metrics.ipynb", as_version=4)
+    assert all(not c.outputs for c in nb.cells if c.cell_type == "code")
+    import jupytext
+
+    assert [c.source for c in jupytext.read(REPO / "notebooks" / "rag_metrics.py").cells] == [c.source for c in nb.cells]
+    assert np.isfinite(metrics["hallucination_rate"]["mean"])
