@@ -25,8 +25,14 @@ from ragnb import config
 from ragnb.report import find_secret, notebook_to_html, write_index
 from ragnb.runs import append_run_record, atomic_write_text, build_record, check_run_id, dumps_strict, new_run_id
 
-NOTEBOOKS: dict[str, str] = {"tier0": "tier0_embeddings", "tier1": "tier1_retrieval"}
-TIER_KEY: dict[str, str] = {"tier0_embeddings": "tier_0_metrics", "tier1_retrieval": "tier_1_metrics"}
+NOTEBOOKS: dict[str, str] = {
+    "tier0": "tier0_embeddings", "tier1": "tier1_retrieval", "tier2": "tier2_generation", "tier3": "tier3_e2e",
+    "judge": "tier_judge", "judge_pipeline": "tier_judge_pipeline", "rag_metrics": "rag_metrics",
+}
+TIER_KEY: dict[str, str] = {
+    "tier0_embeddings": "tier_0_metrics", "tier1_retrieval": "tier_1_metrics", "tier2_generation": "tier_2_metrics",
+    "tier3_e2e": "tier_3_metrics", "tier_judge": "tier_judge_metrics", "tier_judge_pipeline": "tier_judge_pipeline_metrics",
+}
 
 RUNS_FILE = "benchmark_runs.json"
 RECORD_FILE = "run_record.json"

@@ -118,6 +118,9 @@ TIER_LABELS: dict[str, str] = {
 
 STATUS_ORDER = ("attention", "good", "excellent")
 
+# Metrics that are trivially perfect when the offline fallback plays the judge: never graded then.
+_TAUTOLOGICAL_OFFLINE = {"judge_consistency"}
+
 
 def metric_value(value: Any) -> float | None:
     """The number behind an aggregate: a plain number, or the ``mean`` of ``{mean, ci95, n, ...}``."""
@@ -169,7 +172,10 @@ def tier_statuses(metrics_by_tier: dict[str, Any]) -> list[tuple[str, str, Any, 
     """(tier_key, metric, aggregate, status) for every thresholded metric with a value."""
     out = []
     for tier_key, block in (metrics_by_tier or {}).items():
+        offline = isinstance(block, dict) and block.get("judge_backend") == "offline-fallback"
         for name, value in iter_aggregates(block):
+            if offline and canonical_metric(name, tier_key) in _TAUTOLOGICAL_OFFLINE:
+                continue  # a deterministic fallback agrees with itself: 1.0 says nothing about a judge
             status = status_of(name, value, tier_key)
             if status is not None:
                 out.append((tier_key, name, value, status))

@@ -73,6 +73,11 @@ def test_overall_status():
     assert overall_status({"tier_1_metrics": {"mrr": 0.9}, "tier_2_metrics": {"faithfulness": 0.5}}) == "attention"
     # aggregates nested under "metrics" count too
     assert overall_status({"tier_1_metrics": {"metrics": {"mrr": {"mean": 0.2}}}}) == "attention"
+    # A deterministic offline judge agrees with itself: its consistency is not graded; an LLM judge's is.
+    judge = {"consistency_score": {"mean": 1.0}}
+    assert overall_status({"tier_judge_metrics": judge}) == "excellent"
+    assert overall_status({"tier_judge_metrics": {**judge, "judge_backend": "offline-fallback"}}) == "no-data"
+    assert overall_status({"tier_judge_metrics": {"consistency_score": 0.6, "judge_backend": "openai-compatible"}}) == "attention"
 
 
 def test_executive_summary_mentions_tiers_ci_and_attention():
