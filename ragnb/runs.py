@@ -118,8 +118,10 @@ TIER_LABELS: dict[str, str] = {
 
 STATUS_ORDER = ("attention", "good", "excellent")
 
-# Metrics that are trivially perfect when the offline fallback plays the judge: never graded then.
-_TAUTOLOGICAL_OFFLINE = {"judge_consistency"}
+# Thresholds of seed 000 §11.2 that grade an LLM judge's verdicts. When the offline fallback stands in
+# (a deterministic judge agrees with itself; extractive answers copy their context), the value is reported
+# but not graded.
+_LLM_JUDGED = {"judge_consistency", "faithfulness", "e2e_score"}
 
 
 def metric_value(value: Any) -> float | None:
@@ -174,8 +176,8 @@ def tier_statuses(metrics_by_tier: dict[str, Any]) -> list[tuple[str, str, Any, 
     for tier_key, block in (metrics_by_tier or {}).items():
         offline = isinstance(block, dict) and block.get("judge_backend") == "offline-fallback"
         for name, value in iter_aggregates(block):
-            if offline and canonical_metric(name, tier_key) in _TAUTOLOGICAL_OFFLINE:
-                continue  # a deterministic fallback agrees with itself: 1.0 says nothing about a judge
+            if offline and canonical_metric(name, tier_key) in _LLM_JUDGED:
+                continue
             status = status_of(name, value, tier_key)
             if status is not None:
                 out.append((tier_key, name, value, status))

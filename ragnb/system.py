@@ -126,7 +126,9 @@ class BaselineSystem:
         vecs = self.encoder.encode([question] + sentences)
         return extractive_answer(vecs[0], sentences, vecs[1:], self.max_sentences)
 
-    async def aanswer(self, question: str, contexts: list[Context]) -> str:
+    async def aanswer(self, question: str, contexts: list[Context], seed: int | None = None) -> str:
+        # ``seed`` goes into the LLM request (and so the cache key): repeated runs for response consistency
+        # pass different seeds, else the disk cache would replay the first answer.
         if self.answer_method != "llm":
             return await asyncio.to_thread(self.answer, question, contexts)
         from ragnb.llm.prompts import prompt
@@ -135,7 +137,7 @@ class BaselineSystem:
         messages = [{"role": "user", "content": prompt("rag_answer", self.language, question=question,
                                                        contexts=numbered)}]
         result = await self.client.chat(messages, model=self.model, temperature=self.temperature,
-                                        metric="generation")
+                                        seed=seed, metric="generation")
         return result.text.strip()
 
 
