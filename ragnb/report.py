@@ -22,7 +22,7 @@ import pandas as pd
 
 from ragnb.config import redact_url
 from ragnb.runs import (
-    TIER_KEYS, TIER_LABELS, atomic_write_text, dumps_strict, format_aggregate, iter_aggregates, status_of,
+    TIER_KEYS, TIER_LABELS, atomic_write_text, dumps_strict, format_aggregate, iter_aggregates, block_status,
 )
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -431,7 +431,7 @@ def _metric_rows(record: dict) -> str:
         for name, value in iter_aggregates(block):
             rows.append(
                 f"<tr><td>{_e(label)}</td><td><code>{_e(name)}</code></td>"
-                f'<td class="num">{_e(format_aggregate(value))}</td><td>{_badge(status_of(name, value, key))}</td></tr>'
+                f'<td class="num">{_e(format_aggregate(value))}</td><td>{_badge(block_status(name, value, key, block))}</td></tr>'
             )
     if not rows:
         return "<p>No metrics were recorded.</p>"

@@ -170,15 +170,21 @@ def iter_aggregates(block: Any) -> Iterator[tuple[str, Any]]:
                 yield name, value
 
 
+def block_status(name: str, value: Any, tier_key: str, block: Any) -> str | None:
+    """:func:`status_of` for a metric inside a tier block — except that a metric whose threshold grades an
+    LLM judge is not graded when the block was judged by the offline fallback."""
+    offline = isinstance(block, dict) and block.get("judge_backend") == "offline-fallback"
+    if offline and canonical_metric(name, tier_key) in _LLM_JUDGED:
+        return None
+    return status_of(name, value, tier_key)
+
+
 def tier_statuses(metrics_by_tier: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
-    """(tier_key, metric, aggregate, status) for every thresholded metric with a value."""
+    """(tier_key, metric, aggregate, status) for every graded metric with a value."""
     out = []
     for tier_key, block in (metrics_by_tier or {}).items():
-        offline = isinstance(block, dict) and block.get("judge_backend") == "offline-fallback"
         for name, value in iter_aggregates(block):
-            if offline and canonical_metric(name, tier_key) in _LLM_JUDGED:
-                continue
-            status = status_of(name, value, tier_key)
+            status = block_status(name, value, tier_key, block)
             if status is not None:
                 out.append((tier_key, name, value, status))
     return out
@@ -225,7 +231,7 @@ def format_aggregate(value: Any) -> str:
 
 def _headline(tier_key: str, block: dict, limit: int = 3) -> list[tuple[str, Any]]:
     pairs = list(iter_aggregates(block))
-    thresholded = [(n, v) for n, v in pairs if status_of(n, v, tier_key) is not None]
+    thresholded = [(n, v) for n, v in pairs if block_status(n, v, tier_key, block) is not None]
     return thresholded or pairs[:limit]
 
 
