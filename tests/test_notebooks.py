@@ -97,13 +97,25 @@ def test_plain_papermill_from_repo_root(tmp_path):
 
 
 def test_notebooks_are_committed_clean_and_paired():
+    """Every notebook the runner knows: outputs cleared, parameters cell first, each parameter documented
+    (papermill drops a parameter line whose comment holds " = "), and identical to its jupytext twin."""
     import jupytext
     import nbformat
+    import papermill as pm
 
-    for stem in ("tier0_embeddings", "tier1_retrieval"):
-        nb = nbformat.read(REPO / "notebooks" / f"{stem}.ipynb", as_version=4)
+    from ragnb.runner import NOTEBOOKS
+
+    for stem in NOTEBOOKS.values():
+        path = REPO / "notebooks" / f"{stem}.ipynb"
+        nb = nbformat.read(path, as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
         assert all(not c.outputs and c.execution_count is None for c in code), f"{stem}: outputs not cleared"
         assert "parameters" in code[0].metadata.get("tags", []), f"{stem}: first code cell is not the parameters cell"
+        for line in code[0].source.splitlines():
+            if "#" in line:
+                assert " = " not in line.split("#", 1)[1], f"{stem}: {line}"
+        declared = pm.inspect_notebook(str(path))
+        assert "output_dir" in declared, stem
+        assert all(v["help"] for v in declared.values()), f"{stem}: a parameter lacks its # help comment"
         twin = jupytext.read(REPO / "notebooks" / f"{stem}.py")
         assert [c.source for c in twin.cells] == [c.source for c in nb.cells], f"{stem}: .ipynb and .py differ"

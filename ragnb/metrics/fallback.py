@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragnb.metrics.registry import register
+from ragnb.metrics.text import as_vector_rows
 
 FAMILY = "groundedness"
 LANGUAGES = ("auto", "en", "ru")
@@ -219,16 +220,9 @@ def sigmoid(x, center: float = SIGMOID_CENTER, slope: float = SIGMOID_SLOPE):
 
 
 def _unit_rows(x, field: str) -> np.ndarray:
-    a = np.asarray(x)
-    if a.dtype.kind not in "biuf":
-        raise ValueError(f"{field} must be numeric vectors, got dtype {a.dtype}")
-    a = a.astype(np.float64, copy=False)
-    if a.ndim == 1:
-        a = a[None, :]
-    if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
+    a = as_vector_rows(x, field)
+    if a.shape[0] < 1:
         raise ValueError(f"{field} must be a non-empty N × D matrix, got shape {a.shape}")
-    if not np.isfinite(a).all():
-        raise ValueError(f"{field} has NaN/inf values; re-embed those texts")
     n = np.linalg.norm(a, axis=1)
     if (n == 0).any():
         rows = np.flatnonzero(n == 0)[:20].tolist()

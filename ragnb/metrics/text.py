@@ -199,7 +199,8 @@ def corpus_bleu(predictions: Sequence[str], references: Sequence[str], *, lowerc
 # --------------------------------------------------------------------------- embedding similarity
 
 
-def _as_rows(x, field: str) -> np.ndarray:
+def as_vector_rows(x, field: str) -> np.ndarray:
+    """Embeddings as a finite float64 N × D matrix (one D-vector = one row); ValueError names ``field``."""
     a = np.asarray(x)
     if a.dtype.kind not in "biuf":
         raise ValueError(f"{field} must be numeric vectors, got dtype {a.dtype}")
@@ -233,7 +234,7 @@ def semantic_similarity(a_vecs, b_vecs, measure: str = "cosine") -> np.ndarray:
     """
     if measure not in MEASURES:
         raise ValueError(f"measure must be one of {MEASURES}, got {measure!r}")
-    A, B = _as_rows(a_vecs, "a_vecs"), _as_rows(b_vecs, "b_vecs")
+    A, B = as_vector_rows(a_vecs, "a_vecs"), as_vector_rows(b_vecs, "b_vecs")
     if A.shape != B.shape:
         raise ValueError(f"a_vecs and b_vecs must have the same shape, got {A.shape} and {B.shape}")
     if measure == "cosine":
@@ -325,7 +326,7 @@ def semantic_consistency(vectors) -> float:
         raise ValueError(f"vectors must be R × D (one row per run), got shape {V.shape}")
     if V.shape[0] < 2:
         return math.nan
-    V = _as_rows(V, "vectors")
+    V = as_vector_rows(V, "vectors")
     norms = np.linalg.norm(V, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         U = V / norms[:, None]
