@@ -103,7 +103,7 @@ class LLMSettings:
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     timeout_s: float = 60
-    max_concurrency: int = 8
+    max_concurrency: int = 16
     max_retries: int = 6
     backoff_initial_s: float = 2.0
     backoff_max_s: float = 30.0

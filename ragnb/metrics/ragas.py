@@ -1212,7 +1212,7 @@ def _rows(samples: Any) -> tuple[list[Any], list[Any], list[Any]]:
 
 
 async def aevaluate_dataset(metric: str | RagasMetric, samples: Any, client: LLMClient,
-                            config: RagasConfig | Mapping[str, Any] | None = None, concurrency: int = 8,
+                            config: RagasConfig | Mapping[str, Any] | None = None, concurrency: int = 16,
                             n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
     """Async :func:`evaluate_dataset`."""
     import pandas as pd
@@ -1275,7 +1275,7 @@ async def aevaluate_dataset(metric: str | RagasMetric, samples: Any, client: LLM
 
 
 def evaluate_dataset(metric: str | RagasMetric, samples: Any, client: LLMClient,
-                     config: RagasConfig | Mapping[str, Any] | None = None, concurrency: int = 8,
+                     config: RagasConfig | Mapping[str, Any] | None = None, concurrency: int = 16,
                      n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
     """Score every sample of a dataset: ``(per-item DataFrame, summary)``.
 

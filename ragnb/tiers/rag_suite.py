@@ -212,7 +212,7 @@ async def llm_metrics(samples: list[dict], client: Any, metrics: list[str], mode
 
 def run_rag_suite(samples: list[dict], encoder: Any, *, client: Any = None, metrics: list[str] | None = None,
                   models: list[str] | None = None, aggregate_how: str = "mean", language: str = "en",
-                  log_dir: Path | None = None, concurrency: int = 8, n_boot: int = 1000) -> SuiteResult:
+                  log_dir: Path | None = None, concurrency: int = 16, n_boot: int = 1000) -> SuiteResult:
     """Score ``samples``. Offline metrics always; the LLM metrics when ``client`` and ``models`` are given."""
     if not samples:
         raise ValueError("no samples to score")
