@@ -144,8 +144,10 @@ class BaselineSystem:
 # -------------------------------------------------------------------------------- python object
 
 
-def load_python_system(spec: str) -> SystemUnderTest:
-    """``"package.module:attribute"`` → the object; a class or a zero-argument function is called first."""
+def load_python_system(spec: str, methods: tuple[str, ...] = ("retrieve", "answer")) -> SystemUnderTest:
+    """``"package.module:attribute"`` → the object; a class or a factory (a callable without the first of
+    ``methods``) is called first. ``methods``: what the caller needs — a production judge needs only
+    ``("judge",)``."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"system {spec!r}: write 'package.module:attribute', e.g. 'my_rag.eval:system'")
@@ -158,12 +160,12 @@ def load_python_system(spec: str) -> SystemUnderTest:
         if not hasattr(obj, part):
             raise ValueError(f"system {spec!r}: {module_name} has no attribute {attr!r}")
         obj = getattr(obj, part)
-    if inspect.isclass(obj) or (callable(obj) and not hasattr(obj, "answer")):
+    if inspect.isclass(obj) or (callable(obj) and not hasattr(obj, methods[0])):
         obj = obj()
-    missing = [m for m in ("retrieve", "answer") if not callable(getattr(obj, m, None))]
+    missing = [m for m in methods if not callable(getattr(obj, m, None))]
     if missing:
-        raise ValueError(f"system {spec!r}: the object lacks {missing}; it needs retrieve(question, k) and "
-                         "answer(question, contexts)")
+        raise ValueError(f"system {spec!r}: the object lacks {missing}; it needs "
+                         + ", ".join(f"{m}(…)" for m in methods))
     if not isinstance(getattr(obj, "name", None), str):
         try:
             obj.name = spec

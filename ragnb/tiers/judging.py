@@ -674,25 +674,6 @@ class TierJudgePipelineResult:
     notes: list[str] = field(default_factory=list)
 
 
-def _import_object(spec: str) -> Any:
-    import importlib
-
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"system {spec!r}: write 'package.module:attribute', e.g. 'my_rag.prod:judge_system'")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"system {spec!r}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?") from None
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"system {spec!r}: {module_name} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if inspect.isclass(obj) or (callable(obj) and not hasattr(obj, "judge")):
-        obj = obj()
-    return obj
-
-
 def resolve_judge_system(system: Any) -> tuple[Any | None, str]:
     """``"baseline"``/None → (None, "baseline"); ``"module:attr"``, ``"http:FILE.yaml"`` or an object →
     (object with ``judge(question, answer)``, label). Only ``judge`` is needed here (a production judge
@@ -708,7 +689,15 @@ def resolve_judge_system(system: Any) -> tuple[Any | None, str]:
                 raise ValueError(f"system {system!r}: the file has no judge_url; add it to evaluate the service's "
                                  "show/no-show judge, or use system='baseline'")
         elif ":" in system:
-            obj = _import_object(system)
+            from ragnb.system import load_python_system
+
+            try:
+                obj = load_python_system(system, methods=("judge",))
+            except ValueError as exc:
+                if "lacks" not in str(exc):
+                    raise
+                raise ValueError(f"system {system!r} has no judge(question, answer) method returning show (True) / "
+                                 "no-show (False); add one, or use system='baseline'") from None
         else:
             raise ValueError(f"system {system!r}: use 'baseline', 'package.module:attribute' or 'http:FILE.yaml'")
         label = system
