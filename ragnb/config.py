@@ -129,6 +129,21 @@ def _section(raw: dict, key: str, allowed: tuple[str, ...], path: str) -> dict[s
     return section
 
 
+def read_yaml_mapping(path: str | Path, label: str, expected: str) -> dict:
+    """A YAML file that must hold a mapping (an empty file is ``{}``); ValueError says which file and why.
+    ``label`` names the file in the not-found message, ``expected`` what the mapping should contain."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{label} {p} not found")
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{p} is not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{p}: expected {expected}")
+    return raw
+
+
 def load_schema_map(path: str | Path | None = None) -> SchemaMap:
     """Read the table/column mapping from YAML (``RAGNB_SCHEMA_MAP``), e.g.::
 
@@ -139,11 +154,7 @@ def load_schema_map(path: str | Path | None = None) -> SchemaMap:
     if not path:
         return SchemaMap()
     p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"RAGNB_SCHEMA_MAP={path}: file not found; point it at a YAML mapping file")
-    raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping with 'chunk' and/or 'question' sections")
+    raw = read_yaml_mapping(p, "RAGNB_SCHEMA_MAP: YAML mapping file", "a mapping with 'chunk' and/or 'question' sections")
     unknown = sorted(set(raw) - {"chunk", "question"})
     if unknown:
         raise ValueError(f"{path}: unknown section(s) {unknown}; allowed: ['chunk', 'question']")

@@ -134,16 +134,8 @@ def _check_name_and_value(name: str, value: Any, where: str) -> None:
 
 def load_params_file(path: str | Path) -> dict[str, Any]:
     """Read a parameters YAML file (see :func:`run_notebooks` for its layout)."""
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"parameters file {p} not found")
-    try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{p} is not valid YAML: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{p}: expected a mapping of parameter: value (with optional per-notebook sections)")
-    return raw
+    return config.read_yaml_mapping(path, "parameters file",
+                                    "a mapping of parameter: value (with optional per-notebook sections)")
 
 
 def _coerce(name: str, value: Any, declared: dict, where: str) -> Any:

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-import yaml
+
+from ragnb.config import read_yaml_mapping
 
 
 @dataclass
@@ -205,14 +206,7 @@ class HttpSystem:
     @classmethod
     def from_file(cls, path: str | Path) -> "HttpSystem":
         p = Path(path)
-        if not p.is_file():
-            raise ValueError(f"HTTP system file {p} not found")
-        try:
-            raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{p}: not valid YAML ({exc})") from None
-        if not isinstance(raw, dict):
-            raise ValueError(f"{p}: expected a mapping with retrieve_url and answer_url")
+        raw = read_yaml_mapping(p, "HTTP system file", "a mapping with retrieve_url and answer_url")
         known = set(inspect.signature(cls).parameters) - {"name"}
         unknown = sorted(set(raw) - known)
         if unknown:

@@ -42,10 +42,14 @@ def test_write_metrics_strict_json_and_per_item(tmp_path):
     assert not [p for p in (tmp_path / "run").iterdir() if p.name.endswith(".tmp")]
 
 
+# A key-shaped value assembled at run time: the detector must catch it; no key-like literal is committed.
+FAKE_KEY = "sk-" + "abcdefghijklmnopqrstuvwxyz" + "012345"
+
+
 @pytest.mark.parametrize(
     "metrics",
     [
-        {"judge": {"note": "called with sk-abcdefghijklmnopqrstuvwxyz012345"}},
+        {"judge": {"note": "called with " + FAKE_KEY}},
         {"dsn": "postgresql://bench:hunter2@db.example/ragnb"},
         {"models": [{"api_key": "abc123"}]},
         {"log": "Authorization: Bearer abcdefghijklmnopqrstuvwxyz"},

