@@ -41,14 +41,41 @@ def chunk_rows(language: str = "ru") -> list[dict]:
     return [{"id": d["doc_id"], "url": article_url(d["title"]), "text": d[field]} for d in _read("corpus.jsonl.gz")]
 
 
+# The bundled data has no user ratings. The demo question log gets *simulated* ones (a fixed random draw,
+# skewed towards 5 as production ratings are) and a share of rows without a logged URL, so that the
+# score filters, the score-5 cache and the "no url" share have something to act on. Reports built on these
+# fields say that they are simulated; retrieval metrics against the logged URL stay real.
+SIMULATED_SCORE_P = (0.10, 0.08, 0.12, 0.22, 0.48)  # P(score = 1..5)
+SIMULATED_NO_URL = 0.08
+SIMULATED_USERS = 40
+
+
+def _simulated_fields(ids: list[str]) -> dict[str, dict]:
+    import numpy as np
+
+    rng = np.random.default_rng(20240501)
+    order = sorted(ids)
+    scores = rng.choice(np.arange(1, 6), size=len(order), p=SIMULATED_SCORE_P)
+    no_url = rng.random(len(order)) < SIMULATED_NO_URL
+    users = rng.integers(1, SIMULATED_USERS + 1, size=len(order))
+    return {qid: {"score": int(s), "no_url": bool(n), "user_id": f"demo-user-{u:02d}"}
+            for qid, s, n, u in zip(order, scores, no_url, users)}
+
+
 def question_rows(language: str = "ru") -> list[dict]:
-    """The demo questions as a question log (no user scores: XQuAD has none)."""
+    """The demo questions as a question log: real questions, answers and article URLs, with simulated user
+    scores (1–5), users, and about 8% of rows without a logged URL (see ``SIMULATED_*``)."""
     _check_language(language)
     q_field, a_field = ("question", "answers") if language == "ru" else ("question_en", "answers_en")
-    return [
-        {"id": q["query_id"], "question": q[q_field], "answer": q[a_field][0], "url": article_url(q["title"])}
-        for q in _read("queries.jsonl.gz")
-    ]
+    queries = _read("queries.jsonl.gz")
+    sim = _simulated_fields([q["query_id"] for q in queries])
+    rows = []
+    for q in queries:
+        extra = sim[q["query_id"]]
+        rows.append({"id": q["query_id"], "question": q[q_field], "answer": q[a_field][0],
+                     "url": None if extra["no_url"] else article_url(q["title"]),
+                     "score": extra["score"], "user_id": extra["user_id"]})
+    return rows
 
 
 def dataset(language: str = "ru") -> Dataset:
@@ -77,7 +104,7 @@ def ensure_demo(language: str = "ru", encoder: Encoder | None = None, progress: 
     encoder = encoder or get_encoder()
     stats = {
         "chunks_inserted": insert_rows(db, "chunks", chunk_rows(language)),
-        "questions_inserted": insert_rows(db, "questions", question_rows(language)),
+        "questions_inserted": insert_rows(db, "questions", question_rows(language), refresh=("url", "score", "user_id")),
         "embed_chunks": embed_table(db, "chunks", encoder, progress=progress).as_dict(),
         "embed_questions": embed_table(db, "questions", encoder, progress=progress).as_dict(),
     }

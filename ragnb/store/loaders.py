@@ -208,20 +208,33 @@ def folder_records(folder: Path, chunk_size: int = 200, overlap: int = 40) -> li
     return rows
 
 
-def insert_rows(db: Database, kind: str, rows: list[dict]) -> int:
-    """Insert rows, skipping ids already present; returns how many were new. One transaction."""
+def insert_rows(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ...] = ()) -> int:
+    """Insert rows, skipping ids already present; returns how many were new. One transaction.
+
+    ``refresh``: columns (never the text or the embedding) whose stored value is overwritten on rows that
+    already exist — how the bundled demo updates its simulated scores without re-embedding anything.
+    """
     from sqlalchemy.dialects.postgresql import insert
 
     t = ensure_schema(db)
     table = t.chunk if kind == "chunks" else t.question
     cols = [c.key for c in table.columns if c.key != "embedding"]
+    bad = [c for c in refresh if c not in cols or c in ("id", "text", "question")]
+    if bad:
+        raise ValueError(f"refresh={bad}: only metadata columns can be refreshed ({[c for c in cols if c not in ('id', 'text', 'question')]})")
     inserted = 0
     with db.engine.begin() as conn:
         for start in range(0, len(rows), 5000):
             batch = [{c: r.get(c) for c in cols} for r in rows[start:start + 5000]]
-            stmt = (insert(table).values(batch)
-                    .on_conflict_do_nothing(index_elements=[table.c.id]).returning(table.c.id))
-            inserted += len(conn.execute(stmt).all())
+            stmt = insert(table).values(batch)
+            if refresh:
+                stmt = stmt.on_conflict_do_update(index_elements=[table.c.id],
+                                                  set_={c: stmt.excluded[c] for c in refresh})
+                # xmax = 0 only on freshly inserted rows: count those, not the refreshed ones
+                inserted += sum(conn.execute(stmt.returning(sa.literal_column("xmax") == 0)).scalars())
+            else:
+                stmt = stmt.on_conflict_do_nothing(index_elements=[table.c.id]).returning(table.c.id)
+                inserted += len(conn.execute(stmt).all())
     return inserted
 
 

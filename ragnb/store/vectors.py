@@ -174,14 +174,30 @@ def _write_vectors(db: Database, table: sa.Table, ids: list[str], vecs: np.ndarr
             )
 
 
+def _binary_rows(db: Database, sql: str, params: tuple = ()) -> list[tuple]:
+    from pgvector.psycopg import register_vector
+
+    with db.engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        register_vector(raw)  # a pooled connection may predate the extension
+        with raw.cursor(binary=True) as cur:
+            cur.execute(sql, params)
+            rows = cur.fetchall()
+        raw.rollback()
+    return rows
+
+
+def _as_matrix(vectors: list) -> np.ndarray:
+    mat = np.stack([v.to_numpy() if hasattr(v, "to_numpy") else np.asarray(v) for v in vectors])
+    return mat.astype(np.float32, copy=False)
+
+
 def fetch_vectors(db: Database, which: str = "chunks") -> tuple[list[str], list[str | None], np.ndarray]:
     """All (id, url, vector) rows that have a vector, ordered by id, as a float32 matrix.
 
     Vectors travel in pgvector's binary format (4 bytes per value) straight into numpy; the text form
     (``real[]``) costs ~8× more time on 100k × 384 vectors.
     """
-    from pgvector.psycopg import register_vector
-
     t = tables(db.schema)
     table = t.chunk if which == "chunks" else t.question
     sql = (
@@ -189,20 +205,28 @@ def fetch_vectors(db: Database, which: str = "chunks") -> tuple[list[str], list[
         f"{_q(db, table.c.embedding.name)} FROM {_qt(db, table)} "
         f"WHERE {_q(db, table.c.embedding.name)} IS NOT NULL ORDER BY 1"
     )
-    with db.engine.connect() as conn:
-        raw = conn.connection.driver_connection
-        register_vector(raw)  # a pooled connection may predate the extension
-        with raw.cursor(binary=True) as cur:
-            cur.execute(sql)
-            rows = cur.fetchall()
-        raw.rollback()
+    rows = _binary_rows(db, sql)
     if not rows:
         return [], [], np.zeros((0, 0), dtype=np.float32)
-    ids = [r[0] for r in rows]
-    urls = [r[1] for r in rows]
-    mat = np.stack([r[2].to_numpy() if hasattr(r[2], "to_numpy") else np.asarray(r[2]) for r in rows])
-    mat = mat.astype(np.float32, copy=False)
-    return ids, urls, mat
+    return [r[0] for r in rows], [r[1] for r in rows], _as_matrix([r[2] for r in rows])
+
+
+def fetch_vectors_by_id(db: Database, which: str, ids: list[str]) -> np.ndarray:
+    """The vectors of ``ids`` (in that order); a missing id or a row without a vector is a ``ValueError``."""
+    t = tables(db.schema)
+    table = t.chunk if which == "chunks" else t.question
+    if not ids:
+        return np.zeros((0, 0), dtype=np.float32)
+    sql = (
+        f"SELECT CAST({_q(db, table.c.id.name)} AS text), {_q(db, table.c.embedding.name)} FROM {_qt(db, table)} "
+        f"WHERE CAST({_q(db, table.c.id.name)} AS text) = ANY(%s) AND {_q(db, table.c.embedding.name)} IS NOT NULL"
+    )
+    found = dict(_binary_rows(db, sql, (list(ids),)))
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise ValueError(f"{which}: {len(missing)} row(s) have no vector (first: {missing[0]!r}); "
+                         f"run `ragnb embed --{which}` first")
+    return _as_matrix([found[i] for i in ids])
 
 
 def fetch_texts(db: Database, which: str = "chunks") -> dict[str, str]:

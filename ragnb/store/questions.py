@@ -1,0 +1,59 @@
+"""Read the production question log (``question_answer``) with its filters: score, embedding, limit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+
+from ragnb.store.engine import Database
+from ragnb.store.schema import table_exists, tables
+
+LOG_COLUMNS = ("id", "question", "answer", "url", "score", "user_id", "session_id", "created_at")
+
+
+def fetch_question_log(
+    db: Database,
+    min_score: int = 0,
+    exact_score: int | None = None,
+    limit: int = 0,
+    with_vectors: bool = False,
+) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """Logged questions ordered by id, as a DataFrame indexed by id with :data:`LOG_COLUMNS`.
+
+    ``min_score`` > 0 keeps rows with ``score >= min_score`` (unscored rows drop out); ``exact_score``
+    keeps ``score == exact_score`` (seed 001's score-5 cache and dataset); ``limit`` > 0 keeps the first
+    ``limit`` rows after filtering. ``with_vectors`` keeps only rows that have an embedding and returns
+    their float32 matrix in the same order (else ``None``).
+    """
+    if not 0 <= min_score <= 5:
+        raise ValueError(f"min_score = {min_score}; user scores are 1–5 (0 = no filter)")
+    if exact_score is not None and not 1 <= exact_score <= 5:
+        raise ValueError(f"exact_score = {exact_score}; user scores are 1–5 (None = no filter)")
+    if limit < 0:
+        raise ValueError(f"limit = {limit}; use 0 for all rows or a positive number")
+    t = tables(db.schema).question
+    if not table_exists(db, t):
+        raise ValueError(f"{db.display_url}: no question log table {t.fullname!r}; load one with "
+                         "`ragnb load questions FILE` (or set RAGNB_SCHEMA_MAP for a production schema)")
+    cols = [sa.cast(t.c.id, sa.Text).label("id")] + [t.c[name].label(name) for name in LOG_COLUMNS[1:]]
+    stmt = sa.select(*cols).order_by(sa.cast(t.c.id, sa.Text))
+    if min_score:
+        stmt = stmt.where(t.c.score >= min_score)
+    if exact_score is not None:
+        stmt = stmt.where(t.c.score == exact_score)
+    if with_vectors:
+        stmt = stmt.where(t.c.embedding.is_not(None))
+    if limit:
+        stmt = stmt.limit(limit)
+    with db.engine.connect() as conn:
+        frame = pd.DataFrame(conn.execute(stmt).mappings().all(), columns=list(LOG_COLUMNS))
+    frame = frame.set_index("id", drop=False)
+    frame["score"] = frame["score"].astype("Int64")
+    if not with_vectors:
+        return frame, None
+    if frame.empty:
+        return frame, np.zeros((0, 0), dtype=np.float32)
+    from ragnb.store.vectors import fetch_vectors_by_id
+
+    return frame, fetch_vectors_by_id(db, "questions", list(frame.index))
