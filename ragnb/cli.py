@@ -20,6 +20,10 @@ app.add_typer(db_app, name="db")
 app.add_typer(load_app, name="load")
 app.add_typer(metrics_app, name="metrics")
 
+from ragnb.cli_dataset import dataset_app  # noqa: E402  (its own module: the dataset modes are many)
+
+app.add_typer(dataset_app, name="dataset")
+
 
 def _fail(exc: Exception) -> None:
     typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
@@ -273,14 +277,22 @@ def _report(result) -> None:
               help="Notebook parameter (repeatable), e.g. -p top_k 10.")
 @click.option("-f", "--params-file", type=click.Path(exists=True, dir_okay=False), help="YAML parameter file.")
 @click.option("--run-id", help="Resume (or name) a run: finished notebooks of that run are skipped.")
+@click.option("--judge-models", help="Model sweep: comma-separated judge models; every combination with "
+              "--generation-models runs and lands in the record's model_runs.")
+@click.option("--generation-models", help="Model sweep: comma-separated generation models.")
 def run_command(notebooks: tuple[str, ...], parameters: tuple[tuple[str, str], ...], params_file: str | None,
-                run_id: str | None) -> None:
+                run_id: str | None, judge_models: str | None, generation_models: str | None) -> None:
     """Execute report notebooks (tier0, tier1, …) and write HTML, metrics JSON and the run record."""
     from ragnb.runner import run_notebooks
 
     params = {name: _parse_value(value) for name, value in parameters}
+
+    def split(text: str | None) -> list[str] | None:
+        return [m.strip() for m in text.split(",") if m.strip()] if text else None
+
     try:
-        result = run_notebooks(list(notebooks), params, params_file=params_file, run_id=run_id)
+        result = run_notebooks(list(notebooks), params, params_file=params_file, run_id=run_id,
+                               judge_models=split(judge_models), generation_models=split(generation_models))
     except ValueError as exc:
         _fail(exc)
     _report(result)
@@ -291,9 +303,12 @@ def demo(
     language: str = typer.Option("ru", help="ru (original) or en (parallel English text)."),
     params_file: Path = typer.Option(Path("params/demo.yaml"), "--params-file", "-f", help="Notebook parameters."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Resume an interrupted demo run."),
+    reference: bool = typer.Option(True, "--reference/--no-reference",
+                                   help="First record a Tier 1 run on the other language, so that the dashboard "
+                                        "has two runs to compare item by item."),
 ) -> None:
     """The main job on the embedded defaults: load and embed the bundled corpus, run every report, print the index."""
-    from ragnb.demo import ensure_demo
+    from ragnb.demo import LANGUAGES, ensure_demo
     from ragnb.runner import NOTEBOOKS, run_notebooks
 
     try:
@@ -302,8 +317,14 @@ def demo(
         for key in ("embed_chunks", "embed_questions"):
             s = stats[key]
             typer.echo(f"  {s['table']}: {s['total']} rows, {s['processed']} embedded now, {s['skipped']} already embedded, {s['errors']} errors")
-        result = run_notebooks(list(NOTEBOOKS), {"language": language},
-                               params_file=str(params_file) if params_file.exists() else None, run_id=run_id)
+        file = str(params_file) if params_file.exists() else None
+        if reference and run_id is None:
+            other = next(lang for lang in LANGUAGES if lang != language)
+            typer.echo(f"reference run: Tier 1 on the same questions in {other!r} (the dashboard compares it with this run)")
+            ref = run_notebooks(["tier1"], {"language": other}, params_file=file)
+            if ref.failures:
+                _report(ref)
+        result = run_notebooks(list(NOTEBOOKS), {"language": language}, params_file=file, run_id=run_id)
     except ValueError as exc:
         _fail(exc)
     _report(result)

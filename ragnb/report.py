@@ -276,12 +276,22 @@ def write_metrics(output_dir: str | Path, name: str, metrics: dict, per_item: pd
         raise ValueError(f"per_item must be a pandas DataFrame or None, got {type(per_item).__name__}")
     check_no_secrets(metrics)
     text = dumps_strict(metrics) + "\n"  # fails early, before any file is touched
+    if per_item is not None:
+        per_item = with_item_ids(per_item)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     if per_item is not None:
         _atomic_write_with(out / f"{name}.per_item.csv", lambda p: per_item.to_csv(p, index=False))
         _atomic_write_with(out / f"{name}.per_item.parquet", lambda p: _to_parquet(per_item, p))
     return atomic_write_text(out / f"{name}.metrics.json", text)
+
+
+def with_item_ids(df: pd.DataFrame) -> pd.DataFrame:
+    """Keep a labelled index (question ids, item ids) as an ``item_id`` column, so that per-item files of two
+    runs can be paired item by item; a plain 0..n-1 index carries no identity and is dropped."""
+    if isinstance(df.index, pd.RangeIndex) or "item_id" in df.columns:
+        return df
+    return df.reset_index(names="item_id")
 
 
 def _to_parquet(df: pd.DataFrame, path: str) -> None:
@@ -439,6 +449,41 @@ def _metric_rows(record: dict) -> str:
             + "".join(rows) + "</table>")
 
 
+def model_run_table(record: dict, per_tier: int = 6) -> pd.DataFrame:
+    """One row per (judge model × generation model) combination of a sweep, one column per headline metric
+    (``<tier label>: <metric>``, the mean); empty when the run was not a sweep."""
+    rows = []
+    for mr in record.get("model_runs") or []:
+        row: dict[str, Any] = {"judge model": mr.get("judge_model") or "default",
+                               "generation model": mr.get("generation_model") or "default",
+                               "status": mr.get("status")}
+        for key in TIER_KEYS:
+            block = mr.get(key)
+            if not isinstance(block, dict):
+                continue
+            for name, value in list(iter_aggregates(block))[:per_tier]:
+                row[f"{TIER_LABELS.get(key, key)}: {name}"] = value.get("mean") if isinstance(value, dict) else value
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _model_run_section(record: dict) -> str:
+    table = model_run_table(record)
+    if table.empty:
+        return ""
+    head = "".join(f"<th>{_e(c)}</th>" for c in table.columns)
+    body = "".join(
+        "<tr>" + "".join(
+            f'<td class="num">{_e(format_aggregate(v))}</td>' if isinstance(v, (int, float)) and not isinstance(v, bool)
+            else f"<td>{_badge(v) if c == 'status' else _e(v)}</td>" for c, v in row.items()
+        ) + "</tr>"
+        for row in table.to_dict("records")
+    )
+    return ("<h2>Model sweep</h2><p>Every judge × generation model combination on the same items; the top-level "
+            "metrics above are the first combination's.</p>"
+            f"<table><tr>{head}</tr>{body}</table>")
+
+
 def _report_rows(run_dir: Path, reports: list[dict]) -> str:
     rows = []
     for r in reports:
@@ -482,7 +527,7 @@ def index_html(run_dir: str | Path, run_record: dict, reports: list[dict]) -> st
         f'<table class="meta">{meta_rows}</table>'
         f"<h2>Summary</h2><p class=\"summary\">{_e(rec.get('executive_summary'))}</p>"
         f"<h2>Reports</h2>{_report_rows(run_dir, reports)}"
-        f"<h2>Key metrics</h2>{_metric_rows(rec)}{params_html}"
+        f"<h2>Key metrics</h2>{_metric_rows(rec)}{_model_run_section(rec)}{params_html}"
         f"<p style=\"color:#57606a;font-size:12px;margin-top:24px\">schema {_e(rec.get('schema_version'))} · "
         "thresholds from seed 000 §11.2: excellent above the upper bound, attention below the lower bound, "
         "good in between (bounds included).</p></body></html>\n"

@@ -34,6 +34,11 @@ TIER_KEY: dict[str, str] = {
     "tier3_e2e": "tier_3_metrics", "tier_judge": "tier_judge_metrics", "tier_judge_pipeline": "tier_judge_pipeline_metrics",
 }
 
+# Notebook parameters a multi-model sweep sets per combination.
+SWEEP_PARAMS = ("judge_models", "generation_model")
+# Notebooks that run after the run's record is written, because they read benchmark_runs.json.
+POST_RECORD = ("dashboard",)
+
 RUNS_FILE = "benchmark_runs.json"
 RECORD_FILE = "run_record.json"
 # Record fields a notebook may report in its metrics JSON (or take as a parameter); first one wins.
@@ -296,6 +301,47 @@ def _previous(run_dir: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def _combo_slug(judge: str | None, gen: str | None) -> str:
+    text = f"{judge or 'default-judge'}__{gen or 'default-generation'}"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:120]
+
+
+def _model_combos(judge_models: list[str] | None, generation_models: list[str] | None) -> list[tuple[str | None, str | None]]:
+    """Every (judge model × generation model) pair of a multi-model sweep; [] when no sweep was asked for."""
+    judges = [m.strip() for m in (judge_models or []) if m and m.strip()]
+    gens = [m.strip() for m in (generation_models or []) if m and m.strip()]
+    for label, models in (("--judge-models", judges), ("--generation-models", gens)):
+        if len(set(models)) != len(models):
+            raise ValueError(f"{label} names a model twice: {models}")
+    if not judges and not gens:
+        return []
+    return [(j, g) for j in (judges or [None]) for g in (gens or [None])]
+
+
+def _collect(reports: dict[str, dict], run_dir: Path, all_params: dict) -> tuple[dict, dict, dict]:
+    """Tier blocks, other metrics and record fields from the metrics JSON of finished reports."""
+    tier_metrics: dict[str, dict] = {}
+    other: dict[str, dict] = {}
+    fields: dict[str, Any] = {}
+    for key, report in reports.items():
+        if report.get("status") == "failed":
+            continue
+        stem = report["stem"]
+        try:
+            metrics = _read_metrics(run_dir / report.get("metrics", f"{stem}.metrics.json"))
+        except (ValueError, OSError) as exc:
+            report.update(status="failed", error=f"unreadable metrics JSON: {exc}")
+            continue
+        if metrics is None:
+            continue
+        (tier_metrics if stem in TIER_KEY else other)[TIER_KEY.get(stem, stem)] = metrics
+        for name in RECORD_FIELDS:
+            value = metrics.get(name, all_params.get(key, {}).get(name))
+            if fields.get(name) is None and value is not None and not isinstance(value, (dict, list)):
+                fields[name] = value
+    return tier_metrics, other, fields
+
+
 def run_notebooks(
     names: list[str],
     params: dict[str, Any] | None = None,
@@ -305,6 +351,8 @@ def run_notebooks(
     kernel_name: str | None = None,
     log: Callable[[str], None] = print,
     notebooks_dir: str | Path | None = None,
+    judge_models: list[str] | None = None,
+    generation_models: list[str] | None = None,
 ) -> RunResult:
     """Execute notebooks into ``<outputs>/runs/<run_id>/``, render HTML, and record the run.
 
@@ -332,6 +380,14 @@ def run_notebooks(
     (``key``, ``token``, ``password``, ``secret``) are rejected — use environment variables. ``output_dir``
     is always the run folder. Notebooks run with the repository root as working directory.
 
+    Multi-model sweep: with ``judge_models`` and/or ``generation_models``, every notebook that declares
+    ``judge_models`` / ``generation_model`` runs once per (judge × generation) combination, each into
+    ``runs/<run_id>/models/<combination>/``; the record's ``model_runs`` holds one entry per combination
+    (models, status, tier metrics) and its top-level tier blocks are those of the first combination.
+
+    Notebooks in :data:`POST_RECORD` (the dashboard) run after this run's record has been appended to
+    ``benchmark_runs.json``, so they see it; the record and index are then updated with their reports.
+
     A failing notebook keeps its executed ``.ipynb`` and HTML, is recorded as failed, and the next one
     runs; ``RunResult.exit_code`` is then 1. Calling again with the same ``run_id`` skips notebooks whose
     metrics JSON exists and updates the run's record instead of adding a second one.
@@ -344,6 +400,11 @@ def run_notebooks(
     file_params = load_params_file(params_file) if params_file else {}
     declared = {nb.stem: _declared(nb) for nb in nbs}
     merged = _merge_params(nbs, declared, file_params, params, nb_dir, str(params_file or "parameters file"))
+    combos = _model_combos(judge_models, generation_models)
+    swept = [nb for nb in nbs if nb.stem not in POST_RECORD
+             and any(p in declared[nb.stem] for p in SWEEP_PARAMS)]
+    if combos:
+        _check_sweep(combos, swept, nbs)
 
     run_id = check_run_id(run_id) if run_id else new_run_id()
     out_root = Path(outputs).resolve() if outputs is not None else config.outputs_dir()
@@ -353,54 +414,106 @@ def run_notebooks(
     log(f"run {run_id} → {run_dir}")
 
     previous = _previous(run_dir)
-    reports = {r["stem"]: r for r in previous.get("reports") or [] if isinstance(r, dict) and r.get("stem")}
+    reports = {r.get("key") or r["stem"]: r for r in previous.get("reports") or []
+               if isinstance(r, dict) and r.get("stem")}
     all_params = dict(previous.get("params") or {})
     started = time.monotonic()
-    for nb in nbs:
-        nb_params = {**merged[nb.stem], "output_dir": str(run_dir)}
-        report = _execute(nb, nb_params, run_dir, repo_root, kernel_name, log)
-        if report["status"] == "skipped" and nb.stem in reports:
-            report = {**reports[nb.stem], "status": reports[nb.stem].get("status", "ok")}
-        else:
-            all_params[nb.stem] = nb_params
-        reports[nb.stem] = report
+
+    def save_progress() -> None:
         # progress on disk, so that an interrupted run resumes with what already finished
         atomic_write_text(run_dir / RECORD_FILE, dumps_strict(
             {**previous, "id": run_id, "reports": list(reports.values()), "params": all_params}) + "\n")
 
-    tier_metrics: dict[str, dict] = {}
-    other: dict[str, dict] = {}
-    fields: dict[str, Any] = {}
-    for stem, report in reports.items():
-        if report.get("status") == "failed":
+    def execute(nb: _Notebook, folder: str, extra: dict, label: str) -> None:
+        key = f"{folder}/{nb.stem}" if folder else nb.stem
+        nb_params = {**merged[nb.stem], **extra, "output_dir": str(run_dir / folder) if folder else str(run_dir)}
+        if "outputs" in declared[nb.stem] and not nb_params.get("outputs"):
+            nb_params["outputs"] = str(out_root)  # the dashboard reads this run's benchmark_runs.json
+        (run_dir / folder).mkdir(parents=True, exist_ok=True)
+        report = _execute(nb, nb_params, run_dir / folder, repo_root, kernel_name, log)
+        report.update(key=key, name=label)
+        if folder:
+            for field_name in ("ipynb", "html", "metrics"):
+                report[field_name] = f"{folder}/{report[field_name]}"
+        if report["status"] == "skipped" and key in reports:
+            report = {**reports[key], "status": reports[key].get("status", "ok")}
+        else:
+            all_params[key] = nb_params
+        reports[key] = report
+        save_progress()
+
+    for nb in nbs:
+        if nb.stem in POST_RECORD or (combos and nb in swept):
             continue
-        try:
-            metrics = _read_metrics(run_dir / f"{stem}.metrics.json")
-        except (ValueError, OSError) as exc:
-            report.update(status="failed", error=f"unreadable metrics JSON: {exc}")
-            continue
-        if metrics is None:
-            continue
-        (tier_metrics if stem in TIER_KEY else other)[TIER_KEY.get(stem, stem)] = metrics
-        for name in RECORD_FIELDS:
-            value = metrics.get(name, all_params.get(stem, {}).get(name))
-            if fields.get(name) is None and value is not None and not isinstance(value, (dict, list)):
-                fields[name] = value
-    report_list = list(reports.values())
-    failures = [r.get("name") or r["stem"] for r in report_list if r.get("status") == "failed"]
-    extra = {
-        "judge_model": fields.get("judge_model"), "generation_model": fields.get("generation_model"),
-        "judge_eval_mode": fields.get("judge_eval_mode"), "consistency_runs": fields.get("consistency_runs"),
-        "reports": report_list, "failures": failures, "params": all_params,
-        "duration_s": round(float(previous.get("duration_s") or 0.0) + time.monotonic() - started, 2),
-        "ragnb_version": ragnb.__version__,
-    }
-    if other:
-        extra["other_metrics"] = other
-    record = build_record(run_id, tier_metrics, fields.get("dataset_file"), fields.get("dataset_type"),
-                          fields.get("embedding_model"), extra, cwd=repo_root)
-    atomic_write_text(run_dir / RECORD_FILE, dumps_strict(record) + "\n")
-    append_run_record(out_root / RUNS_FILE, record)
-    index_path = write_index(run_dir, record, report_list)
+        execute(nb, "", {}, nb.name)
+    model_runs = []
+    for judge, gen in combos:
+        slug = _combo_slug(judge, gen)
+        folder = f"models/{slug}"
+        for nb in swept:
+            extra = {}
+            if judge and "judge_models" in declared[nb.stem]:
+                extra["judge_models"] = judge
+            if gen and "generation_model" in declared[nb.stem]:
+                extra["generation_model"] = gen
+            execute(nb, folder, extra, f"{nb.name} [judge {judge or 'default'} · generation {gen or 'default'}]")
+        combo_reports = {k: r for k, r in reports.items() if k.startswith(folder + "/")}
+        tiers, other, _ = _collect(combo_reports, run_dir, all_params)
+        model_runs.append({
+            "judge_model": judge, "generation_model": gen, "folder": folder,
+            "status": "failed" if any(r.get("status") == "failed" for r in combo_reports.values()) else "ok",
+            "reports": [r["key"] for r in combo_reports.values()], **tiers, **({"other_metrics": other} if other else {}),
+        })
+
+    def finish() -> tuple[dict, list[dict]]:
+        main = {k: r for k, r in reports.items() if "/" not in k}
+        first = model_runs[0]["folder"] + "/" if model_runs else None
+        if first:  # top-level tier blocks of a sweep: the first combination's
+            main.update({k: r for k, r in reports.items() if k.startswith(first)})
+        tier_metrics, other, fields = _collect(main, run_dir, all_params)
+        report_list = list(reports.values())
+        failures = [r.get("name") or r["stem"] for r in report_list if r.get("status") == "failed"]
+        extra = {
+            "judge_model": model_runs[0]["judge_model"] if model_runs and model_runs[0]["judge_model"] else fields.get("judge_model"),
+            "generation_model": (model_runs[0]["generation_model"] if model_runs and model_runs[0]["generation_model"]
+                                 else fields.get("generation_model")),
+            "judge_eval_mode": fields.get("judge_eval_mode"), "consistency_runs": fields.get("consistency_runs"),
+            "model_runs": model_runs or previous.get("model_runs") or [],
+            "reports": report_list, "failures": failures, "params": all_params,
+            "duration_s": round(float(previous.get("duration_s") or 0.0) + time.monotonic() - started, 2),
+            "ragnb_version": ragnb.__version__,
+        }
+        if other:
+            extra["other_metrics"] = other
+        record = build_record(run_id, tier_metrics, fields.get("dataset_file"), fields.get("dataset_type"),
+                              fields.get("embedding_model"), extra, cwd=repo_root)
+        atomic_write_text(run_dir / RECORD_FILE, dumps_strict(record) + "\n")
+        append_run_record(out_root / RUNS_FILE, record)
+        write_index(run_dir, record, report_list)
+        return record, report_list
+
+    record, report_list = finish()
+    post = [nb for nb in nbs if nb.stem in POST_RECORD]
+    if post:
+        for nb in post:
+            execute(nb, "", {}, nb.name)
+        record, report_list = finish()
+    index_path = run_dir / "index.html"
+    failures = list(record.get("failures") or [])
     log(f"run {run_id}: {record['overall_status']} — {index_path}")
     return RunResult(run_id, run_dir, index_path, record, failures, report_list)
+
+
+def _check_sweep(combos: list[tuple[str | None, str | None]], swept: list[_Notebook], nbs: list[_Notebook]) -> None:
+    from ragnb.llm import LLMSettings
+
+    if not swept:
+        raise ValueError(
+            f"a model sweep needs notebooks that take judge_models or generation_model (tier2, tier3, judge, "
+            f"rag_metrics…); this run has {[nb.name for nb in nbs]}"
+        )
+    if not LLMSettings.from_env().configured:
+        raise ValueError(
+            "a model sweep compares LLMs, so it needs an OpenAI-compatible endpoint: set RAGNB_LLM_BASE_URL "
+            "and the key in RAGNB_LLM_API_KEY (or OPENAI_API_KEY / OPENROUTER_API_KEY)"
+        )

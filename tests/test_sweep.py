@@ -1,0 +1,80 @@
+"""Multi-model sweep: every (judge × generation) combination runs, lands in model_runs and on the index page."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm_server import completion
+
+pytestmark = pytest.mark.slow
+
+JUDGE_SCORE = {"judge-a": 1.0, "judge-b": 0.25}
+ANSWER = {"gen-x": "The answer from x.", "gen-y": "The answer from y."}
+
+
+def _handler(req):
+    if req["model"] in ANSWER:
+        return completion(ANSWER[req["model"]])
+    return completion(json.dumps({"score": JUDGE_SCORE[req["model"]], "explanation": "scripted"}))
+
+
+@pytest.fixture
+def llm_env(llm_server, monkeypatch):
+    llm_server.set_handler(_handler)
+    monkeypatch.setenv("RAGNB_LLM_BASE_URL", llm_server.base_url)
+    monkeypatch.setenv("RAGNB_LLM_API_KEY", "-".join(["sk", "sweep", "test"]))
+    monkeypatch.setenv("RAGNB_LLM_CACHE_DIR", "off")
+    return llm_server
+
+
+def test_sweep_runs_every_combination(llm_env, tmp_path):
+    from ragnb.report import model_run_table
+    from ragnb.runner import run_notebooks
+
+    result = run_notebooks(
+        ["tier0", "tier2"], {"max_questions": 3, "consistency_runs": 1, "n_boot": 50, "tier0.sample_size": 60},
+        outputs=tmp_path, log=lambda *_: None, judge_models=["judge-a", "judge-b"], generation_models=["gen-x", "gen-y"],
+    )
+    assert result.failures == []
+    record = result.record
+    combos = [(m["judge_model"], m["generation_model"]) for m in record["model_runs"]]
+    assert combos == [("judge-a", "gen-x"), ("judge-a", "gen-y"), ("judge-b", "gen-x"), ("judge-b", "gen-y")]
+    for mr in record["model_runs"]:
+        block = mr["tier_2_metrics"]
+        assert mr["status"] == "ok" and block["generation_model"] == mr["generation_model"]
+        # every judged metric of this combination came from its judge's scripted score
+        assert block["faithfulness"]["mean"] == pytest.approx(JUDGE_SCORE[mr["judge_model"]])
+        assert block["faithfulness"]["n"] == 3
+        per_item = (result.run_dir / mr["folder"] / "tier2_generation.per_item.csv").read_text(encoding="utf-8")
+        assert ANSWER[mr["generation_model"]] in per_item
+    # tier0 takes no model: it ran once, in the run folder
+    assert (result.run_dir / "tier0_embeddings.metrics.json").is_file()
+    assert not list(result.run_dir.glob("models/*/tier0_embeddings.*"))
+    # the top-level blocks and models are the first combination's
+    assert record["judge_model"] == "judge-a" and record["generation_model"] == "gen-x"
+    assert record["tier_2_metrics"]["faithfulness"]["mean"] == pytest.approx(1.0)
+    # generation requests: 3 questions × 4 combinations, each model asked only in its own combinations
+    gen_requests = [r for r in llm_env.chat_requests if r.body["model"] in ANSWER]
+    assert len(gen_requests) == 12
+    table = model_run_table(record)
+    assert table.shape[0] == 4
+    assert table["Tier 2 (generation): faithfulness"].tolist() == pytest.approx([1.0, 1.0, 0.25, 0.25])
+    index = result.index_path.read_text(encoding="utf-8")
+    assert "Model sweep" in index
+    assert "models/judge-b__gen-y/tier2_generation.html" in index
+
+
+def test_sweep_needs_an_endpoint_and_a_model_notebook(monkeypatch, tmp_path):
+    from ragnb.runner import run_notebooks
+
+    for var in ("RAGNB_LLM_BASE_URL", "RAGNB_LLM_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(ValueError, match="needs an OpenAI-compatible endpoint"):
+        run_notebooks(["tier2"], {}, outputs=tmp_path, judge_models=["a"], log=lambda *_: None)
+    with pytest.raises(ValueError, match="take judge_models or generation_model"):
+        run_notebooks(["tier0"], {}, outputs=tmp_path, judge_models=["a"], log=lambda *_: None)
+    with pytest.raises(ValueError, match="names a model twice"):
+        run_notebooks(["tier2"], {}, outputs=tmp_path, generation_models=["a", "a"], log=lambda *_: None)
+    assert not (tmp_path / "runs").exists()
