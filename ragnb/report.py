@@ -367,6 +367,9 @@ def notebook_to_html(ipynb_path: str | Path, html_path: str | Path, hide_code: b
     if not ipynb_path.is_file():
         raise ValueError(f"{ipynb_path}: notebook not found")
     nb = nbformat.read(ipynb_path, as_version=4)
+    # The offline template has no widget manager: without saved widget state nbconvert renders each widget
+    # output's text/html fallback instead of an empty widget view.
+    nb.metadata.pop("widgets", None)
     _make_plotly_offline(nb)
     nb.metadata["title"] = notebook_title(nb, ipynb_path.stem)
     exporter = HTMLExporter(

@@ -327,6 +327,8 @@ def _collect(reports: dict[str, dict], run_dir: Path, all_params: dict) -> tuple
         if report.get("status") == "failed":
             continue
         stem = report["stem"]
+        if stem in POST_RECORD:  # reports about other runs (the dashboard): not this run's metrics
+            continue
         try:
             metrics = _read_metrics(run_dir / report.get("metrics", f"{stem}.metrics.json"))
         except (ValueError, OSError) as exc:
