@@ -16,9 +16,9 @@ _PAGES_SEGMENT = re.compile(r"/pages/(\d+)(?:/|$)")
 def normalize_url(url: str | None) -> str | None:
     """``None``/blank → ``None``; otherwise ``host/path?query`` lower-cased host, no scheme, no ``www.``,
     no fragment, percent-decoded path without trailing slash. ``"HTTPS://Wiki.X/a/b/#s"`` → ``"wiki.x/a/b"``."""
-    if url is None:
+    if not isinstance(url, str):  # None, or NaN from a pandas column with missing values
         return None
-    text = str(url).strip()
+    text = url.strip()
     if not text:
         return None
     parts = urlsplit(text if "//" in text else "//" + text)
