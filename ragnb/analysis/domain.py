@@ -1,0 +1,193 @@
+"""Real-user domain analysis (seed 000 §7.4, seed 001 ``analyze_real_users_domain``): what real users ask
+about, how satisfied they are per topic, and where the knowledge base has nothing close to the question.
+
+* topics: the logged questions clustered with :func:`ragnb.analysis.topics.cluster_questions`;
+* per topic: user scores 1–5 (counts, mean with bootstrap CI, share of scores ≤ 2);
+* knowledge gaps: questions whose best retrieval similarity (top-1 cosine) is below a threshold.
+
+Choosing the gap threshold. An absolute cosine threshold (``gap_threshold``) is comparable across runs but
+depends on the embedding model (all-MiniLM-L6-v2 similarities sit lower than those of many larger models),
+so by default the threshold is relative: the ``gap_quantile`` (10%) quantile of the top-1 similarities of
+the analysed questions. That always flags about that share of questions — it answers "where does the corpus
+serve worst", not "is the corpus good enough"; set ``gap_threshold`` to track an absolute level over time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ragnb.analysis.topics import check_n_topics, cluster_questions, representatives
+from ragnb.metrics.stats import aggregate
+from ragnb.tiers.real_users import SCORES, page_qrels, score_counts
+
+
+def knowledge_gaps(top1_scores, gap_threshold: float | None = None, gap_quantile: float = 0.10) -> tuple[np.ndarray, dict]:
+    """Questions whose top-1 cosine similarity is strictly below the threshold.
+
+    threshold = ``gap_threshold`` when given (absolute), else the ``gap_quantile`` quantile of the top-1
+    similarities (numpy linear interpolation). Returns (boolean mask, ``{threshold, method, quantile,
+    n_gaps, gap_share, n}``). A question with no retrieval (NaN similarity) is a gap.
+    """
+    s = np.asarray(top1_scores, dtype=float).ravel()
+    if s.size == 0:
+        raise ValueError("no top-1 similarities given: retrieve for at least one question")
+    if gap_threshold is not None:
+        if not np.isfinite(gap_threshold) or not -1.0 <= gap_threshold <= 1.0:
+            raise ValueError(f"gap_threshold = {gap_threshold}; a cosine similarity threshold lies in [-1, 1]")
+        threshold, method = float(gap_threshold), "absolute"
+    else:
+        if not 0.0 < gap_quantile < 1.0:
+            raise ValueError(f"gap_quantile = {gap_quantile}; use a share strictly between 0 and 1, e.g. 0.1")
+        finite = s[np.isfinite(s)]
+        threshold = float(np.quantile(finite, gap_quantile)) if finite.size else float("nan")
+        method = "quantile"
+    mask = ~np.isfinite(s) | (s < threshold)
+    info = {"threshold": threshold, "method": method, "quantile": None if method == "absolute" else gap_quantile,
+            "n": int(s.size), "n_gaps": int(mask.sum()), "gap_share": float(mask.mean())}
+    return mask, info
+
+
+def scores_by_topic(labels: Sequence[int], scores, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Per topic: ``n``, counts of scores 1–5 (``score_1`` … ``score_5``) and ``score_missing``, ``mean_score``
+    with its bootstrap 95% CI (``ci95_low``, ``ci95_high``; unscored questions excluded and counted) and
+    ``low_score_share`` = (# score ≤ 2) / (# scored)."""
+    labels = np.asarray(labels)
+    s = pd.Series(list(scores), dtype="object")
+    if len(s) != len(labels):
+        raise ValueError(f"{len(labels)} topic labels for {len(s)} scores; give one score (or None) per question")
+    score_counts(s)  # validates: integers 1–5 or missing
+    values = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
+    rows = []
+    for t in sorted(set(labels.tolist())):
+        v = values[labels == t]
+        counts = {**{str(k): int((v == k).sum()) for k in SCORES}, "missing": int(np.isnan(v).sum())}
+        agg = aggregate(v, n_boot=n_boot, seed=seed)
+        scored = v[~np.isnan(v)]
+        rows.append({"topic_id": int(t), "n": int(v.size), **{f"score_{k}": counts[str(k)] for k in SCORES},
+                     "score_missing": counts["missing"], "mean_score": agg["mean"],
+                     "ci95_low": agg["ci95"][0], "ci95_high": agg["ci95"][1],
+                     "low_score_share": float((scored <= 2).mean()) if scored.size else float("nan")})
+    return pd.DataFrame(rows).set_index("topic_id")
+
+
+def page_hits(
+    retrieved: Sequence[Sequence[str]],
+    question_urls: Sequence[str | None],
+    chunk_urls: Mapping[str, str | None],
+    k: int,
+) -> np.ndarray:
+    """Per question: 1 if a chunk of the logged page (matched by page id) is in the top k, 0 if not, NaN when
+    the question has no URL or its page is not in the corpus (as in the real-users benchmark)."""
+    keys = [str(i) for i in range(len(question_urls))]
+    qrels, _ = page_qrels(dict(zip(keys, question_urls)), chunk_urls)
+    out = np.full(len(keys), np.nan)
+    for i, q in enumerate(keys):
+        if q in qrels:
+            out[i] = float(any(c in qrels[q] for c in list(retrieved[i])[:k]))
+    return out
+
+
+def domain_analysis(
+    question_ids: Sequence[str],
+    questions: Sequence[str],
+    vectors: np.ndarray,
+    scores,
+    top1_scores,
+    n_topics: int = 8,
+    hits=None,
+    gap_threshold: float | None = None,
+    gap_quantile: float = 0.10,
+    seed: int = 0,
+    n_init: int = 10,
+    n_boot: int = 1000,
+    n_representatives: int = 3,
+    max_listed: int = 50,
+) -> tuple[pd.DataFrame, dict]:
+    """Topics of the real questions with their user scores and knowledge gaps.
+
+    ``scores``: user score per question (1–5 or None); ``top1_scores``: cosine similarity of each question's
+    best retrieved chunk; ``hits`` (optional): per-question page hit from :func:`page_hits` (NaN = no label).
+
+    Returns (per-question frame indexed by id: ``question``, ``topic_id``, ``score``, ``top1_score``,
+    ``is_gap``, ``page_hit``; summary: ``n_topics``, ``total_questions``, ``score_distribution``,
+    ``mean_score`` (aggregate), ``low_score_share``, ``gap`` (threshold info), ``topics`` (per topic: counts
+    of scores, mean score with CI, low-score share, gap count and share, page hit rate, representative
+    questions), ``knowledge_gaps`` (the ``max_listed`` lowest-similarity gap questions), ``silhouette``).
+    """
+    ids = [str(q) for q in question_ids]
+    n = len(ids)
+    top1 = np.asarray(top1_scores, dtype=float).ravel()
+    score_list = list(scores)
+    if not (n == len(questions) == len(vectors) == len(score_list) == len(top1)):
+        raise ValueError(f"{n} ids, {len(questions)} questions, {len(vectors)} vectors, {len(score_list)} scores and "
+                         f"{len(top1)} top-1 similarities: give one of each per question")
+    if len(set(ids)) != n:
+        raise ValueError("question ids must be unique")
+    check_n_topics(n_topics, n)
+    if max_listed < 0:
+        raise ValueError(f"max_listed = {max_listed}; use 0 or a positive number of gap questions to list")
+    hit = np.full(n, np.nan) if hits is None else np.asarray(hits, dtype=float).ravel()
+    if hit.size != n:
+        raise ValueError(f"{hit.size} page hits for {n} questions")
+
+    cl = cluster_questions(vectors, n_topics, seed=seed, n_init=n_init)
+    gaps, gap_info = knowledge_gaps(top1, gap_threshold, gap_quantile)
+    by_topic = scores_by_topic(cl.labels, score_list, n_boot=n_boot, seed=seed)
+    reps = representatives(cl, n_representatives)
+    values = pd.to_numeric(pd.Series(score_list, dtype="object"), errors="coerce").to_numpy(dtype=float)
+
+    per_q = pd.DataFrame({
+        "question": list(questions), "topic_id": cl.labels.astype(int),
+        "score": pd.array([None if np.isnan(v) else int(v) for v in values], dtype="Int64"),
+        "top1_score": top1, "is_gap": gaps, "page_hit": hit, "centroid_similarity": cl.similarity,
+    }, index=pd.Index(ids, name="question_id"))
+
+    topics = []
+    for t, row in by_topic.iterrows():
+        members = cl.labels == t
+        h = hit[members]
+        topics.append({
+            "topic_id": int(t), "question_count": int(row["n"]),
+            "score_counts": {str(k): int(row[f"score_{k}"]) for k in SCORES} | {"missing": int(row["score_missing"])},
+            "mean_score": {"mean": row["mean_score"], "ci95": [row["ci95_low"], row["ci95_high"]],
+                           "n": int(row["n"]), "n_valid": int(row["n"] - row["score_missing"]),
+                           "n_failed": int(row["score_missing"])},
+            "low_score_share": row["low_score_share"],
+            "gap_count": int(gaps[members].sum()), "gap_share": float(gaps[members].mean()),
+            "page_hit_rate": float(np.nanmean(h)) if np.isfinite(h).any() else float("nan"),
+            "n_page_labelled": int(np.isfinite(h).sum()),
+            "mean_top1_score": float(np.nanmean(top1[members])) if np.isfinite(top1[members]).any() else float("nan"),
+            "representative_questions": [str(questions[i]) for i in reps[int(t)]],
+        })
+    listed = per_q[per_q["is_gap"]].sort_values("top1_score", na_position="first").head(max_listed)
+    scored = values[~np.isnan(values)]
+    summary = {
+        "n_topics": int(n_topics),
+        "total_questions": n,
+        "score_distribution": score_counts(pd.Series(score_list, dtype="object")),
+        "mean_score": aggregate(values, n_boot=n_boot, seed=seed),
+        "low_score_share": float((scored <= 2).mean()) if scored.size else float("nan"),
+        "gap": gap_info,
+        "topics": topics,
+        "knowledge_gaps": [{"question_id": i, "question": r["question"], "topic_id": int(r["topic_id"]),
+                            "top1_score": r["top1_score"], "score": None if pd.isna(r["score"]) else int(r["score"])}
+                           for i, r in listed.iterrows()],
+        "silhouette": cl.silhouette,
+    }
+    return per_q, summary
+
+
+def topic_table(summary: dict) -> pd.DataFrame:
+    """The summary's per-topic entries as a flat table for reports."""
+    rows = []
+    for e in summary["topics"]:
+        rows.append({"topic_id": e["topic_id"], "questions": e["question_count"],
+                     **{f"score_{k}": v for k, v in e["score_counts"].items()},
+                     "mean_score": e["mean_score"]["mean"], "ci95_low": e["mean_score"]["ci95"][0],
+                     "ci95_high": e["mean_score"]["ci95"][1], "low_score_share": e["low_score_share"],
+                     "gap_share": e["gap_share"], "page_hit_rate": e["page_hit_rate"],
+                     "representative_questions": " | ".join(e["representative_questions"])})
+    return pd.DataFrame(rows).set_index("topic_id")

@@ -1,0 +1,121 @@
+"""What the source-analytics notebooks share: the question set to analyse and a retriever over the chunks.
+
+Questions come either from a benchmark dataset (encoded with the corpus model) or from the production
+question log (``question_answer``), whose *stored* embeddings are used as they are — re-encoding would
+analyse vectors the production system never searched with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ragnb.retrieval import MemoryRetriever, PgVectorRetriever, Retriever
+from ragnb.store.questions import fetch_question_log
+from ragnb.store.schema import tables
+from ragnb.store.vectors import check_space, fetch_vectors
+from ragnb.tiers.common import Corpus, open_dataset
+
+SOURCES = ("auto", "dataset", "log")
+BACKENDS = ("memory", "pgvector")
+
+
+@dataclass
+class QuestionSet:
+    """Questions in a fixed order with one vector each; ``log`` holds the question-log rows (source "log")."""
+
+    ids: list[str]
+    texts: list[str]
+    vectors: np.ndarray  # (n, dim) float32, row i = ids[i]
+    source: str  # "dataset" | "log"
+    label: str  # dataset name or "question log (score ≥ 4)" — for report headers
+    log: pd.DataFrame | None = None  # fetch_question_log rows (url, score, user_id, …), indexed like ids
+
+
+def resolve_source(source: str, corpus: str, dataset_path: str) -> str:
+    """``"auto"``: the dataset when one is given or the corpus is the demo, else the question log."""
+    if source not in SOURCES:
+        raise ValueError(f"source = {source!r}; use 'dataset' (benchmark questions), 'log' (the production "
+                         "question log with its stored embeddings) or 'auto'")
+    if source == "auto":
+        return "dataset" if (dataset_path or corpus == "demo") else "log"
+    return source
+
+
+def load_log(ctx: Corpus, min_score: int = 0, limit: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+    """Question-log rows that have an embedding (score ≥ ``min_score``, first ``limit``) and their stored
+    vectors, after checking that the vectors were made by the corpus's model."""
+    if not 0 <= min_score <= 5:
+        raise ValueError(f"min_score = {min_score}; user scores are 1–5 (0 = all questions)")
+    if limit < 0:
+        raise ValueError(f"limit = {limit}; use 0 for all questions or a positive number")
+    check_space(ctx.db, tables(ctx.db.schema).question, ctx.encoder)
+    log, vectors = fetch_question_log(ctx.db, min_score=min_score, limit=limit, with_vectors=True)
+    if log.empty:
+        raise ValueError(f"the question log has no embedded questions with score ≥ {min_score}; lower min_score, "
+                         "load questions (`ragnb load questions FILE`) and embed them (`ragnb embed --questions`)")
+    return log, vectors
+
+
+def count_unembedded(ctx: Corpus, min_score: int = 0) -> int:
+    """Logged questions passing the score filter that have no embedding: they cannot be analysed, so reports
+    count them instead of dropping them silently."""
+    import sqlalchemy as sa
+
+    t = tables(ctx.db.schema).question
+    stmt = sa.select(sa.func.count()).select_from(t).where(t.c.embedding.is_(None))
+    if min_score:
+        stmt = stmt.where(t.c.score >= min_score)
+    with ctx.db.engine.connect() as conn:
+        return int(conn.execute(stmt).scalar_one())
+
+
+def load_questions(
+    ctx: Corpus,
+    source: str,
+    corpus: str,
+    language: str = "ru",
+    dataset_path: str = "",
+    min_score: int = 0,
+    max_questions: int = 0,
+) -> QuestionSet:
+    """The question set of an analysis notebook (see :func:`resolve_source`)."""
+    if max_questions < 0:
+        raise ValueError(f"max_questions = {max_questions}; use 0 for all or a positive number")
+    source = resolve_source(source, corpus, dataset_path)
+    if source == "dataset":
+        ds = open_dataset(dataset_path, corpus, language, max_questions)
+        if not ds.items:
+            raise ValueError(f"dataset {ds.name!r} has no questions")
+        texts = [it.question for it in ds.items]
+        return QuestionSet([it.id for it in ds.items], texts, ctx.encoder.encode(texts, batch_size=64),
+                           "dataset", ds.name)
+    log, vectors = load_log(ctx, min_score, max_questions)
+    label = "question log" + (f" (score ≥ {min_score})" if min_score else "")
+    return QuestionSet([str(i) for i in log.index], log["question"].astype(str).tolist(), vectors, "log", label, log)
+
+
+@dataclass
+class ChunkIndex:
+    """The embedded chunks (read once) and the retriever that searches them."""
+
+    ids: list[str]
+    urls: dict[str, str | None]  # chunk id → source url
+    retriever: Retriever
+
+
+def open_chunks(ctx: Corpus, backend: str = "memory", index_mode: str = "auto") -> ChunkIndex:
+    """Chunk ids and urls via one :func:`fetch_vectors`; ``backend="memory"`` searches that matrix exactly
+    in-process, ``"pgvector"`` searches in the database (``index_mode`` auto/exact/hnsw)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend = {backend!r}; use 'memory' (exact, in-process) or 'pgvector' (in the database)")
+    ids, urls, vectors = fetch_vectors(ctx.db, "chunks")
+    if not ids:
+        raise ValueError("the corpus has no embedded chunks; run `ragnb embed --chunks` first")
+    if backend == "memory":
+        retriever: Retriever = MemoryRetriever(ids, vectors, urls)
+    else:
+        retriever = PgVectorRetriever(ctx.db, mode=index_mode, dim=ctx.encoder.dim)
+    return ChunkIndex(list(ids), dict(zip(ids, urls)), retriever)

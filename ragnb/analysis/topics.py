@@ -1,0 +1,216 @@
+"""Topic coverage (seed 000 §12.2): cluster the questions into topics (KMeans over their embeddings) and count,
+per topic, how many distinct chunks and source URLs its questions' top-k retrievals reach.
+
+A topic with many questions but few distinct chunks leans on a narrow slice of the knowledge base (weak
+coverage); a skew in ``unique_urls`` shows a topic served by a few sources only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ragnb.tiers.real_users import page_of
+
+
+@dataclass
+class Clustering:
+    labels: np.ndarray  # (n,) topic id per question; topic 0 is the largest
+    centroids: np.ndarray  # (n_topics, dim) unit-length centroids
+    similarity: np.ndarray  # (n,) cosine similarity of each question to its topic centroid
+    silhouette: float  # mean silhouette (cosine distance); NaN when undefined (n_topics = n)
+    inertia: float
+
+
+def _unit(m: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.where(norms == 0, 1.0, norms)
+
+
+def check_n_topics(n_topics: int, n_questions: int) -> None:
+    if not isinstance(n_topics, (int, np.integer)) or isinstance(n_topics, bool):
+        raise ValueError(f"n_topics = {n_topics!r}; give an integer number of topics")
+    if n_topics < 2:
+        raise ValueError(f"n_topics = {n_topics}; cluster into at least 2 topics")
+    if n_topics > n_questions:
+        raise ValueError(f"n_topics = {n_topics} but there are only {n_questions} questions; use at most "
+                         f"{n_questions} topics (or more questions)")
+
+
+def cluster_questions(vectors: np.ndarray, n_topics: int, seed: int = 0, n_init: int = 10,
+                      silhouette_sample: int = 5000) -> Clustering:
+    """KMeans (scikit-learn, ``random_state=seed``, ``n_init`` restarts) over the unit-normalised vectors, so
+    that the clusters follow cosine similarity as retrieval does. Topics are renumbered by size (0 = largest,
+    ties by first question), so the numbering does not depend on KMeans's internal order.
+
+    silhouette = mean over questions of (b − a) / max(a, b), a = mean cosine distance to its own topic,
+    b = to the nearest other topic (scikit-learn ``silhouette_score``, on a ``silhouette_sample`` sample
+    for larger sets); −1…1, higher = better separated topics.
+    """
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+
+    x = np.asarray(vectors, dtype=np.float64)
+    if x.ndim != 2 or len(x) == 0:
+        raise ValueError(f"vectors must be a non-empty (n, dim) matrix, got shape {x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError("vectors contain NaN or inf; re-embed those questions")
+    check_n_topics(n_topics, len(x))
+    if n_init < 1:
+        raise ValueError(f"n_init = {n_init}; KMeans needs at least one initialisation")
+    x = _unit(x)
+    distinct = len(np.unique(x.round(6), axis=0))
+    if distinct < n_topics:
+        raise ValueError(f"only {distinct} distinct question vectors for n_topics = {n_topics}; use at most "
+                         f"{distinct} topics")
+    km = KMeans(n_clusters=int(n_topics), random_state=seed, n_init=n_init).fit(x)
+    raw = km.labels_
+    sizes = np.bincount(raw, minlength=n_topics)
+    first = np.array([np.flatnonzero(raw == t)[0] if sizes[t] else len(raw) for t in range(n_topics)])
+    order = np.lexsort((first, -sizes))  # new topic i = old topic order[i]
+    remap = np.empty(n_topics, dtype=int)
+    remap[order] = np.arange(n_topics)
+    labels = remap[raw]
+    centroids = _unit(km.cluster_centers_[order])
+    similarity = np.einsum("ij,ij->i", x, centroids[labels])
+    if 2 <= len(np.unique(labels)) <= len(x) - 1:
+        sample = min(len(x), silhouette_sample) if len(x) > silhouette_sample else None
+        sil = float(silhouette_score(x, labels, metric="cosine", sample_size=sample, random_state=seed))
+    else:
+        sil = float("nan")
+    return Clustering(labels, centroids, similarity, sil, float(km.inertia_))
+
+
+def coverage_by_topic(
+    labels: Sequence[int],
+    retrieved: Sequence[Sequence[str]],
+    chunk_urls: Mapping[str, str | None],
+    low_coverage_factor: float = 0.5,
+) -> pd.DataFrame:
+    """Per topic: ``question_count``, ``unique_chunks`` (distinct chunks in its questions' top-k lists),
+    ``unique_urls`` (distinct source pages among them: URLs compared by :func:`ragnb.urls.page_id`, chunks
+    without a URL not counted), ``chunks_per_question`` = unique_chunks / question_count, ``top_urls`` (the
+    three most retrieved pages with counts) and ``low_coverage``.
+
+    low_coverage: question_count ≥ median question_count over topics AND chunks_per_question <
+    ``low_coverage_factor`` × median chunks_per_question — a large topic that reaches clearly fewer distinct
+    chunks per question than a typical topic.
+    """
+    labels = np.asarray(labels)
+    if len(labels) != len(retrieved):
+        raise ValueError(f"{len(labels)} topic labels for {len(retrieved)} retrieval lists; give one per question")
+    if not 0 <= low_coverage_factor <= 1:
+        raise ValueError(f"low_coverage_factor = {low_coverage_factor}; use a share between 0 and 1")
+    rows = []
+    for t in sorted(set(labels.tolist())):
+        members = np.flatnonzero(labels == t)
+        chunks: set[str] = set()
+        urls: Counter[str] = Counter()
+        url_of: dict[str, str] = {}
+        for i in members:
+            for c in retrieved[i]:
+                if c not in chunk_urls:
+                    raise ValueError(f"retrieved chunk {c!r} (question {i}) is not in chunk_urls; pass the urls of "
+                                     "every searchable chunk")
+                chunks.add(c)
+                p = page_of(chunk_urls[c])
+                if p is not None:
+                    urls[p] += 1
+                    url_of.setdefault(p, chunk_urls[c])
+        rows.append({"topic_id": int(t), "question_count": int(len(members)), "unique_chunks": len(chunks),
+                     "unique_urls": len(urls), "chunks_per_question": len(chunks) / len(members),
+                     "top_urls": [f"{url_of[p]} ({n})" for p, n in urls.most_common(3)]})
+    frame = pd.DataFrame(rows)
+    big = frame["question_count"] >= frame["question_count"].median()
+    thin = frame["chunks_per_question"] < low_coverage_factor * frame["chunks_per_question"].median()
+    frame["low_coverage"] = big & thin
+    return frame
+
+
+def representatives(clustering: Clustering, n: int = 3) -> dict[int, list[int]]:
+    """Per topic, the indices of its ``n`` questions closest to the centroid (highest cosine similarity;
+    ties by question order)."""
+    out: dict[int, list[int]] = {}
+    for t in range(len(clustering.centroids)):
+        members = np.flatnonzero(clustering.labels == t)
+        order = members[np.lexsort((members, -clustering.similarity[members]))]
+        out[t] = order[:n].tolist()
+    return out
+
+
+def topic_coverage(
+    question_ids: Sequence[str],
+    questions: Sequence[str],
+    vectors: np.ndarray,
+    retrieved: Sequence[Sequence[str]],
+    chunk_urls: Mapping[str, str | None],
+    n_topics: int = 10,
+    seed: int = 0,
+    n_init: int = 10,
+    n_representatives: int = 3,
+    low_coverage_factor: float = 0.5,
+) -> tuple[pd.DataFrame, dict]:
+    """Cluster the questions (:func:`cluster_questions`) and measure each topic's reach (:func:`coverage_by_topic`).
+
+    Returns (per-question frame indexed by question id: ``question``, ``topic_id``, ``centroid_similarity``,
+    ``representative``, ``retrieved``; summary with the seed's fields ``n_topics``, ``total_questions``,
+    ``avg_chunks_per_topic`` (mean unique_chunks over topics) and ``topic_coverage`` — a list of
+    ``{topic_id, question_count, unique_chunks, unique_urls, chunks_per_question, low_coverage, top_urls,
+    representative_questions, representative_ids}`` — plus ``silhouette``, ``avg_urls_per_topic``,
+    ``low_coverage_topics`` and ``top_k``).
+    """
+    ids = [str(q) for q in question_ids]
+    if not (len(ids) == len(questions) == len(vectors) == len(retrieved)):
+        raise ValueError(f"{len(ids)} ids, {len(questions)} questions, {len(vectors)} vectors and {len(retrieved)} "
+                         "retrieval lists: give one of each per question")
+    if len(set(ids)) != len(ids):
+        raise ValueError("question ids must be unique")
+    if n_representatives < 1:
+        raise ValueError(f"n_representatives = {n_representatives}; show at least one question per topic")
+    cl = cluster_questions(vectors, n_topics, seed=seed, n_init=n_init)
+    topics = coverage_by_topic(cl.labels, retrieved, chunk_urls, low_coverage_factor)
+    reps = representatives(cl, n_representatives)
+    rep_set = {i for idx in reps.values() for i in idx}
+
+    per_q = pd.DataFrame({
+        "question": list(questions), "topic_id": cl.labels.astype(int), "centroid_similarity": cl.similarity,
+        "representative": [i in rep_set for i in range(len(ids))],
+        "retrieved": [" ".join(r) for r in retrieved],
+    }, index=pd.Index(ids, name="question_id"))
+
+    entries = []
+    for row in topics.to_dict("records"):
+        t = row["topic_id"]
+        entries.append({
+            "topic_id": t, "question_count": row["question_count"], "unique_chunks": row["unique_chunks"],
+            "unique_urls": row["unique_urls"], "chunks_per_question": row["chunks_per_question"],
+            "low_coverage": bool(row["low_coverage"]), "top_urls": row["top_urls"],
+            "mean_centroid_similarity": float(cl.similarity[cl.labels == t].mean()),
+            "representative_questions": [str(questions[i]) for i in reps[t]],
+            "representative_ids": [ids[i] for i in reps[t]],
+        })
+    summary = {
+        "n_topics": int(n_topics),
+        "total_questions": len(ids),
+        "avg_chunks_per_topic": float(topics["unique_chunks"].mean()),
+        "avg_urls_per_topic": float(topics["unique_urls"].mean()),
+        "topic_coverage": entries,
+        "silhouette": cl.silhouette,
+        "low_coverage_topics": [e["topic_id"] for e in entries if e["low_coverage"]],
+        "low_coverage_rule": f"question_count >= median and chunks_per_question < {low_coverage_factor} x median",
+        "top_k": max((len(r) for r in retrieved), default=0),
+        "clustering": {"algorithm": "KMeans on unit-normalised vectors", "random_state": seed, "n_init": n_init,
+                       "inertia": cl.inertia},
+    }
+    return per_q, summary
+
+
+def topics_frame(summary: dict) -> pd.DataFrame:
+    """The summary's ``topic_coverage`` list as a table (representative questions joined by " | ")."""
+    rows = [{**e, "representative_questions": " | ".join(e["representative_questions"]),
+             "top_urls": ", ".join(e["top_urls"])} for e in summary["topic_coverage"]]
+    return pd.DataFrame(rows).drop(columns=["representative_ids"]).set_index("topic_id")
