@@ -59,3 +59,13 @@ def test_coverage_of_the_95_percent_ci():
         lo, hi = aggregate(rng.exponential(1.0, size=2000), n_boot=200, seed=rep)["ci95"]
         hits += lo <= 1.0 <= hi
     assert 0.88 <= hits / 200 <= 0.99
+
+
+def test_no_resamples_means_no_interval_but_the_mean_stays():
+    import math
+
+    from ragnb.metrics.stats import aggregate
+
+    out = aggregate([0.1, 0.2, 0.6], n_boot=0)
+    assert out["mean"] == pytest.approx(0.3) and out["n_valid"] == 3
+    assert all(math.isnan(x) for x in out["ci95"])

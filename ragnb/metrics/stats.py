@@ -11,7 +11,8 @@ def bootstrap_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0, level: f
     """Percentile bootstrap CI of the mean of ``values`` (NaN-free).
 
     Resamples items with replacement ``n_boot`` times; the CI is the (α/2, 1−α/2) percentiles of
-    the resampled means, α = 1 − level. Deterministic for a given ``seed``. Fewer than 2 values → (nan, nan).
+    the resampled means, α = 1 − level. Deterministic for a given ``seed``. Fewer than 2 values, or
+    ``n_boot`` < 1 (no interval asked for) → (nan, nan).
 
     A resample's mean depends only on how many times each *distinct* value was drawn, and those counts
     are Multinomial(n, frequencies of the distinct values). Drawing the counts directly is the same
@@ -19,7 +20,7 @@ def bootstrap_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0, level: f
     only a handful of distinct values, so 100k queries cost no more than 100.
     """
     v = np.asarray(values, dtype=float)
-    if v.size < 2:
+    if v.size < 2 or n_boot < 1:
         return (math.nan, math.nan)
     rng = np.random.default_rng(seed)
     uniq, counts = np.unique(v, return_counts=True)

@@ -1,0 +1,247 @@
+"""Tier UX metrics (seed 000 §10): cache hit rate, context preservation, multi-turn consistency.
+
+All three work on embeddings only; cos(a, b) = a·b / (‖a‖‖b‖), computed in float64 on L2-normalised rows and
+clipped to [−1, 1]. A zero vector has no direction, so it is an error, not a score.
+
+Undefined values are NaN and are counted by :func:`ragnb.metrics.stats.aggregate`, never dropped:
+an empty cache makes every query's hit undefined (not a miss), and a one-turn session has no consecutive
+pair (its context preservation is undefined, not 0 or 1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ragnb.metrics.registry import register
+
+FAMILY = "ux"
+DEFAULT_TAU = 0.85  # seed 000 §10.3.1
+_BLOCK_ELEMS = 1 << 22  # query × cache similarities held at once (~32 MB of float64)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def check_tau(tau: float, name: str = "tau") -> float:
+    """τ must be a number in (0, 1]: cosine similarities above 1 do not exist, and τ ≤ 0 makes almost anything a hit."""
+    if isinstance(tau, bool) or not isinstance(tau, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} = {tau!r} must be a number in (0, 1], e.g. 0.85 (the seed's caching threshold)")
+    tau = float(tau)
+    if not (0.0 < tau <= 1.0):
+        raise ValueError(f"{name} = {tau} is outside (0, 1]; use a cosine-similarity threshold such as 0.85")
+    return tau
+
+
+def _unit_rows(vectors, name: str, allow_empty: bool = False) -> np.ndarray:
+    """Validate an (N × D) matrix and return its rows scaled to unit length (float64)."""
+    a = np.asarray(vectors)
+    if a.size == 0 and allow_empty:
+        return np.zeros((0, a.shape[-1] if a.ndim == 2 else 0))
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be a numeric matrix (N × D), got dtype {a.dtype}")
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (N × D), got shape {a.shape}; reshape a single vector with v[None, :]")
+    if a.shape[0] == 0:
+        raise ValueError(f"{name} has no rows; give at least one vector")
+    a = a.astype(np.float64, copy=False)
+    bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
+    if bad.size:
+        raise ValueError(f"{name} has NaN/inf in row(s) {bad[:20].tolist()}; drop or re-embed those rows")
+    norms = np.linalg.norm(a, axis=1)
+    zero = np.flatnonzero(norms == 0)
+    if zero.size:
+        raise ValueError(f"{name} has zero vector(s) in row(s) {zero[:20].tolist()}: cosine similarity is "
+                         "undefined; drop or re-embed those rows")
+    return a / norms[:, None]
+
+
+def _ids(ids: Sequence | None, n: int, name: str, unique: bool) -> list | None:
+    if ids is None:
+        return None
+    out = [str(i) for i in ids]
+    if len(out) != n:
+        raise ValueError(f"{name} has {len(out)} ids for {n} vectors; give one id per row")
+    if unique and len(set(out)) != len(out):
+        dup = pd.Series(out)[pd.Series(out).duplicated()].iloc[0]
+        raise ValueError(f"{name} repeats id {dup!r}; query ids must be unique")
+    return out
+
+
+def cosine(a, b) -> float:
+    """cos(a, b) = a·b / (‖a‖‖b‖) for two vectors (clipped to [−1, 1])."""
+    u = _unit_rows(np.asarray(a)[None, :], "a")[0]
+    v = _unit_rows(np.asarray(b)[None, :], "b")[0]
+    return float(np.clip(u @ v, -1.0, 1.0))
+
+
+# --------------------------------------------------------------------------- cache hit rate
+
+
+@dataclass(frozen=True)
+class CacheHits:
+    """Result of :func:`cache_hit_rate`."""
+
+    rate: float  # hits / |Q valid|; NaN when nothing could be compared (empty cache)
+    per_query: pd.DataFrame  # index query id: max_similarity, best_cache_id, n_compared, hit (1.0 / 0.0 / NaN)
+    tau: float
+    note: str | None  # why (part of) the result is undefined, else None
+
+
+@register("cache_hit_rate", FAMILY)
+def cache_hit_rate(
+    query_vectors,
+    cache_vectors,
+    tau: float = DEFAULT_TAU,
+    *,
+    query_ids: Sequence | None = None,
+    cache_ids: Sequence | None = None,
+    exclude_same_id: bool = True,
+) -> CacheHits:
+    """Seed 000 §10.3.1: CacheHitRate = (1/|Q|) Σ_{q∈Q} 1[ max_{c∈Cache} cos(e_q, e_c) > τ ], τ = 0.85.
+
+    The comparison is strict: a maximum similarity exactly equal to τ is *not* a hit. The cache is the
+    set of logged questions users rated 5; each query keeps its best match (``max_similarity``,
+    ``best_cache_id``; the first one on ties).
+
+    ``exclude_same_id`` (with both id lists given): a cache entry whose id equals the query's id is left out
+    of that query's maximum — a logged question must not "hit" itself when the query set and the log
+    overlap (the demo's dataset questions are also in its question log).
+
+    Undefined cases are NaN, not 0: with an empty cache (or a cache that holds only the query itself) there
+    is nothing to compare, so that query's hit is NaN, and the rate is taken over the queries that had
+    something to compare (NaN if none); :func:`ragnb.metrics.stats.aggregate` counts them as failed.
+    """
+    tau = check_tau(tau)
+    Q = _unit_rows(query_vectors, "query_vectors")
+    C = _unit_rows(cache_vectors, "cache_vectors", allow_empty=True)
+    qids = _ids(query_ids, Q.shape[0], "query_ids", unique=True)
+    cids = _ids(cache_ids, C.shape[0], "cache_ids", unique=False)
+    index = pd.Index(qids if qids is not None else range(Q.shape[0]), name="query_id")
+    nq, nc = Q.shape[0], C.shape[0]
+    best_sim = np.full(nq, np.nan)
+    best_idx = np.full(nq, -1)
+    n_compared = np.zeros(nq, dtype=np.int64)
+    note = None
+    if nc == 0:
+        note = ("the cache is empty (no logged questions with the cache score and an embedding): "
+                "cache_hit_rate is undefined (NaN), not 0")
+    else:
+        if C.shape[1] != Q.shape[1]:
+            raise ValueError(f"query_vectors have dimension {Q.shape[1]} but cache_vectors {C.shape[1]}; "
+                             "embed both with the same model")
+        position: dict[str, list[int]] = {}
+        if exclude_same_id and qids is not None and cids is not None:
+            for j, cid in enumerate(cids):
+                position.setdefault(cid, []).append(j)
+        step = max(1, _BLOCK_ELEMS // nc)
+        for s in range(0, nq, step):
+            e = min(nq, s + step)
+            sims = np.clip(Q[s:e] @ C.T, -1.0, 1.0)
+            compared = np.full(e - s, nc)
+            for r in range(e - s):
+                same = position.get(qids[s + r]) if position else None
+                if same:
+                    sims[r, same] = -np.inf  # never the maximum, never a hit
+                    compared[r] -= len(same)
+            arg = np.argmax(sims, axis=1)
+            top = sims[np.arange(e - s), arg]
+            ok = compared > 0
+            best_sim[s:e] = np.where(ok, top, np.nan)
+            best_idx[s:e] = np.where(ok, arg, -1)
+            n_compared[s:e] = compared
+        if (n_compared == 0).any():
+            note = (f"{int((n_compared == 0).sum())} quer(ies) had no cache entry other than themselves: "
+                    "their hit is undefined (NaN) and counted as failed")
+    hit = np.where(np.isnan(best_sim), np.nan, (best_sim > tau).astype(float))
+    best_id = [None if i < 0 else (cids[i] if cids is not None else str(i)) for i in best_idx]
+    per_query = pd.DataFrame({"max_similarity": best_sim, "best_cache_id": best_id,
+                              "n_compared": n_compared, "hit": hit}, index=index)
+    valid = hit[~np.isnan(hit)]
+    rate = float(valid.mean()) if valid.size else math.nan
+    return CacheHits(rate, per_query, tau, note)
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+def consecutive_cosines(turn_vectors) -> np.ndarray:
+    """cos(e_{q_i}, e_{q_{i+1}}) for i = 1..|S|−1 of one session's turns in order: shape (|S|−1,).
+
+    One turn → an empty array (no consecutive pair).
+    """
+    U = _unit_rows(turn_vectors, "turn_vectors")
+    if U.shape[0] < 2:
+        return np.zeros(0)
+    return np.clip(np.einsum("ij,ij->i", U[:-1], U[1:]), -1.0, 1.0)
+
+
+@dataclass(frozen=True)
+class SessionScores:
+    """Result of :func:`context_preservation` / :func:`multi_turn_consistency`."""
+
+    value: float  # mean over sessions of the per-session means (NaN sessions excluded, counted in n_failed)
+    per_session: pd.DataFrame  # index session_id: n_turns, n_pairs, mean_similarity (NaN: one turn), min_similarity
+    pairs: pd.DataFrame  # one row per consecutive pair: session_id, turn (position of the later turn, 0-based), similarity
+    n_failed: int  # sessions with fewer than 2 turns
+
+
+def _session_items(sessions) -> list[tuple[str, object]]:
+    if isinstance(sessions, Mapping):
+        items = [(str(k), v) for k, v in sessions.items()]
+    elif isinstance(sessions, Sequence) and not isinstance(sessions, (str, bytes)):
+        items = [(str(i), v) for i, v in enumerate(sessions)]
+    else:
+        raise ValueError(f"sessions must map session id → (turns × D) matrix, got {type(sessions).__name__}")
+    if not items:
+        raise ValueError("sessions is empty; give at least one session of turn vectors")
+    return items
+
+
+@register("context_preservation", FAMILY)
+def context_preservation(sessions: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> SessionScores:
+    """Seed 000 §10.3.2, per session S = [q_1 … q_n] (turns in order):
+
+        ContextPreservation(S) = 1/(|S|−1) · Σ_{i=1}^{|S|−1} cos(e_{q_i}, e_{q_{i+1}})
+
+    and overall = the mean over sessions of the per-session means ("averaged within the session, then
+    over all sessions"): every session weighs the same, however many turns it has. A session with one turn
+    has no pair: its value is NaN, reported in ``n_failed`` and left out of the overall mean (not dropped
+    from ``per_session``).
+    """
+    rows, pairs = [], []
+    dim = None
+    for sid, vecs in _session_items(sessions):
+        try:
+            sims = consecutive_cosines(vecs)
+        except ValueError as exc:
+            raise ValueError(f"session {sid!r}: {exc}") from None
+        d = np.asarray(vecs).shape[1]
+        if dim is not None and d != dim:
+            raise ValueError(f"session {sid!r} has dimension {d}, earlier sessions {dim}; embed all turns with one model")
+        dim = d
+        rows.append({"session_id": sid, "n_turns": sims.size + 1, "n_pairs": sims.size,
+                     "mean_similarity": float(sims.mean()) if sims.size else math.nan,
+                     "min_similarity": float(sims.min()) if sims.size else math.nan})
+        pairs.extend({"session_id": sid, "turn": i + 1, "similarity": float(s)} for i, s in enumerate(sims))
+    per_session = pd.DataFrame(rows).set_index("session_id")
+    means = per_session["mean_similarity"].to_numpy()
+    valid = means[~np.isnan(means)]
+    pair_frame = pd.DataFrame(pairs, columns=["session_id", "turn", "similarity"])
+    return SessionScores(float(valid.mean()) if valid.size else math.nan, per_session, pair_frame,
+                         int(np.isnan(means).sum()))
+
+
+@register("multi_turn_consistency", FAMILY)
+def multi_turn_consistency(sessions: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> SessionScores:
+    """Seed 000 §10.3.3: a proxy for the consistency of intents across a dialogue. "In the current version"
+    the seed computes it with the same procedure as :func:`context_preservation` — mean cosine of
+    consecutive turns, averaged per session, then over sessions — and logs it as a separate UX metric.
+    ragnb does exactly that, so both values are always equal; it is kept as its own name so that run records
+    stay comparable with the seed's and a later, different definition can replace it without renaming.
+    """
+    return context_preservation(sessions)

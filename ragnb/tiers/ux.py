@@ -1,0 +1,460 @@
+"""Tier UX — user experience (seed 000 §10, seed 001 "Tier UX"): cache reuse potential and dialogue continuity.
+
+- ``cache_hit_rate``: share of questions whose nearest score-5 logged question is more similar than τ;
+- ``context_preservation`` / ``multi_turn_consistency``: mean cosine of consecutive questions, per session,
+  then over sessions (the seed defines both the same way);
+- "questions that broke context": consecutive turns less similar than ``break_threshold``; where a human
+  flag says which turns needed earlier context (TREC CAsT), how well low similarity finds them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ragnb.metrics.classification import binary_report, score_report
+from ragnb.metrics.stats import aggregate
+from ragnb.metrics.ux import DEFAULT_TAU, cache_hit_rate, check_tau, context_preservation, multi_turn_consistency
+from ragnb.sessions import SESSION_CHOICES, SOURCES, SessionLog
+
+DEFAULT_BREAK_THRESHOLD = 0.3  # seed 000 §10.3.2: "ContextPreservation < 0.3: вопросы не связаны"
+SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed random draw, see ragnb.demo): the "
+                  "score-5 cache is a random ~half of the demo questions, so cache_hit_rate here shows how the "
+                  "metric works, not how a real cache would perform.")
+
+
+@dataclass
+class UXResult:
+    per_query: pd.DataFrame  # index query id: question, max_similarity, best_cache_id, best_cache_question, hit
+    per_session: pd.DataFrame  # index session id: source, language, n_turns, n_pairs, context_preservation, ...
+    per_turn: pd.DataFrame  # every turn in order: session_id, turn, question, previous_question, similarity, broke_context …
+    summary: dict  # aggregates with CIs, per-source breakdown, settings
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def breaks(self) -> pd.DataFrame:
+        """Turns whose similarity to the previous question is below the break threshold, least similar first."""
+        b = self.per_turn[self.per_turn["broke_context"].fillna(False).astype(bool)]
+        return b.sort_values("similarity", kind="stable")
+
+
+def check_break_threshold(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
+        raise ValueError(f"break_threshold = {value!r} must be a number in [-1, 1], e.g. 0.3")
+    if not -1.0 <= float(value) <= 1.0:
+        raise ValueError(f"break_threshold = {value} is outside [-1, 1]; cosine similarities lie in [-1, 1] (seed: 0.3)")
+    return float(value)
+
+
+def _texts(frame: pd.DataFrame | None, vectors, name: str) -> pd.DataFrame:
+    if frame is None:
+        raise ValueError(f"{name} is None")
+    if "question" not in frame.columns:
+        raise ValueError(f"{name} needs a 'question' column (index = ids)")
+    if len(frame) != len(vectors):
+        raise ValueError(f"{name} has {len(frame)} rows but {len(vectors)} vectors; give one vector per row, in order")
+    return frame
+
+
+def _cache_part(queries, query_vectors, cache, cache_vectors, tau, exclude_same_id, n_boot, seed):
+    queries = _texts(queries, query_vectors, "queries")
+    cache = _texts(cache, cache_vectors, "cache")
+    hits = cache_hit_rate(query_vectors, cache_vectors, tau, query_ids=list(queries.index),
+                          cache_ids=list(cache.index), exclude_same_id=exclude_same_id)
+    per_query = hits.per_query.copy()
+    per_query.insert(0, "question", queries["question"].to_numpy())
+    cache_text = cache["question"].groupby(level=0).first()
+    per_query["best_cache_question"] = per_query["best_cache_id"].map(cache_text)
+    per_query = per_query[["question", "max_similarity", "best_cache_id", "best_cache_question", "n_compared", "hit"]]
+    sims = per_query["max_similarity"].dropna()
+    summary = {
+        "agg": aggregate(per_query["hit"].to_numpy(), n_boot=n_boot, seed=seed),
+        "info": {"n_queries": len(per_query), "n_cache": len(cache), "n_hits": int(np.nansum(per_query["hit"])),
+                 "exclude_same_id": exclude_same_id,
+                 "n_self_in_cache": int((per_query["n_compared"] < len(cache)).sum()) if len(cache) else 0,
+                 "max_similarity_p50": float(sims.median()) if len(sims) else math.nan,
+                 "max_similarity_p95": float(sims.quantile(0.95)) if len(sims) else math.nan},
+    }
+    return per_query, summary, hits.note
+
+
+def _turn_frame(sessions: SessionLog, annotations: pd.DataFrame | None, pairs: pd.DataFrame,
+                break_threshold: float) -> pd.DataFrame:
+    turns = sessions.turns[["session_id", "turn", "question"]].copy()
+    if annotations is not None:
+        ann = annotations.reindex(turns.index)
+        turns["source"] = ann["source"].fillna("db").to_numpy()
+        turns["language"] = ann["language"].to_numpy()
+        for col in ("needs_context", "manual_rewrite"):
+            if col in ann:
+                turns[col] = ann[col].to_numpy()
+    else:
+        turns["source"], turns["language"] = "db", None
+    if "needs_context" in turns:
+        turns["needs_context"] = turns["needs_context"].astype("boolean")
+    turns["previous_question"] = turns.groupby("session_id", sort=False)["question"].shift(1)
+    sim = pd.Series(pairs["similarity"].to_numpy(),
+                    index=pd.MultiIndex.from_arrays([pairs["session_id"].astype(str), pairs["turn"].astype(int)]))
+    key = pd.MultiIndex.from_arrays([turns["session_id"].astype(str), turns["turn"].astype(int)])
+    turns["similarity"] = sim.reindex(key).to_numpy()
+    broke = pd.array(turns["similarity"] < break_threshold, dtype="boolean")
+    broke[turns["similarity"].isna().to_numpy()] = pd.NA  # a first turn has nothing to break from
+    turns["broke_context"] = broke
+    return turns
+
+
+def _detection(turns: pd.DataFrame, break_threshold: float, n_boot: int, seed: int) -> dict | None:
+    """How well 1 − similarity to the previous turn finds the turns a human flagged as needing context."""
+    if "needs_context" not in turns:
+        return None
+    sel = turns[turns["similarity"].notna() & turns["needs_context"].notna()]
+    if sel.empty:
+        return None
+    y = sel["needs_context"].astype(bool).to_numpy()
+    scores = 1.0 - sel["similarity"].to_numpy(dtype=float)
+    rep = score_report(y, scores, n_boot=n_boot, seed=seed)
+    at = binary_report(y, sel["broke_context"].astype(bool).to_numpy(), n_boot=n_boot, seed=seed)
+    best = dict(rep["best_threshold"])
+    best["similarity_threshold"] = 1.0 - best["threshold"] if not math.isnan(best["threshold"]) else math.nan
+    return {
+        "roc_auc": rep["roc_auc"], "best_threshold": best,
+        "at_break_threshold": {"break_threshold": break_threshold, "confusion": at["confusion"],
+                               **{k: at["metrics"][k] for k in ("precision", "recall", "f1")}},
+        "n_pairs": int(len(sel)), "n_needs_context": int(y.sum()),
+        "mean_similarity_needs_context": float(np.mean(1 - scores[y])) if y.any() else math.nan,
+        "mean_similarity_self_contained": float(np.mean(1 - scores[~y])) if (~y).any() else math.nan,
+    }
+
+
+def _session_part(sessions: SessionLog, annotations, break_threshold, n_boot, seed):
+    by_session = sessions.by_session()
+    cp = context_preservation(by_session)
+    mtc = multi_turn_consistency(by_session)
+    turns = _turn_frame(sessions, annotations, cp.pairs, break_threshold)
+    first = turns.groupby("session_id", sort=False).first()
+    per_session = cp.per_session.rename(columns={"mean_similarity": "context_preservation"})
+    per_session.insert(0, "source", first["source"].reindex(per_session.index).to_numpy())
+    per_session.insert(1, "language", first["language"].reindex(per_session.index).to_numpy())
+    per_session["multi_turn_consistency"] = mtc.per_session["mean_similarity"]
+    per_session["n_breaks"] = turns.groupby("session_id", sort=False)["broke_context"].sum().reindex(per_session.index).astype(int)
+
+    def block(ps: pd.DataFrame, ts: pd.DataFrame) -> dict:
+        pair_breaks = ts["broke_context"].dropna().astype(float).to_numpy()
+        out = {
+            "context_preservation": aggregate(ps["context_preservation"].to_numpy(), n_boot=n_boot, seed=seed),
+            "multi_turn_consistency": aggregate(ps["multi_turn_consistency"].to_numpy(), n_boot=n_boot, seed=seed),
+            "context_break_rate": aggregate(pair_breaks, n_boot=n_boot, seed=seed),
+            "n_sessions": int(len(ps)), "n_turns": int(len(ts)), "n_pairs": int(ps["n_pairs"].sum()),
+            "n_one_turn_sessions": int((ps["n_turns"] < 2).sum()), "n_breaks": int(pair_breaks.sum()),
+        }
+        det = _detection(ts, break_threshold, n_boot, seed)
+        if det is not None:
+            out["needs_context_detection"] = det
+        return out
+
+    overall = block(per_session, turns)
+    per_source = {}
+    for src in pd.unique(per_session["source"]):
+        ps = per_session[per_session["source"] == src]
+        langs = [x for x in pd.unique(ps["language"]) if isinstance(x, str)]
+        per_source[str(src)] = {"language": langs[0] if len(langs) == 1 else (langs or None),
+                                "label": SOURCES.get(str(src), {}).get("label", "question log"),
+                                **block(ps, turns[turns["source"] == src])}
+    return per_session, turns, overall, per_source
+
+
+def run_tier_ux(
+    queries: pd.DataFrame | None,
+    query_vectors: np.ndarray | None,
+    cache: pd.DataFrame | None,
+    cache_vectors: np.ndarray | None,
+    sessions: SessionLog | None,
+    annotations: pd.DataFrame | None = None,
+    tau: float = DEFAULT_TAU,
+    break_threshold: float = DEFAULT_BREAK_THRESHOLD,
+    exclude_same_id: bool = True,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> UXResult:
+    """Tier UX on embeddings that the caller loaded (see :func:`load_inputs`).
+
+    ``queries`` / ``cache``: DataFrames indexed by id with a ``question`` column, and their vectors in row
+    order; the cache is the score-5 part of the question log. ``sessions``: turns in order with vectors
+    (:class:`ragnb.sessions.SessionLog`). ``annotations`` (optional, indexed by turn id): ``source``,
+    ``language``, and where known ``needs_context`` / ``manual_rewrite`` (the demo's CAsT turns).
+    Either part may be None (skipped, with a note). CIs: bootstrap over questions (cache hit rate), over
+    sessions (context preservation), over consecutive pairs (break rate).
+    """
+    tau = check_tau(tau)
+    break_threshold = check_break_threshold(break_threshold)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
+        raise ValueError(f"n_boot = {n_boot!r}; use a whole number ≥ 0 of bootstrap resamples (0: no CIs)")
+    if queries is None and sessions is None:
+        raise ValueError("nothing to evaluate: give questions and a cache, sessions, or both")
+    notes: list[str] = []
+    nan_agg = aggregate([], n_boot=0)
+    per_query = pd.DataFrame(columns=["question", "max_similarity", "best_cache_id", "best_cache_question",
+                                      "n_compared", "hit"])
+    cache_info: dict = {}
+    cache_agg = nan_agg
+    if queries is not None:
+        per_query, cache_summary, note = _cache_part(queries, query_vectors, cache, cache_vectors, tau,
+                                                     exclude_same_id, n_boot, seed)
+        cache_agg, cache_info = cache_summary["agg"], cache_summary["info"]
+        if note:
+            notes.append(f"cache_hit_rate: {note}.")
+    else:
+        notes.append("cache_hit_rate was not computed (no questions given).")
+
+    per_session = pd.DataFrame()
+    per_turn = pd.DataFrame()
+    overall: dict = {"context_preservation": nan_agg, "multi_turn_consistency": nan_agg, "context_break_rate": nan_agg}
+    per_source: dict = {}
+    if sessions is not None:
+        notes.extend(sessions.notes)
+        per_session, per_turn, overall, per_source = _session_part(sessions, annotations, break_threshold, n_boot, seed)
+        if overall["n_one_turn_sessions"]:
+            notes.append(f"{overall['n_one_turn_sessions']} session(s) have a single turn: their context preservation "
+                         "is undefined (NaN) and counted in n_failed, not dropped.")
+        single = [s for s, b in per_source.items() if b["n_sessions"] == 1]
+        if single:
+            notes.append(f"{', '.join(single)}: one session only, so its context preservation has no confidence "
+                         "interval across sessions (the per-turn chart shows its spread).")
+    else:
+        notes.append("context_preservation was not computed (no sessions given).")
+    notes.append("multi_turn_consistency is computed exactly like context_preservation (seed 000 §10.3.3, "
+                 "'in the current version'), so the two values are equal by definition.")
+
+    summary = {
+        "cache_hit_rate": cache_agg,
+        "context_preservation": overall["context_preservation"],
+        "multi_turn_consistency": overall["multi_turn_consistency"],
+        "context_break_rate": overall["context_break_rate"],
+        "tau": tau,
+        "break_threshold": break_threshold,
+        "cache": cache_info,
+        "sessions": {k: v for k, v in overall.items()
+                     if k not in ("context_preservation", "multi_turn_consistency", "context_break_rate")},
+        "per_source": per_source,
+    }
+    return UXResult(per_query, per_session, per_turn, summary, notes)
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs: what the notebook opens
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class UXInputs:
+    queries: pd.DataFrame | None
+    query_vectors: np.ndarray | None
+    cache: pd.DataFrame | None
+    cache_vectors: np.ndarray | None
+    sessions: SessionLog | None
+    annotations: pd.DataFrame | None
+    info: dict  # for the report header (no secrets)
+    notes: list[str]
+    embedding_model: str
+
+
+def load_inputs(
+    corpus: str = "demo",
+    language: str = "ru",
+    sessions: str = "demo",
+    embedding_model: str = "",
+    dataset_path: str = "",
+    max_questions: int = 0,
+    max_sessions: int = 0,
+    cache_score: int = 5,
+) -> UXInputs:
+    """Open everything Tier UX reads.
+
+    Cache part — ``corpus="demo"``: the demo dataset questions (or ``dataset_path``) against the score-5
+    rows of the demo question log (SIMULATED scores; a question never hits itself); ``"db"``: the questions
+    of ``dataset_path``, or (empty path) every embedded logged question, against the configured log's
+    score-``cache_score`` rows. Sessions — ``"demo"``: the bundled ruTiE + TREC CAsT sessions in their own
+    database; ``"db"``: the configured log's rows that have a session id.
+    """
+    from ragnb import demo
+    from ragnb.datasets import load_dataset
+    from ragnb.embeddings import get_encoder
+    from ragnb.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
+    from ragnb.store.engine import connect
+    from ragnb.store.questions import fetch_question_log
+    from ragnb.store.schema import tables
+    from ragnb.store.vectors import check_space
+
+    if corpus not in ("demo", "db"):
+        raise ValueError(f"corpus = {corpus!r}; use 'demo' (bundled XQuAD questions and log) or 'db' (the configured database)")
+    if sessions not in SESSION_CHOICES:
+        raise ValueError(f"sessions = {sessions!r}; use 'demo' (bundled ruTiE + TREC CAsT sessions) or 'db' "
+                         "(sessions of the configured question log)")
+    for name, value in (("max_questions", max_questions), ("max_sessions", max_sessions)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} = {value!r}; use 0 for all or a positive number")
+    if isinstance(cache_score, bool) or not isinstance(cache_score, int) or not 1 <= cache_score <= 5:
+        raise ValueError(f"cache_score = {cache_score!r}; user scores are integers 1–5 (seed: 5)")
+    encoder = get_encoder(embedding_model or None)
+    notes: list[str] = []
+    info: dict = {"embedding_model": encoder.name}
+
+    if corpus == "demo":
+        log_db, _ = demo.ensure_demo(language, encoder)
+        info["corpus"] = f"demo: XQuAD {language} question log (CC BY-SA 4.0), simulated user scores"
+        notes.append(SIMULATED_NOTE)
+    else:
+        log_db = connect()
+        info["corpus"] = "database"
+    info["question_log"] = log_db.display_url
+    cache, cache_vectors = fetch_question_log(log_db, exact_score=cache_score, with_vectors=True)
+    check_space(log_db, tables(log_db.schema).question, encoder)  # after the fetch: it names a missing table better
+    if dataset_path or corpus == "demo":
+        ds = load_dataset(dataset_path) if dataset_path else demo.dataset(language)
+        items = ds.items[:max_questions] if max_questions else ds.items
+        queries = pd.DataFrame({"question": [it.question for it in items]}, index=pd.Index([it.id for it in items]))
+        query_vectors = encoder.encode(queries["question"].tolist(), batch_size=64)
+        info["questions"] = f"dataset {ds.name}"
+    else:
+        log, query_vectors = fetch_question_log(log_db, with_vectors=True, limit=max_questions)
+        queries = log[["question"]]
+        info["questions"] = "the logged questions (each compared with the cache without itself)"
+        if queries.empty:
+            raise ValueError(f"{log_db.display_url}: no logged question has an embedding; run `ragnb embed --questions`")
+    info["cache"] = f"logged questions with score {cache_score} ({len(cache)})"
+
+    if sessions == "demo":
+        s_db, _ = ensure_demo_sessions(encoder)
+        annotations = demo_turn_annotations()
+        info["sessions"] = "demo: ruTiE (ru, MIT) + TREC CAsT 2019-2020 (en, MIT)"
+    else:
+        s_db = log_db if corpus == "db" else connect()
+        annotations = None
+        info["sessions"] = "database"
+    check_space(s_db, tables(s_db.schema).question, encoder)
+    session_log = read_sessions(s_db, max_sessions=max_sessions, encoder=encoder)
+    if sessions == "demo":
+        notes.append("Demo sessions: created_at is synthetic (one minute per turn) and only fixes the turn order; "
+                     "the all-MiniLM-L6-v2 default model is English-only, so Russian (ruTiE) similarities are "
+                     "less meaningful than English (CAsT) ones.")
+    return UXInputs(queries, query_vectors, cache[["question"]], cache_vectors, session_log, annotations, info, notes,
+                    encoder.name)
+
+
+# --------------------------------------------------------------------------------------------
+# Charts
+# --------------------------------------------------------------------------------------------
+
+
+def similarity_chart(per_turn: pd.DataFrame, break_threshold: float, max_sessions_listed: int = 200):
+    """Similarity of each turn to the previous one: a thin line per session plus, per source, a thick line
+    of the mean over its sessions at each turn position. A selector shows all sessions, one source, or one
+    session (the first ``max_sessions_listed``)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    pairs = per_turn[per_turn["similarity"].notna()]
+    sessions = list(pd.unique(pairs["session_id"]))
+    sources = [str(s) for s in pd.unique(pairs["source"])]
+    many = len(sessions) > 12
+    src_of = {}
+    for sid in sessions:
+        d = pairs[pairs["session_id"] == sid]
+        src_of[sid] = str(d["source"].iloc[0])
+        fig.add_trace(go.Scatter(
+            x=d["turn"], y=d["similarity"], mode="lines+markers", name=str(sid), legendgroup=src_of[sid],
+            customdata=np.stack([d["previous_question"].fillna(""), d["question"].fillna("")], axis=1),
+            hovertemplate="%{fullData.name} turn %{x}<br>similarity %{y:.3f}<br>previous: %{customdata[0]}"
+                          "<br>current: %{customdata[1]}<extra></extra>",
+            line={"width": 1}, marker={"size": 3 if many else 5}, opacity=0.45 if many else 0.85, showlegend=not many,
+        ))
+    for src in sources:
+        mean = pairs[pairs["source"] == src].groupby("turn")["similarity"].agg(["mean", "count"]).reset_index()
+        fig.add_trace(go.Scatter(
+            x=mean["turn"], y=mean["mean"], mode="lines", name=f"mean over {src} sessions", customdata=mean["count"],
+            hovertemplate="mean at turn %{x}: %{y:.3f} (%{customdata} sessions)<extra></extra>",
+            line={"width": 4, "color": "black"}, showlegend=True,
+        ))
+    fig.add_hline(y=break_threshold, line_dash="dash", line_color="red",
+                  annotation_text=f"break threshold {break_threshold:g}")
+
+    def view(label: str, session_on, source_on):
+        visible = [bool(session_on(sid)) for sid in sessions] + [bool(source_on(s)) for s in sources]
+        return {"label": label, "method": "update", "args": [{"visible": visible}, {"xaxis.autorange": True}]}
+
+    buttons = [view(f"all sessions ({len(sessions)})", lambda sid: True, lambda s: True)]
+    active = 0
+    if len(sources) > 1:
+        buttons += [view(f"source: {src}", lambda sid, src=src: src_of[sid] == src, lambda s, src=src: s == src)
+                    for src in sources]
+        # Sessions of very different lengths squash each other on one axis (one 215-turn dialogue next to
+        # 10-turn ones): open on the source with the most sessions; "all sessions" stays one click away.
+        top = max(sources, key=lambda src: sum(src_of[sid] == src for sid in sessions))
+        active = 1 + sources.index(top)
+        for trace, on in zip(fig.data, buttons[active]["args"][0]["visible"]):
+            trace.visible = on
+    buttons += [view(str(sid), lambda x, sid=sid: x == sid, lambda s: False) for sid in sessions[:max_sessions_listed]]
+    fig.update_layout(
+        title="Similarity between consecutive questions (cosine, per session)", height=480,
+        xaxis_title="turn (position in the session)", yaxis_title="cosine similarity to the previous question",
+        updatemenus=[{"buttons": buttons, "active": active, "direction": "down", "x": 1.0, "xanchor": "right",
+                      "y": 1.15, "yanchor": "top", "showactive": True}],
+    )
+    return fig
+
+
+def similarity_by_flag_chart(per_turn: pd.DataFrame, break_threshold: float):
+    """Distribution of consecutive-turn similarity per source, split by the human needs-context flag where known."""
+    import plotly.express as px
+
+    pairs = per_turn[per_turn["similarity"].notna()].copy()
+    if "needs_context" in pairs:
+        flag = pairs["needs_context"].map({True: "needs context (human flag)", False: "self-contained"})
+        pairs["turn kind"] = flag.astype(object).where(flag.notna(), "not annotated")
+    else:
+        pairs["turn kind"] = "not annotated"
+    fig = px.box(pairs, x="source", y="similarity", color="turn kind", points="outliers",
+                 title="Consecutive-turn similarity by source and by whether the turn needed earlier context")
+    fig.add_hline(y=break_threshold, line_dash="dash", line_color="red")
+    fig.update_layout(height=420, yaxis_title="cosine similarity to the previous question")
+    return fig
+
+
+def cache_similarity_histogram(per_query: pd.DataFrame, tau: float):
+    """Each question's best similarity to the cache, with the hit threshold τ (hit: strictly above τ)."""
+    import plotly.express as px
+
+    values = per_query["max_similarity"].dropna().astype(float)
+    fig = px.histogram(pd.DataFrame({"max cosine similarity to the cache": values}),
+                       x="max cosine similarity to the cache", nbins=40,
+                       title=f"Best match in the score-5 cache per question (hit: similarity > τ = {tau:g})")
+    fig.add_vline(x=tau, line_dash="dash", line_color="red", annotation_text=f"τ = {tau:g}")
+    fig.update_layout(height=380, bargap=0.05)
+    return fig
+
+
+def summary_rows(summary: dict) -> pd.DataFrame:
+    """The headline aggregates overall and per source, one row each, for the report table."""
+    rows = []
+
+    def add(scope: str, name: str, agg: dict) -> None:
+        lo, hi = (agg.get("ci95") or [math.nan, math.nan])[:2]
+        rows.append({"scope": scope, "metric": name, "mean": agg.get("mean"), "ci95_low": lo, "ci95_high": hi,
+                     "n": agg.get("n"), "n_valid": agg.get("n_valid"), "n_failed": agg.get("n_failed")})
+
+    for name in ("cache_hit_rate", "context_preservation", "multi_turn_consistency", "context_break_rate"):
+        add("all", name, summary[name])
+    for src, block in summary.get("per_source", {}).items():
+        scope = f"{src} ({block.get('language') or '?'})"
+        for name in ("context_preservation", "multi_turn_consistency", "context_break_rate"):
+            add(scope, name, block[name])
+        det = block.get("needs_context_detection")
+        if det:
+            add(scope, "needs_context_auc (1 - similarity)", det["roc_auc"])
+    frame = pd.DataFrame(rows)
+    for col in ("n", "n_valid", "n_failed"):
+        frame[col] = frame[col].astype("Int64")
+    return frame

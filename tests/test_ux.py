@@ -1,0 +1,485 @@
+"""Tier UX: cache hit rate, context preservation, multi-turn consistency, demo sessions, notebook."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score
+from sklearn.metrics.pairwise import cosine_similarity
+
+from ragnb.metrics import registry
+from ragnb.metrics.stats import aggregate
+from ragnb.metrics.ux import (cache_hit_rate, check_tau, consecutive_cosines, context_preservation, cosine,
+                              multi_turn_consistency)
+from ragnb.sessions import DATA_DIR, SOURCES, SessionLog
+
+# --------------------------------------------------------------------------------------------
+# cache_hit_rate on hand-made vectors
+# --------------------------------------------------------------------------------------------
+
+# cos((1,0),(3,4)) = 0.6, cos((0,2),(3,4)) = 0.8, cos((3,4),(3,4)) = 1; cos(q, (−1,0)) = −1, 0, −0.6
+Q = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]])
+C = np.array([[3.0, 4.0], [-1.0, 0.0]])
+
+
+def test_cache_hit_rate_hand_computed_and_tau_boundary():
+    r = cache_hit_rate(Q, C, tau=0.6, query_ids=["q1", "q2", "q3"], cache_ids=["c1", "c2"])
+    # q1's best similarity is exactly τ = 0.6: equal is not a hit (strict ">")
+    assert r.per_query["max_similarity"].tolist() == pytest.approx([0.6, 0.8, 1.0], abs=1e-12)
+    assert r.per_query.loc["q1", "max_similarity"] == 0.6
+    assert r.per_query["hit"].tolist() == [0.0, 1.0, 1.0]
+    assert r.per_query["best_cache_id"].tolist() == ["c1", "c1", "c1"]
+    assert r.rate == pytest.approx(2 / 3) and r.note is None
+    # default τ = 0.85: only q3
+    d = cache_hit_rate(Q, C)
+    assert d.tau == 0.85 and d.rate == pytest.approx(1 / 3)
+    assert d.per_query.index.tolist() == [0, 1, 2] and d.per_query["best_cache_id"].tolist() == ["0", "0", "0"]
+    # τ = 0.85 exactly: (17, 10, 3, 1, 1) has norm 20, so its cosine with e1 is 17/20 = 0.85
+    b = cache_hit_rate(np.array([[1.0, 0, 0, 0, 0]]), np.array([[17.0, 10, 3, 1, 1]]))
+    assert b.per_query["max_similarity"].iloc[0] == 0.85 and b.per_query["hit"].iloc[0] == 0.0 and b.rate == 0.0
+    assert cache_hit_rate(np.array([[1.0, 0, 0, 0, 0]]), np.array([[17.0, 10, 3, 1, 1]]), tau=0.84).rate == 1.0
+    # τ = 1: nothing can be strictly more similar than identical
+    assert cache_hit_rate(Q, C, tau=1.0).rate == 0.0
+    # scale does not matter (cosine)
+    assert cache_hit_rate(Q * 7.5, C * 0.01, tau=0.6).per_query["hit"].tolist() == [0.0, 1.0, 1.0]
+
+
+def test_cache_hit_rate_excludes_the_query_itself():
+    ids = ["c1", "q2", "q3"]  # the first query is cache entry c1
+    kept = cache_hit_rate(Q, C, tau=0.85, query_ids=ids, cache_ids=["c1", "c2"])
+    # query "c1" = (1,0): without c1 its best match is c2 = (−1,0) at −1, although c1 would give 0.6
+    assert kept.per_query.loc["c1", "best_cache_id"] == "c2"
+    assert kept.per_query.loc["c1", "max_similarity"] == pytest.approx(-1.0)
+    assert kept.per_query["n_compared"].tolist() == [1, 2, 2]
+    # a query identical to its own cache row: excluded, so no hit; the same vector under another id hits
+    own = cache_hit_rate(np.array([[3.0, 4.0], [3.0, 4.0]]), C, query_ids=["c1", "x"], cache_ids=["c1", "c2"])
+    assert own.per_query["hit"].tolist() == [0.0, 1.0]
+    assert own.per_query.loc["c1", "max_similarity"] == pytest.approx(-0.6)
+    off = cache_hit_rate(np.array([[3.0, 4.0], [3.0, 4.0]]), C, query_ids=["c1", "x"], cache_ids=["c1", "c2"],
+                         exclude_same_id=False)
+    assert off.per_query["hit"].tolist() == [1.0, 1.0] and off.rate == 1.0
+    # a cache holding only the query itself leaves nothing to compare: NaN (failed), not a miss
+    alone = cache_hit_rate(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[1.0, 0.0]]), query_ids=["a", "b"],
+                           cache_ids=["a"])
+    assert math.isnan(alone.per_query.loc["a", "hit"]) and pd.isna(alone.per_query.loc["a", "best_cache_id"])
+    assert alone.per_query.loc["b", "hit"] == 0.0 and alone.rate == 0.0 and "themselves" in alone.note
+    agg = aggregate(alone.per_query["hit"], n_boot=10)
+    assert (agg["n"], agg["n_valid"], agg["n_failed"]) == (2, 1, 1)
+
+
+def test_cache_hit_rate_empty_cache_is_nan_not_zero():
+    for empty in (np.zeros((0, 2)), np.zeros((0, 0)), []):
+        r = cache_hit_rate(Q, empty, query_ids=["a", "b", "c"], cache_ids=[])
+        assert math.isnan(r.rate) and r.per_query["hit"].isna().all() and "empty" in r.note
+        assert aggregate(r.per_query["hit"], n_boot=10)["n_failed"] == 3
+
+
+def test_cache_hit_rate_against_numpy_peer():
+    rng = np.random.default_rng(3)
+    q, c = rng.normal(size=(40, 8)), rng.normal(size=(25, 8))
+    c[:5] = q[:5] + 0.05 * rng.normal(size=(5, 8))  # a few near-duplicates
+    sims = cosine_similarity(q, c)
+    r = cache_hit_rate(q, c, tau=0.9)
+    np.testing.assert_allclose(r.per_query["max_similarity"], sims.max(axis=1), atol=1e-12)
+    assert r.per_query["best_cache_id"].astype(int).tolist() == sims.argmax(axis=1).tolist()
+    assert r.rate == pytest.approx(float((sims.max(axis=1) > 0.9).mean())) and 0 < r.rate < 1
+
+
+@pytest.mark.parametrize("tau", [0, 0.0, -0.1, 1.0001, 2, float("nan"), True, "0.85", None])
+def test_bad_tau(tau):
+    with pytest.raises(ValueError, match="tau"):
+        cache_hit_rate(Q, C, tau=tau)
+
+
+def test_bad_cache_inputs():
+    assert check_tau(1) == 1.0 and check_tau(0.85) == 0.85
+    with pytest.raises(ValueError, match="zero vector"):
+        cache_hit_rate(np.array([[0.0, 0.0]]), C)
+    with pytest.raises(ValueError, match="dimension"):
+        cache_hit_rate(Q, np.ones((2, 3)))
+    with pytest.raises(ValueError, match="repeats id"):
+        cache_hit_rate(Q, C, query_ids=["a", "a", "b"])
+    with pytest.raises(ValueError, match="3 vectors"):
+        cache_hit_rate(Q, C, query_ids=["a", "b"])
+    with pytest.raises(ValueError, match="no rows"):
+        cache_hit_rate(np.zeros((0, 2)), C)
+    with pytest.raises(ValueError, match="NaN"):
+        cache_hit_rate(np.array([[np.nan, 1.0]]), C)
+    with pytest.raises(ValueError, match="2-D"):
+        cache_hit_rate(np.array([1.0, 0.0]), C)
+
+
+# --------------------------------------------------------------------------------------------
+# context preservation / multi-turn consistency
+# --------------------------------------------------------------------------------------------
+
+
+def test_context_preservation_hand_computed():
+    sessions = {
+        "A": np.array([[1.0, 0.0], [3.0, 4.0], [0.0, 1.0]]),  # cos 0.6, 0.8 → 0.7
+        "B": np.array([[1.0, 0.0], [-2.0, 0.0]]),  # cos −1 → −1
+        "C": np.array([[1.0, 1.0]]),  # one turn: no pair → NaN, counted as failed
+    }
+    r = context_preservation(sessions)
+    ps = r.per_session
+    assert ps.loc["A", "mean_similarity"] == pytest.approx(0.7) and ps.loc["A", "min_similarity"] == pytest.approx(0.6)
+    assert ps.loc["B", "mean_similarity"] == pytest.approx(-1.0)
+    assert math.isnan(ps.loc["C", "mean_similarity"]) and ps.loc["C", "n_pairs"] == 0 and ps.loc["C", "n_turns"] == 1
+    # averaged per session, then over sessions: (0.7 − 1) / 2, not the mean over the 3 pairs (0.6+0.8−1)/3
+    assert r.value == pytest.approx(-0.15) and r.n_failed == 1
+    assert r.pairs.to_dict("list") == {"session_id": ["A", "A", "B"], "turn": [1, 2, 1],
+                                       "similarity": pytest.approx([0.6, 0.8, -1.0])}
+    agg = aggregate(ps["mean_similarity"], n_boot=10)
+    assert agg["mean"] == pytest.approx(-0.15) and (agg["n"], agg["n_failed"]) == (3, 1)
+    # a list of sessions gets positional ids; one-turn-only input → NaN overall
+    assert context_preservation([sessions["A"]]).per_session.index.tolist() == ["0"]
+    only = context_preservation({"x": np.ones((1, 2))})
+    assert math.isnan(only.value) and only.n_failed == 1
+
+
+def test_multi_turn_consistency_is_context_preservation():
+    rng = np.random.default_rng(0)
+    sessions = {f"s{i}": rng.normal(size=(rng.integers(1, 7), 5)) for i in range(12)}
+    a, b = context_preservation(sessions), multi_turn_consistency(sessions)
+    assert a.value == b.value
+    pd.testing.assert_frame_equal(a.per_session, b.per_session)
+    # peer: scikit-learn's cosine_similarity on consecutive rows
+    for sid, vecs in sessions.items():
+        peer = np.diag(cosine_similarity(vecs[:-1], vecs[1:])) if len(vecs) > 1 else np.zeros(0)
+        np.testing.assert_allclose(consecutive_cosines(vecs), peer, atol=1e-12)
+    means = [np.diag(cosine_similarity(v[:-1], v[1:])).mean() for v in sessions.values() if len(v) > 1]
+    assert a.value == pytest.approx(np.mean(means))
+
+
+def test_registered_ux_metrics_and_bad_sessions():
+    assert registry.names("ux") == ["cache_hit_rate", "context_preservation", "multi_turn_consistency"]
+    metric, k = registry.parse_name("multi_turn_consistency")
+    assert metric.fn is multi_turn_consistency and k is None and "10.3.3" in metric.doc
+    assert ">" in registry.REGISTRY["cache_hit_rate"].doc and "τ" in registry.REGISTRY["cache_hit_rate"].doc
+    assert cosine([1, 0], [3, 4]) == pytest.approx(0.6)
+    with pytest.raises(ValueError, match="empty"):
+        context_preservation({})
+    with pytest.raises(ValueError, match="session 'z'.*zero vector"):
+        context_preservation({"z": np.array([[1.0, 0.0], [0.0, 0.0]])})
+    with pytest.raises(ValueError, match="dimension"):
+        context_preservation({"a": np.ones((2, 2)), "b": np.ones((2, 3))})
+    with pytest.raises(ValueError, match="sessions must map"):
+        context_preservation("not sessions")
+
+
+# --------------------------------------------------------------------------------------------
+# run_tier_ux on small inputs
+# --------------------------------------------------------------------------------------------
+
+
+def _log(rows: list[tuple[str, str, int]], vectors: np.ndarray) -> SessionLog:
+    turns = pd.DataFrame(rows, columns=["id", "session_id", "turn"]).set_index("id", drop=False)
+    turns["question"] = [f"question {i}" for i in turns.index]
+    return SessionLog(turns, np.asarray(vectors, dtype=np.float32), [])
+
+
+def test_run_tier_ux_small():
+    from ragnb.tiers.ux import run_tier_ux, summary_rows
+
+    # session s1: (1,0)→(3,4)→(0,1): 0.6, 0.8; s2: (1,0)→(0,1)→(1,1): 0, 0.7071; s3: one turn
+    vecs = [[1, 0], [3, 4], [0, 1], [1, 0], [0, 1], [1, 1], [1, 0]]
+    rows = [("s1:0", "s1", 0), ("s1:1", "s1", 1), ("s1:2", "s1", 2), ("s2:0", "s2", 0), ("s2:1", "s2", 1),
+            ("s2:2", "s2", 2), ("s3:0", "s3", 0)]
+    ann = pd.DataFrame({"source": ["cast"] * 6 + ["rutie"], "language": ["en"] * 6 + ["ru"],
+                        "needs_context": pd.array([None, True, False, None, True, False, None], dtype="boolean"),
+                        "manual_rewrite": ["r"] * 7}, index=[r[0] for r in rows])
+    queries = pd.DataFrame({"question": ["a", "b", "c"]}, index=["q1", "q2", "q3"])
+    cache = pd.DataFrame({"question": ["c one", "c two"]}, index=["c1", "c2"])
+    r = run_tier_ux(queries, Q, cache, C, _log(rows, vecs), ann, tau=0.6, break_threshold=0.5, n_boot=50)
+    s = r.summary
+    assert s["cache_hit_rate"]["mean"] == pytest.approx(2 / 3) and s["cache_hit_rate"]["n"] == 3
+    assert r.per_query.loc["q2", "best_cache_question"] == "c one"
+    s2 = (0.0 + 1 / math.sqrt(2)) / 2
+    assert s["context_preservation"]["mean"] == pytest.approx((0.7 + s2) / 2)
+    assert s["context_preservation"]["n"] == 3 and s["context_preservation"]["n_failed"] == 1
+    assert s["multi_turn_consistency"] == s["context_preservation"]
+    # breaks: similarity < 0.5 → only s2:1 (0.0); first turns are NA, not breaks
+    assert r.breaks.index.tolist() == ["s2:1"] and r.breaks.iloc[0]["previous_question"] == "question s2:0"
+    assert s["context_break_rate"]["mean"] == pytest.approx(1 / 4) and s["context_break_rate"]["n"] == 4
+    assert r.per_turn["broke_context"].isna().sum() == 3
+    cast = s["per_source"]["cast"]
+    assert cast["language"] == "en" and cast["n_sessions"] == 2 and cast["n_turns"] == 6
+    assert cast["context_preservation"]["mean"] == pytest.approx((0.7 + s2) / 2)
+    det = cast["needs_context_detection"]
+    y = [True, False, True, False]  # s1:1, s1:2, s2:1, s2:2
+    sims = [0.6, 0.8, 0.0, 1 / math.sqrt(2)]
+    assert det["roc_auc"]["mean"] == pytest.approx(roc_auc_score(y, 1 - np.array(sims))) == 1.0
+    assert det["at_break_threshold"]["confusion"] == {"tp": 1, "fp": 0, "fn": 1, "tn": 2}
+    rutie = s["per_source"]["rutie"]
+    assert rutie["n_one_turn_sessions"] == 1 and math.isnan(rutie["context_preservation"]["mean"])
+    assert "needs_context_detection" not in rutie
+    assert any("single turn" in n for n in r.notes) and any("equal by definition" in n for n in r.notes)
+    no_ci = run_tier_ux(queries, Q, cache, C, _log(rows, vecs), ann, tau=0.6, break_threshold=0.5, n_boot=0).summary
+    assert no_ci["context_preservation"]["mean"] == s["context_preservation"]["mean"]
+    assert all(math.isnan(x) for x in no_ci["cache_hit_rate"]["ci95"])
+    table = summary_rows(s)
+    assert set(table["scope"]) == {"all", "cast (en)", "rutie (ru)"}
+    # the charts build from these frames
+    from ragnb.tiers.ux import cache_similarity_histogram, similarity_by_flag_chart, similarity_chart
+
+    fig = similarity_chart(r.per_turn, 0.5)  # s1, s2 + one mean line for cast (s3 has no pair)
+    assert [t.name for t in fig.data] == ["s1", "s2", "mean over cast sessions"]
+    assert fig.data[2].y.tolist() == pytest.approx([0.3, (0.8 + 1 / math.sqrt(2)) / 2])
+    buttons = fig.layout.updatemenus[0].buttons
+    assert [b.label for b in buttons] == ["all sessions (2)", "s1", "s2"]
+    assert buttons[1].args[0]["visible"] == [True, False, False]
+    assert len(similarity_by_flag_chart(r.per_turn, 0.5).data) >= 1
+    assert len(cache_similarity_histogram(r.per_query, 0.6).data) == 1
+
+
+def test_run_tier_ux_bad_inputs():
+    from ragnb.tiers.ux import load_inputs, run_tier_ux
+
+    queries = pd.DataFrame({"question": ["a", "b", "c"]}, index=["q1", "q2", "q3"])
+    cache = pd.DataFrame({"question": ["x", "y"]}, index=["c1", "c2"])
+    with pytest.raises(ValueError, match="tau"):
+        run_tier_ux(queries, Q, cache, C, None, tau=1.5)
+    with pytest.raises(ValueError, match="break_threshold"):
+        run_tier_ux(queries, Q, cache, C, None, break_threshold=2.0)
+    with pytest.raises(ValueError, match="n_boot"):
+        run_tier_ux(queries, Q, cache, C, None, n_boot=-1)
+    with pytest.raises(ValueError, match="nothing to evaluate"):
+        run_tier_ux(None, None, None, None, None)
+    with pytest.raises(ValueError, match="cache has 2 rows but 1 vectors"):
+        run_tier_ux(queries, Q, cache, C[:1], None)
+    with pytest.raises(ValueError, match="sessions = 'foo'"):
+        load_inputs(sessions="foo")
+    with pytest.raises(ValueError, match="corpus = 'x'"):
+        load_inputs(corpus="x")
+    with pytest.raises(ValueError, match="max_sessions"):
+        load_inputs(max_sessions=-1)
+    with pytest.raises(ValueError, match="cache_score"):
+        load_inputs(cache_score=6)
+    r = run_tier_ux(queries, Q, cache, C, None)
+    assert math.isnan(r.summary["context_preservation"]["mean"]) and r.per_turn.empty
+    assert any("no sessions" in n for n in r.notes)
+
+
+# --------------------------------------------------------------------------------------------
+# Sessions in the database
+# --------------------------------------------------------------------------------------------
+
+
+def _bundled(source: str) -> list[dict]:
+    with gzip.open(DATA_DIR / SOURCES[source]["file"], "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def test_bundled_session_files_match_shared(tmp_path):
+    from conftest import SHARED
+
+    for folder, name in (("rutie_dialog", "rutie_turns_000_214.jsonl.gz"),
+                         ("trec_cast_sessions", "cast_2019_2020_turns.jsonl.gz")):
+        shared = SHARED / folder / name
+        if shared.exists():
+            assert (DATA_DIR / folder / name).read_bytes() == shared.read_bytes()
+        text = (DATA_DIR / folder / "LICENSE").read_text(encoding="utf-8")
+        assert "MIT License" in text and "Copyright (c)" in text
+        assert "Source" in (DATA_DIR / folder / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_demo_sessions_loaded_in_order(encoder):
+    from ragnb.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
+    from ragnb.store.vectors import fetch_vectors
+
+    db, stats = ensure_demo_sessions(encoder)
+    again = ensure_demo_sessions(encoder)[1]
+    assert again["questions_inserted"] == 0 and again["embed_questions"]["processed"] == 0  # idempotent
+    log = read_sessions(db)
+    turns = log.turns
+    assert len(turns) == 215 + 695 and turns["session_id"].nunique() == 76 and log.notes == []
+    rutie = turns[turns["session_id"] == "rutie_0"]
+    assert len(rutie) == 215 and rutie["turn"].tolist() == list(range(215))
+    assert rutie.index[12] == "rutie_0:12" and rutie["question"].tolist() == [r["question"] for r in _bundled("rutie")]
+    cast = turns[turns["session_id"] != "rutie_0"]
+    assert len(cast) == 695 and cast["session_id"].nunique() == 75
+    bundled = _bundled("cast")
+    assert cast["question"].tolist() == [r["utterance"] for r in bundled]  # file order = session, then turn order
+    assert cast.index.tolist() == [f"{r['session_id']}:{r['turn_index']}" for r in bundled]
+    assert "cast2019_31:3" in cast.index
+    assert turns["created_at"].is_monotonic_increasing  # synthetic timestamps: one minute per turn
+    # vectors: the stored ones, in turn order
+    ids, _, mat = fetch_vectors(db, "questions")
+    by_id = dict(zip(ids, mat))
+    np.testing.assert_array_equal(log.vectors, np.stack([by_id[i] for i in turns.index]))
+    assert list(log.by_session())[:2] == ["rutie_0", "cast2019_31"]
+    ann = demo_turn_annotations()
+    assert int(ann["needs_context"].sum()) == 530 and ann["needs_context"].isna().sum() == 215
+    assert ann.loc["cast2019_31:1", "manual_rewrite"] == "Is throat cancer treatable?"
+    first3 = read_sessions(db, max_sessions=3)
+    assert list(pd.unique(first3.turns["session_id"])) == ["rutie_0", "cast2019_31", "cast2019_32"]
+
+
+@pytest.mark.slow
+def test_read_sessions_from_any_log(fresh_db, encoder):
+    from ragnb.sessions import read_sessions
+    from ragnb.store.loaders import insert_rows
+    from ragnb.store.vectors import embed_table
+
+    t0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    rows = [  # inserted out of order; ordering is created_at, then id; NULL created_at last in its session
+        {"id": "b2", "question": "and its capital?", "session_id": "B", "created_at": t0 + timedelta(minutes=5)},
+        {"id": "a2", "question": "how tall is it?", "session_id": "A", "created_at": t0 + timedelta(minutes=2)},
+        {"id": "a1", "question": "what is the eiffel tower?", "session_id": "A", "created_at": t0},
+        {"id": "a0", "question": "where is it?", "session_id": "A", "created_at": None},
+        {"id": "b1", "question": "tell me about france", "session_id": "B", "created_at": t0 + timedelta(minutes=1)},
+        {"id": "c1", "question": "same time one", "session_id": "C", "created_at": t0 + timedelta(minutes=9)},
+        {"id": "c0", "question": "same time zero", "session_id": "C", "created_at": t0 + timedelta(minutes=9)},
+        {"id": "n1", "question": "no session", "session_id": None, "created_at": t0},
+    ]
+    insert_rows(fresh_db, "questions", rows)
+    with pytest.raises(ValueError, match="no embedding"):
+        read_sessions(fresh_db)
+    log = read_sessions(fresh_db, encoder=encoder)  # vectors made in memory, nothing written
+    assert log.turns.index.tolist() == ["a1", "a2", "a0", "b1", "b2", "c0", "c1"]
+    assert log.turns["turn"].tolist() == [0, 1, 2, 0, 1, 0, 1]
+    assert any("no stored embedding" in n for n in log.notes) and any("no created_at" in n for n in log.notes)
+    np.testing.assert_allclose(log.vectors, encoder.encode(log.turns["question"].tolist()), atol=1e-5)
+    embed_table(fresh_db, "questions", encoder, progress=False)
+    stored = read_sessions(fresh_db, max_sessions=2)
+    assert stored.turns.index.tolist() == ["a1", "a2", "a0", "b1", "b2"]
+    assert not any("no stored embedding" in n for n in stored.notes)
+    with pytest.raises(ValueError, match="max_sessions"):
+        read_sessions(fresh_db, max_sessions=-2)
+
+
+@pytest.mark.slow
+def test_read_sessions_without_sessions(fresh_db):
+    from ragnb.sessions import read_sessions
+    from ragnb.store.loaders import insert_rows
+
+    with pytest.raises(ValueError, match="no question log table"):
+        read_sessions(fresh_db)
+    insert_rows(fresh_db, "questions", [{"id": "x", "question": "q"}])
+    with pytest.raises(ValueError, match="no logged question has a session_id"):
+        read_sessions(fresh_db)
+
+
+@pytest.mark.slow
+def test_load_inputs_from_the_configured_db(monkeypatch, encoder):
+    from ragnb.store.engine import connect
+    from ragnb.store.loaders import insert_rows
+    from ragnb.store.vectors import embed_table
+    from ragnb.tiers.ux import load_inputs, run_tier_ux
+
+    monkeypatch.setenv("RAGNB_EMBEDDED_DB", "ux_configured_log")
+    t0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    rows = [
+        {"id": "1", "question": "How do I reset my password?", "score": 5, "session_id": "s1", "created_at": t0},
+        {"id": "2", "question": "How can I reset my password?", "score": 3, "session_id": "s1",
+         "created_at": t0 + timedelta(minutes=1)},
+        {"id": "3", "question": "Where is the VPN guide?", "score": 5, "session_id": "s2", "created_at": t0},
+        {"id": "4", "question": "What is the lunch menu today?", "score": 1, "session_id": None, "created_at": t0},
+    ]
+    db = connect()
+    insert_rows(db, "questions", rows)
+    embed_table(db, "questions", encoder, progress=False)
+    inputs = load_inputs(corpus="db", sessions="db")
+    assert inputs.queries.index.tolist() == ["1", "2", "3", "4"] and inputs.cache.index.tolist() == ["1", "3"]
+    assert inputs.annotations is None and inputs.sessions.turns.index.tolist() == ["1", "2", "3"]
+    assert not any("SIMULATED" in n for n in inputs.notes)
+    r = run_tier_ux(inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
+                    None, n_boot=20)
+    v = _unit(encoder.encode([x["question"] for x in rows]))
+    sims = v @ v[[0, 2]].T
+    sims[0, 0] = sims[2, 1] = -np.inf  # a logged question never hits itself
+    assert r.per_query["best_cache_id"].tolist() == ["3", "1", "1", "1" if sims[3, 0] >= sims[3, 1] else "3"]
+    assert r.summary["cache_hit_rate"]["mean"] == pytest.approx(float((sims.max(axis=1) > 0.85).mean()))
+    assert r.summary["cache_hit_rate"]["mean"] == 0.25  # only the paraphrase "2" of the cached "1"
+    assert list(r.summary["per_source"]) == ["db"]
+    s1 = float(v[0] @ v[1])
+    assert r.summary["context_preservation"]["mean"] == pytest.approx(s1, abs=1e-6)
+    assert r.summary["context_preservation"]["n_failed"] == 1  # s2 has one turn
+
+
+# --------------------------------------------------------------------------------------------
+# The notebook, checked against an independent recomputation
+# --------------------------------------------------------------------------------------------
+
+
+def _unit(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float64)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+@pytest.mark.slow
+def test_notebook_matches_numpy_recomputation(tmp_path, encoder):
+    from ragnb import demo
+    from ragnb.runner import run_notebooks
+    from ragnb.sessions import DEMO_SESSIONS_DATABASE
+    from ragnb.store.engine import connect
+    from ragnb.store.questions import fetch_question_log
+    from ragnb.store.vectors import fetch_vectors
+
+    n_q, n_s = 60, 12
+    result = run_notebooks(["tier_ux"], {"n_boot": 100, "max_questions": n_q, "max_sessions": n_s, "tau": 0.85,
+                                         "break_threshold": 0.3}, outputs=tmp_path, log=lambda *_: None)
+    assert result.failures == [], result.reports
+    run_dir = result.run_dir
+    m = json.loads((run_dir / "tier_ux.metrics.json").read_text(encoding="utf-8"))
+    assert m["tier"] == "tier_ux" and m["tau"] == 0.85 and m["break_threshold"] == 0.3
+    assert m["simulated_scores"] is True and any("SIMULATED" in n for n in m["notes"])
+    # until the runner maps the stem, the block sits under other_metrics; afterwards under tier_ux_metrics
+    block = result.record.get("tier_ux_metrics") or result.record["other_metrics"]["tier_ux"]
+    assert block["cache_hit_rate"] == m["cache_hit_rate"]
+
+    # cache hit rate: first n_q demo questions vs the score-5 log rows, a question never matching itself
+    items = demo.dataset("ru").items[:n_q]
+    qv = _unit(encoder.encode([it.question for it in items]))
+    cache, cv = fetch_question_log(connect(database=demo.database_name("ru")), exact_score=5, with_vectors=True)
+    sims = qv @ _unit(cv).T
+    sims[np.array([it.id for it in items])[:, None] == cache.index.to_numpy()[None, :]] = -np.inf
+    best = sims.max(axis=1)
+    assert m["cache_hit_rate"]["n"] == n_q and m["cache_hit_rate"]["n_failed"] == 0
+    assert m["cache_hit_rate"]["mean"] == pytest.approx(float((best > 0.85).mean()))
+    per_query = pd.read_csv(run_dir / "tier_ux.per_query.csv")
+    np.testing.assert_allclose(per_query["max_similarity"], best, atol=1e-5)
+    assert m["cache"]["n_self_in_cache"] == int(np.isin([it.id for it in items], cache.index).sum()) > 0
+
+    # sessions: the first n_s sessions in file order (rutie_0, then CAsT), consecutive cosines with numpy
+    ids, _, mat = fetch_vectors(connect(database=DEMO_SESSIONS_DATABASE), "questions")
+    vec = dict(zip(ids, _unit(mat)))
+    cast = _bundled("cast")
+    order = ["rutie_0"] + list(dict.fromkeys(r["session_id"] for r in cast))[: n_s - 1]
+    turns = {"rutie_0": [f"rutie_0:{r['turn_index']}" for r in _bundled("rutie")]}
+    for r in cast:
+        if r["session_id"] in order:
+            turns.setdefault(r["session_id"], []).append(f"{r['session_id']}:{r['turn_index']}")
+    flag = {f"{r['session_id']}:{r['turn_index']}": r["needs_context"] for r in cast}
+    means, pair_sims, labels = {}, [], []
+    for sid in order:
+        v = np.stack([vec[t] for t in turns[sid]])
+        s = np.einsum("ij,ij->i", v[:-1], v[1:])
+        means[sid] = s.mean()
+        if sid != "rutie_0":
+            pair_sims += s.tolist()
+            labels += [flag[t] for t in turns[sid][1:]]
+    cp = m["context_preservation"]
+    assert cp["n"] == n_s and cp["mean"] == pytest.approx(np.mean(list(means.values())), abs=1e-6)
+    assert m["multi_turn_consistency"] == cp
+    src = m["per_source"]
+    assert src["rutie"]["context_preservation"]["mean"] == pytest.approx(means["rutie_0"], abs=1e-6)
+    assert src["rutie"]["language"] == "ru" and src["cast"]["language"] == "en"
+    assert src["cast"]["context_preservation"]["mean"] == pytest.approx(
+        np.mean([means[s] for s in order[1:]]), abs=1e-6)
+    det = src["cast"]["needs_context_detection"]
+    assert det["n_pairs"] == len(labels)
+    assert det["roc_auc"]["mean"] == pytest.approx(roc_auc_score(labels, 1 - np.array(pair_sims)), abs=1e-6)
+    n_breaks = int((np.array(pair_sims) < 0.3).sum())
+    assert src["cast"]["n_breaks"] == n_breaks
+    per_turn = pd.read_csv(run_dir / "tier_ux.per_item.csv")
+    assert len(per_turn) == sum(len(t) for t in turns.values()) and "item_id" in per_turn
+    html = (run_dir / "tier_ux.html").read_text(encoding="utf-8")
+    assert "Questions that broke context" in html and "SIMULATED" in html
