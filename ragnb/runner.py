@@ -25,13 +25,19 @@ from ragnb import config
 from ragnb.report import find_secret, notebook_to_html, write_index
 from ragnb.runs import append_run_record, atomic_write_text, build_record, check_run_id, dumps_strict, new_run_id
 
+# Short name → notebook stem, in the order `ragnb demo` runs them (the dashboard last: it reads the run record).
 NOTEBOOKS: dict[str, str] = {
     "tier0": "tier0_embeddings", "tier1": "tier1_retrieval", "tier2": "tier2_generation", "tier3": "tier3_e2e",
     "judge": "tier_judge", "judge_pipeline": "tier_judge_pipeline", "rag_metrics": "rag_metrics",
+    "ux": "tier_ux", "real_users": "real_users", "utilization": "utilization", "topics": "topic_coverage",
+    "domain": "domain_analysis", "vector_space": "vector_space", "chunking": "chunking", "dashboard": "dashboard",
 }
+# Notebook stem → run-record block (seed 001 schema 2.0); other notebooks land in ``other_metrics``.
 TIER_KEY: dict[str, str] = {
     "tier0_embeddings": "tier_0_metrics", "tier1_retrieval": "tier_1_metrics", "tier2_generation": "tier_2_metrics",
     "tier3_e2e": "tier_3_metrics", "tier_judge": "tier_judge_metrics", "tier_judge_pipeline": "tier_judge_pipeline_metrics",
+    "tier_ux": "tier_ux_metrics", "real_users": "real_user_metrics", "utilization": "utilization_metrics",
+    "topic_coverage": "topic_coverage_metrics", "domain_analysis": "domain_analysis_metrics",
 }
 
 # Notebook parameters a multi-model sweep sets per combination.
