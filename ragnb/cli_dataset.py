@@ -84,34 +84,29 @@ def synthetic(
         _fail(exc)
 
 
-@dataset_app.command("from-real-questions")
-def from_real_questions(
-    max_questions: int = typer.Option(..., "--max-questions", help="First N logged questions with an embedding (0: all)."),
-    corpus: str = _CORPUS,
-    language: str = _LANGUAGE,
-    top_k: int = typer.Option(5, "--top-k", help="Chunks retrieved per question."),
-    backend: str = typer.Option("pgvector", "--backend", help="pgvector (exact search in the database) or memory."),
-    embedding_model: str = _EMBEDDING,
-    out_dir: Optional[Path] = _OUT_DIR,
-    output: Optional[Path] = _OUTPUT,
-) -> None:
-    """Logged user questions + top-k retrieval; is_relevant_chunk_matched by the logged url's page id."""
-    _real_questions(max_questions, None, corpus, language, top_k, backend, embedding_model, out_dir, output)
+def _real_questions_command(name: str, exact_score: int | None, which: str, doc: str) -> None:
+    """Register one of the two real-question modes (they differ only in the score filter)."""
+
+    def command(
+        max_questions: int = typer.Option(..., "--max-questions", help=f"First N {which} with an embedding (0: all)."),
+        corpus: str = _CORPUS,
+        language: str = _LANGUAGE,
+        top_k: int = typer.Option(5, "--top-k", help="Chunks retrieved per question."),
+        backend: str = typer.Option("pgvector", "--backend", help="pgvector (exact search in the database) or memory."),
+        embedding_model: str = _EMBEDDING,
+        out_dir: Optional[Path] = _OUT_DIR,
+        output: Optional[Path] = _OUTPUT,
+    ) -> None:
+        _real_questions(max_questions, exact_score, corpus, language, top_k, backend, embedding_model, out_dir, output)
+
+    command.__doc__ = doc
+    dataset_app.command(name)(command)
 
 
-@dataset_app.command("from-real-questions-score-5")
-def from_real_questions_score_5(
-    max_questions: int = typer.Option(..., "--max-questions", help="First N score-5 questions with an embedding (0: all)."),
-    corpus: str = _CORPUS,
-    language: str = _LANGUAGE,
-    top_k: int = typer.Option(5, "--top-k", help="Chunks retrieved per question."),
-    backend: str = typer.Option("pgvector", "--backend", help="pgvector (exact search in the database) or memory."),
-    embedding_model: str = _EMBEDDING,
-    out_dir: Optional[Path] = _OUT_DIR,
-    output: Optional[Path] = _OUTPUT,
-) -> None:
-    """As from-real-questions, only questions whose user score is 5."""
-    _real_questions(max_questions, 5, corpus, language, top_k, backend, embedding_model, out_dir, output)
+_real_questions_command("from-real-questions", None, "logged questions",
+                        "Logged user questions + top-k retrieval; is_relevant_chunk_matched by the logged url's page id.")
+_real_questions_command("from-real-questions-score-5", 5, "score-5 questions",
+                        "As from-real-questions, only questions whose user score is 5.")
 
 
 @dataset_app.command("export-annotation")

@@ -43,7 +43,10 @@ class Encoder:
     def __init__(self, name: str | None = None):
         self.name, source = resolve_model(name)
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
+        # transformers draws a "Loading weights" progress bar on stderr, which would land in every report
+        hf_logging.disable_progress_bar()
         try:
             self.model = SentenceTransformer(source, device="cpu")
         except OSError as exc:  # not a local path and not in the offline cache

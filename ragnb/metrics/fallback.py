@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragnb.metrics.registry import register
-from ragnb.metrics.text import as_vector_rows
+from ragnb.metrics.text import unit_rows
 
 FAMILY = "groundedness"
 LANGUAGES = ("auto", "en", "ru")
@@ -219,20 +219,9 @@ def sigmoid(x, center: float = SIGMOID_CENTER, slope: float = SIGMOID_SLOPE):
     return 1.0 / (1.0 + np.exp(-slope * (np.asarray(x, dtype=float) - center)))
 
 
-def _unit_rows(x, field: str) -> np.ndarray:
-    a = as_vector_rows(x, field)
-    if a.shape[0] < 1:
-        raise ValueError(f"{field} must be a non-empty N × D matrix, got shape {a.shape}")
-    n = np.linalg.norm(a, axis=1)
-    if (n == 0).any():
-        rows = np.flatnonzero(n == 0)[:20].tolist()
-        raise ValueError(f"{field} has zero vectors in rows {rows}; cosine is undefined")
-    return a / n[:, None]
-
-
 def best_match_cosines(answer_sentence_vecs, context_vecs) -> np.ndarray:
     """m_i = max_j cos(a_i, c_j): each answer sentence's similarity to its best-matching context unit."""
-    A, C = _unit_rows(answer_sentence_vecs, "answer_sentence_vecs"), _unit_rows(context_vecs, "context_vecs")
+    A, C = unit_rows(answer_sentence_vecs, "answer_sentence_vecs"), unit_rows(context_vecs, "context_vecs")
     if A.shape[1] != C.shape[1]:
         raise ValueError(f"answer and context vectors differ in dimension ({A.shape[1]} vs {C.shape[1]}); "
                          "embed both with the same model")

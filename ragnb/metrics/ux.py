@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb.metrics.registry import register
+from ragnb.metrics.text import unit_rows
 
 FAMILY = "ux"
 DEFAULT_TAU = 0.85  # seed 000 §10.3.1
@@ -37,29 +38,6 @@ def check_tau(tau: float, name: str = "tau") -> float:
     return tau
 
 
-def _unit_rows(vectors, name: str, allow_empty: bool = False) -> np.ndarray:
-    """Validate an (N × D) matrix and return its rows scaled to unit length (float64)."""
-    a = np.asarray(vectors)
-    if a.size == 0 and allow_empty:
-        return np.zeros((0, a.shape[-1] if a.ndim == 2 else 0))
-    if a.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be a numeric matrix (N × D), got dtype {a.dtype}")
-    if a.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (N × D), got shape {a.shape}; reshape a single vector with v[None, :]")
-    if a.shape[0] == 0:
-        raise ValueError(f"{name} has no rows; give at least one vector")
-    a = a.astype(np.float64, copy=False)
-    bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
-    if bad.size:
-        raise ValueError(f"{name} has NaN/inf in row(s) {bad[:20].tolist()}; drop or re-embed those rows")
-    norms = np.linalg.norm(a, axis=1)
-    zero = np.flatnonzero(norms == 0)
-    if zero.size:
-        raise ValueError(f"{name} has zero vector(s) in row(s) {zero[:20].tolist()}: cosine similarity is "
-                         "undefined; drop or re-embed those rows")
-    return a / norms[:, None]
-
-
 def _ids(ids: Sequence | None, n: int, name: str, unique: bool) -> list | None:
     if ids is None:
         return None
@@ -74,8 +52,8 @@ def _ids(ids: Sequence | None, n: int, name: str, unique: bool) -> list | None:
 
 def cosine(a, b) -> float:
     """cos(a, b) = a·b / (‖a‖‖b‖) for two vectors (clipped to [−1, 1])."""
-    u = _unit_rows(np.asarray(a)[None, :], "a")[0]
-    v = _unit_rows(np.asarray(b)[None, :], "b")[0]
+    u = unit_rows(np.asarray(a)[None, :], "a")[0]
+    v = unit_rows(np.asarray(b)[None, :], "b")[0]
     return float(np.clip(u @ v, -1.0, 1.0))
 
 
@@ -117,8 +95,8 @@ def cache_hit_rate(
     something to compare (NaN if none); :func:`ragnb.metrics.stats.aggregate` counts them as failed.
     """
     tau = check_tau(tau)
-    Q = _unit_rows(query_vectors, "query_vectors")
-    C = _unit_rows(cache_vectors, "cache_vectors", allow_empty=True)
+    Q = unit_rows(query_vectors, "query_vectors", one_vector_ok=False)
+    C = unit_rows(cache_vectors, "cache_vectors", allow_empty=True, one_vector_ok=False)
     qids = _ids(query_ids, Q.shape[0], "query_ids", unique=True)
     cids = _ids(cache_ids, C.shape[0], "cache_ids", unique=False)
     index = pd.Index(qids if qids is not None else range(Q.shape[0]), name="query_id")
@@ -174,7 +152,7 @@ def consecutive_cosines(turn_vectors) -> np.ndarray:
 
     One turn → an empty array (no consecutive pair).
     """
-    U = _unit_rows(turn_vectors, "turn_vectors")
+    U = unit_rows(turn_vectors, "turn_vectors", one_vector_ok=False)
     if U.shape[0] < 2:
         return np.zeros(0)
     return np.clip(np.einsum("ij,ij->i", U[:-1], U[1:]), -1.0, 1.0)
