@@ -57,14 +57,36 @@ class Encoder:
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
         self.max_seq_length = int(self.model.max_seq_length)
+        from ragnb.embedding_cache import EmbeddingCache, cache_dir
+
+        folder = cache_dir()
+        self.cache = EmbeddingCache(folder, self.name, self.dim) if folder is not None else None
+        self.encoded_texts = 0  # texts that went through the model (not served by the cache) in this process
 
     def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        """Embeddings as float32 (n, dim), in input order."""
+        """Embeddings as float32 (n, dim), in input order.
+
+        Texts already in the disk cache (``RAGNB_EMBEDDING_CACHE``) are read from it; the others — each
+        distinct text once — go through the model and into the cache."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        out = self.model.encode(
-            list(texts), batch_size=batch_size, show_progress_bar=progress, convert_to_numpy=True
-        )
+        texts = list(texts)
+        if self.cache is None:
+            return self._encode(texts, batch_size, progress)
+        from ragnb.embedding_cache import text_key
+
+        keys = [text_key(t) for t in texts]
+        found = self.cache.get_many(list(dict.fromkeys(keys)))
+        todo = {k: t for k, t in zip(keys, texts) if k not in found}
+        if todo:
+            vecs = self._encode(list(todo.values()), batch_size, progress)
+            self.cache.put_many(list(todo), vecs)
+            found.update(zip(todo, vecs))
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    def _encode(self, texts: list[str], batch_size: int, progress: bool) -> np.ndarray:
+        out = self.model.encode(texts, batch_size=batch_size, show_progress_bar=progress, convert_to_numpy=True)
+        self.encoded_texts += len(texts)
         return np.asarray(out, dtype=np.float32)
 
     def token_counts(self, texts: list[str]) -> np.ndarray:

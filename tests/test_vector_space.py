@@ -17,12 +17,13 @@ from ragnb.analysis import vector_space as vs
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _persistent_numba_cache(request):
+def _persistent_numba_cache(request, tmp_path_factory):
     """UMAP compiles for ~30 s in a fresh process; keep the compiled code in pytest's cache folder so that later
     test sessions (and the notebook kernel, which inherits the variable) load it instead."""
     before = os.environ.get("NUMBA_CACHE_DIR")
     if not before:
-        os.environ["NUMBA_CACHE_DIR"] = str(request.config.cache.mkdir("numba"))
+        cache = getattr(request.config, "cache", None)  # absent with -p no:cacheprovider
+        os.environ["NUMBA_CACHE_DIR"] = str(cache.mkdir("numba") if cache else tmp_path_factory.mktemp("numba"))
     yield
     if not before:
         os.environ.pop("NUMBA_CACHE_DIR", None)

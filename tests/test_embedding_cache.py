@@ -1,0 +1,56 @@
+"""The disk cache of embeddings: a text is encoded once per model, and what comes back is what was computed."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+
+from ragnb.embedding_cache import text_key
+from ragnb.embeddings import Encoder
+
+TEXTS = ["Сколько ножек у стола?", "How many legs does an octopus have?", "Сколько ножек у стола?", "третий текст"]
+
+
+def test_second_encoder_reads_everything_from_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(tmp_path / "cache"))
+    first = Encoder()
+    a = first.encode(TEXTS)
+    assert a.shape == (4, first.dim) and a.dtype == np.float32
+    assert first.encoded_texts == 3  # the repeated question went through the model once
+    np.testing.assert_array_equal(a[0], a[2])
+    second = Encoder()  # a new process would open the same file
+    b = second.encode(TEXTS[::-1])
+    assert second.encoded_texts == 0
+    np.testing.assert_array_equal(b, a[::-1])
+    # the cached vectors are the model's own output
+    direct = np.asarray(second.model.encode(TEXTS, convert_to_numpy=True), dtype=np.float32)
+    np.testing.assert_allclose(a, direct, atol=1e-6)
+    assert len(first.cache) == 3
+
+
+def test_cache_off_and_damaged_entries(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", "off")
+    enc = Encoder()
+    assert enc.cache is None
+    enc.encode(TEXTS)
+    enc.encode(TEXTS)
+    assert enc.encoded_texts == 8  # no cache: every call encodes
+    monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(tmp_path / "c2"))
+    enc = Encoder()
+    good = enc.encode(TEXTS[:1])
+    with sqlite3.connect(enc.cache.path) as conn:
+        conn.execute("UPDATE vectors SET vec = ?", (b"short",))
+    again = enc.encode(TEXTS[:1])  # a damaged entry is a miss: encoded again and rewritten
+    assert enc.encoded_texts == 2
+    np.testing.assert_allclose(again, good, atol=1e-6)
+    assert len(enc.cache.get_many([text_key(TEXTS[0])])) == 1
+
+
+def test_unwritable_cache_folder_is_a_clear_error(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(blocker / "sub"))
+    with pytest.raises(ValueError, match="RAGNB_EMBEDDING_CACHE"):
+        Encoder()
