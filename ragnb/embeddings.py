@@ -72,19 +72,20 @@ class Encoder:
             return np.zeros((0, self.dim), dtype=np.float32)
         texts = list(texts)
         if self.cache is None:
-            return self._encode(texts, batch_size, progress)
+            return self.encode_uncached(texts, batch_size, progress)
         from ragnb.embedding_cache import text_key
 
         keys = [text_key(t) for t in texts]
         found = self.cache.get_many(list(dict.fromkeys(keys)))
         todo = {k: t for k, t in zip(keys, texts) if k not in found}
         if todo:
-            vecs = self._encode(list(todo.values()), batch_size, progress)
+            vecs = self.encode_uncached(list(todo.values()), batch_size, progress)
             self.cache.put_many(list(todo), vecs)
             found.update(zip(todo, vecs))
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
-    def _encode(self, texts: list[str], batch_size: int, progress: bool) -> np.ndarray:
+    def encode_uncached(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        """Always through the model, never the disk cache: for callers that time the encoding itself."""
         out = self.model.encode(texts, batch_size=batch_size, show_progress_bar=progress, convert_to_numpy=True)
         self.encoded_texts += len(texts)
         return np.asarray(out, dtype=np.float32)

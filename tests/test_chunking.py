@@ -25,6 +25,10 @@ class CountingEncoder:
         self.encoded += len(texts)
         return self.inner.encode(texts, batch_size=batch_size)
 
+    def encode_uncached(self, texts, batch_size: int = 32, progress: bool = False):
+        self.encoded += len(texts)
+        return self.inner.encode_uncached(texts, batch_size=batch_size)
+
     def token_counts(self, texts):
         return self.inner.token_counts(texts)
 
@@ -160,7 +164,7 @@ def test_cache_encodes_each_text_once_per_model(fresh_db, encoder):
     np.testing.assert_allclose(vecs, encoder.encode(texts), atol=1e-6)
     again, rep2 = ch.embed_with_cache(fresh_db, counting, texts + ["fourth"])
     assert (rep2.n_encoded, rep2.n_from_cache, counting.encoded) == (1, 3, 4)
-    assert rep2.timing == "mixed" and rep2.seconds_recorded == pytest.approx(3 * rep.seconds_measured / 3)
+    assert rep2.timing == "mixed" and rep2.seconds_recorded == pytest.approx(rep.seconds_measured)
     np.testing.assert_array_equal(again[:4], vecs)
 
 

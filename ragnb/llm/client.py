@@ -429,6 +429,7 @@ class LLMClient:
         self.settings = settings
         self.usage = UsageLedger()
         self.cache = LLMCache(settings.cache_dir) if settings.cache_dir is not None else None
+        self.retry_waits_s: list[float] = []  # every wait before a retry, in order (Retry-After or backoff)
         self._lock = threading.Lock()
         self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[asyncio.Semaphore, Any]] = (
             weakref.WeakKeyDictionary()
@@ -594,7 +595,9 @@ class LLMClient:
                     model=model, metric=metric, attempts=attempts, status=last_status,
                 )
             # Waiting happens outside the semaphore so other calls can use the slot.
-            await asyncio.sleep(backoff_delay(attempts, self.settings, retry_after))
+            wait = backoff_delay(attempts, self.settings, retry_after)
+            self.retry_waits_s.append(wait)
+            await asyncio.sleep(wait)
 
     def _record_failure(self, metric: str, model: str, attempts: int) -> None:
         self.usage.add(CallRecord(metric=metric, model=model, tokens_in=0, tokens_out=0, latency_s=0.0,
