@@ -106,7 +106,7 @@ def test_relevance_rule(answer, gold, expected):
 
 
 def test_qrels_mark_questions_without_a_relevant_chunk():
-    from ragnb.datasets import DatasetItem
+    from ragnb.datasets.schema import DatasetItem
 
     art = hand_article()
     chunks = ch.chunk_article(art, ch.ChunkConfig(4, 1), "t-")
@@ -129,7 +129,7 @@ def test_grouping_orders_paragraphs_naturally():
 
 
 def test_demo_articles_keep_every_paragraph_at_its_offsets():
-    from ragnb import demo
+    from ragnb.runs import demo
 
     rows = {r["id"]: r for r in demo.chunk_rows("ru")}
     arts = ch.demo_articles("ru")
@@ -204,8 +204,8 @@ def test_second_build_encodes_nothing_and_sizes_add_up(fresh_db, encoder):
 
 @pytest.mark.slow
 def test_notebook_numbers_and_a_second_run_from_cache(tmp_path, encoder):
-    from ragnb import demo
-    from ragnb.runner import run_notebooks
+    from ragnb.runs import demo
+    from ragnb.runs.runner import run_notebooks
     from ragnb.store.engine import connect
 
     params = {"corpus": "demo", "language": "ru", "max_articles": 2, "chunk_sizes": "40,80", "overlaps": "0,20",

@@ -11,7 +11,7 @@ from itertools import count
 import pytest
 from click.testing import CliRunner
 
-from ragnb.cli import build_cli
+from ragnb.cli.main import build_cli
 
 _db_names = count()
 

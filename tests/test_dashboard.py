@@ -1,4 +1,4 @@
-"""ragnb.dashboard figures/HTML/widgets and the dashboard notebook on synthetic runs with known numbers."""
+"""ragnb.runs.dashboard figures/HTML/widgets and the dashboard notebook on synthetic runs with known numbers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 from test_compare import HIT_A, ITEMS_A, LAT_A, LAT_B, RUN_IDS, expected_comparison, make_outputs
 
-from ragnb import compare, dashboard
+from ragnb.runs import compare, dashboard
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def _papermill(tmp_path, **params):
 def test_notebook_in_a_run_matches_independent_computation(tmp_path):
     """As the runner runs it: after this run's record is appended, outputs = this run's outputs folder."""
     from ragnb.metrics.stats import bootstrap_ci
-    from ragnb.runner import run_notebooks
+    from ragnb.runs.runner import run_notebooks
 
     out = make_outputs(tmp_path / "out")
     result = run_notebooks(["dashboard"], {"n_boot": "300"}, outputs=out, log=lambda *_: None)

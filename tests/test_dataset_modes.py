@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 from llm_server import completion
 
-from ragnb.cli import build_cli
-from ragnb.datasets import Dataset, DatasetItem, load_dataset, save_dataset
-from ragnb.dataset_modes import sample_positions
+from ragnb.cli.main import build_cli
+from ragnb.datasets.schema import Dataset, DatasetItem, load_dataset, save_dataset
+from ragnb.datasets.modes import sample_positions
 from ragnb.store.loaders import insert_rows
 from ragnb.store.vectors import embed_table
 

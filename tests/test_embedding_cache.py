@@ -7,8 +7,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from ragnb.embedding_cache import text_key
-from ragnb.embeddings import Encoder
+from ragnb.rag.embedding_cache import text_key
+from ragnb.rag.embeddings import Encoder
 
 TEXTS = ["Сколько ножек у стола?", "How many legs does an octopus have?", "Сколько ножек у стола?", "третий текст"]
 

@@ -12,13 +12,13 @@ import pytest
 
 from conftest import REPO
 from llm_server import completion
-from ragnb.datasets import Dataset, DatasetItem
+from ragnb.datasets.schema import Dataset, DatasetItem
 from ragnb.llm import LLMClient, LLMSettings
 from ragnb.llm.judge import Judge, JudgeConfig
 from ragnb.metrics.fallback import context_utilization, faithfulness_fallback
 from ragnb.metrics.text import rouge
-from ragnb.retrieval import MemoryRetriever
-from ragnb.system import BaselineSystem, Context
+from ragnb.rag.retrieval import MemoryRetriever
+from ragnb.rag.system import BaselineSystem, Context
 from ragnb.tiers.generation import make_judge, run_tier2, run_tier3
 
 CHUNKS = {
@@ -284,7 +284,7 @@ def test_resume_from_the_item_log_sends_no_request_twice(parts, llm_server, tmp_
 
 @pytest.fixture(scope="module")
 def notebook_run(tmp_path_factory):
-    from ragnb.runner import run_notebooks
+    from ragnb.runs.runner import run_notebooks
 
     out = tmp_path_factory.mktemp("outputs")
     return run_notebooks(["tier2_generation", "tier3_e2e"],
@@ -294,7 +294,7 @@ def notebook_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_notebooks_run_offline_on_the_demo(notebook_run, encoder):
-    from ragnb import demo
+    from ragnb.runs import demo
 
     assert notebook_run.failures == []
     run_dir = notebook_run.run_dir

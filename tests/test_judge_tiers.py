@@ -138,7 +138,7 @@ def test_tier_judge_consistency_errors_and_calibration(llm_server, tmp_path):
 
 
 def _strict(obj):
-    from ragnb.runs import dumps_strict
+    from ragnb.runs.record import dumps_strict
 
     return dumps_strict(obj)
 
@@ -405,7 +405,7 @@ def test_missing_dataset_file(tmp_path):
 
 @pytest.mark.slow
 def test_notebooks_offline(tmp_path):
-    from ragnb.runner import run_notebooks
+    from ragnb.runs.runner import run_notebooks
 
     result = run_notebooks(["tier_judge", "tier_judge_pipeline"], {"max_items": 40, "n_boot": 100},
                            outputs=tmp_path, log=lambda *_: None)

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-    from ragnb.runner import run_notebooks
+    from ragnb.runs.runner import run_notebooks
 
     out = tmp_path_factory.mktemp("outputs")
     result = run_notebooks(["tier0", "tier1"], {}, params_file=str(REPO / "params" / "smoke.yaml"), outputs=out)
@@ -42,8 +42,8 @@ def test_run_writes_reports_record_and_index(smoke_run):
 
 def test_tier1_numbers_match_an_independent_computation(smoke_run):
     """Recompute hit_rate@1 / mrr / ndcg@10 for the same 60 questions with brute force + pytrec_eval."""
-    from ragnb import demo
-    from ragnb.embeddings import get_encoder
+    from ragnb.runs import demo
+    from ragnb.rag.embeddings import get_encoder
 
     metrics = json.loads((smoke_run.run_dir / "tier1_retrieval.metrics.json").read_text(encoding="utf-8"))
     ds = demo.dataset("ru")
@@ -74,7 +74,7 @@ def test_tier1_numbers_match_an_independent_computation(smoke_run):
 
 
 def test_resume_skips_finished_notebooks(smoke_run):
-    from ragnb.runner import run_notebooks
+    from ragnb.runs.runner import run_notebooks
 
     again = run_notebooks(["tier0", "tier1"], {}, params_file=str(REPO / "params" / "smoke.yaml"),
                           run_id=smoke_run.run_id, outputs=smoke_run.run_dir.parent.parent, log=lambda *_: None)
@@ -103,7 +103,7 @@ def test_notebooks_are_committed_clean_and_paired():
     import nbformat
     import papermill as pm
 
-    from ragnb.runner import NOTEBOOKS
+    from ragnb.runs.runner import NOTEBOOKS
 
     for stem in NOTEBOOKS.values():
         path = REPO / "notebooks" / f"{stem}.ipynb"

@@ -101,7 +101,7 @@ def test_dataset_files(tmp_path):
 
 @pytest.mark.slow
 def test_notebook_offline_on_a_dataset_file(tmp_path):
-    from ragnb.runner import run_notebooks
+    from ragnb.runs.runner import run_notebooks
 
     data = tmp_path / "samples.jsonl"
     data.write_text("\n".join(json.dumps(s) for s in SAMPLES) + "\n")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from ragnb.retrieval import MemoryRetriever
+from ragnb.rag.retrieval import MemoryRetriever
 from ragnb.tiers.real_users import EVALUATED, NO_URL, UNMATCHED, chunk_pages, page_qrels, run_real_users, score_counts
 
 # Five chunks on four pages, in the URL forms a Confluence log mixes: pageId query vs /pages/<id>/ path,

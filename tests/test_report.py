@@ -8,8 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from ragnb import report
-from ragnb.report import (
+from ragnb.reports import report
+from ragnb.reports.report import (
     PLOTLY_MIME, header_html, index_html, notebook_to_html, plotly_mimebundle, table_html, write_index,
     write_metrics,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragnb.retrieval import (MemoryRetriever, PgVectorRetriever, RetrievalResult, consistency, create_hnsw_index,
+from ragnb.rag.retrieval import (MemoryRetriever, PgVectorRetriever, RetrievalResult, consistency, create_hnsw_index,
                              drop_hnsw_indexes, hnsw_indexes, recall_vs_exact)
 from ragnb.store.loaders import insert_rows
 from ragnb.store.schema import ensure_schema

@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ragnb import runner
-from ragnb.runner import NOTEBOOKS, TIER_KEY, run_notebooks
+from ragnb.runs import runner
+from ragnb.runs.runner import NOTEBOOKS, TIER_KEY, run_notebooks
 
 FIXTURES = Path(__file__).parent / "fixtures"
 pytestmark = pytest.mark.slow
@@ -24,8 +24,8 @@ def tiny_run(tmp_path_factory):
 
 
 def test_contract_names():
-    from ragnb.runner import notebooks_dir
-    from ragnb.runs import TIER_KEYS
+    from ragnb.runs.runner import notebooks_dir
+    from ragnb.runs.record import TIER_KEYS
 
     assert NOTEBOOKS["tier0"] == "tier0_embeddings" and NOTEBOOKS["tier1"] == "tier1_retrieval"
     for stem in NOTEBOOKS.values():  # every short name points at a committed notebook
@@ -68,7 +68,7 @@ def test_html_report_is_offline_and_escaped(tiny_run):
     assert not re.search(r"<script[^>]*\bsrc=[\"']?https?://", page, flags=re.I)
     assert "demo &lt;b&gt;label&lt;/b&gt;" in page  # the table escapes user text
     assert page.count('data-ragnb-plotlyjs="inline"') == 1  # plotly.js once, the second chart reuses it
-    assert "from ragnb.report import" not in page  # code hidden
+    assert "from ragnb.reports.report import" not in page  # code hidden
     assert f"<code>{result.run_id}</code>" in page  # header banner shows the run id
 
 

@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from ragnb import runs
-from ragnb.runs import (
+from ragnb.runs import record as runs
+from ragnb.runs.record import (
     SCHEMA_FIELDS, THRESHOLDS, append_run_record, build_record, check_run_id, executive_summary, git_info,
     load_runs, new_run_id, overall_status, status_of, to_jsonable,
 )

@@ -30,8 +30,8 @@ def llm_env(llm_server, monkeypatch):
 
 
 def test_sweep_runs_every_combination(llm_env, tmp_path):
-    from ragnb.report import model_run_table
-    from ragnb.runner import run_notebooks
+    from ragnb.reports.report import model_run_table
+    from ragnb.runs.runner import run_notebooks
 
     result = run_notebooks(
         ["tier0", "tier2"], {"max_questions": 3, "consistency_runs": 1, "n_boot": 50, "tier0.sample_size": 60},
@@ -67,7 +67,7 @@ def test_sweep_runs_every_combination(llm_env, tmp_path):
 
 
 def test_sweep_needs_an_endpoint_and_a_model_notebook(monkeypatch, tmp_path):
-    from ragnb.runner import run_notebooks
+    from ragnb.runs.runner import run_notebooks
 
     for var in ("RAGNB_LLM_BASE_URL", "RAGNB_LLM_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"):
         monkeypatch.delenv(var, raising=False)

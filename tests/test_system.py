@@ -12,8 +12,8 @@ import pytest
 
 from llm_server import completion
 from ragnb.llm import LLMClient, LLMSettings
-from ragnb.retrieval import MemoryRetriever
-from ragnb.system import (BaselineSystem, Context, HttpSystem, as_contexts, extractive_answer, load_system,
+from ragnb.rag.retrieval import MemoryRetriever
+from ragnb.rag.system import (BaselineSystem, Context, HttpSystem, as_contexts, extractive_answer, load_system,
                           run_system)
 
 CHUNKS = {

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from ragnb.metrics.retrieval import per_query, trec_order
-from ragnb.trec import evaluate_files, read_qrels, read_run, run_lines, write_qrels, write_run
+from ragnb.datasets.trec import evaluate_files, read_qrels, read_run, run_lines, write_qrels, write_run
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

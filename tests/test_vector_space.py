@@ -250,8 +250,8 @@ def test_run_vector_space_numbers_match_independent_computations():
 @pytest.fixture(scope="module")
 def small_corpus_db():
     """A database with 20 demo paragraphs and their questions, embedded; the notebook reads it as corpus "db"."""
-    from ragnb import demo
-    from ragnb.embeddings import get_encoder
+    from ragnb.runs import demo
+    from ragnb.rag.embeddings import get_encoder
     from ragnb.store.engine import connect
     from ragnb.store.loaders import insert_rows
     from ragnb.store.vectors import embed_table
@@ -278,7 +278,7 @@ def small_corpus_db():
 
 @pytest.mark.slow
 def test_notebook_runs_and_its_numbers_check_out(small_corpus_db, tmp_path):
-    from ragnb.runner import run_notebooks
+    from ragnb.runs.runner import run_notebooks
     from ragnb.store.vectors import fetch_vectors
 
     params = {"corpus": "db", "limit": 0, "color_by": "source", "n_neighbors": 10, "trust_k": 5, "outlier_k": 3,

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ragnb.embeddings import Encoder
+from ragnb.rag.embeddings import Encoder
 from ragnb.metrics.embedding import truncation_stats
 from ragnb.metrics.retrieval import evaluate
 from ragnb.store.engine import Database
@@ -158,7 +158,7 @@ def group_articles(rows: list[dict]) -> list[Article]:
 
 def demo_articles(language: str = "ru") -> list[Article]:
     """The bundled XQuAD paragraphs grouped into their Wikipedia articles."""
-    from ragnb import demo
+    from ragnb.runs import demo
 
     return group_articles(demo.chunk_rows(language))
 
@@ -468,7 +468,7 @@ def evaluate_build(build: Build, questions: list[Question], question_vectors: np
                    n_boot: int = 1000) -> tuple[pd.DataFrame, dict]:
     """Exact cosine top-k over the config's vectors (in memory, so quality differences come from the chunking,
     not from the approximate index) scored with :func:`ragnb.metrics.retrieval.evaluate`."""
-    from ragnb.retrieval import MemoryRetriever
+    from ragnb.rag.retrieval import MemoryRetriever
 
     if top_k < 10:
         raise ValueError(f"top_k = {top_k}; ndcg@10 needs at least 10 retrieved chunks")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ragnb.retrieval import MemoryRetriever, PgVectorRetriever, Retriever
+from ragnb.rag.retrieval import MemoryRetriever, PgVectorRetriever, Retriever
 from ragnb.store.questions import fetch_question_log
 from ragnb.store.schema import tables
 from ragnb.store.vectors import check_space, fetch_vectors

@@ -31,7 +31,7 @@ import pandas as pd
 
 from ragnb import config
 from ragnb.metrics.stats import aggregate
-from ragnb.urls import page_id
+from ragnb.datasets.urls import page_id
 
 COLOR_BY = ("source", "topic", "kind")
 KINDS = ("chunk", "question")
@@ -317,7 +317,7 @@ def topic_labels(vectors: np.ndarray, n_topics: int, seed: int = 0) -> np.ndarra
 
 
 def source_labels(urls: list[str | None], max_sources: int = 20) -> list[str]:
-    """The page of each URL (``ragnb.urls.page_id``); only the ``max_sources`` most frequent pages keep their
+    """The page of each URL (``ragnb.datasets.urls.page_id``); only the ``max_sources`` most frequent pages keep their
     name, the rest become ``"other"``; a missing URL is ``"(no url)"``."""
     pages = [page_id(u) for u in urls]
     counts = pd.Series([p for p in pages if p is not None], dtype=object).value_counts(sort=True)

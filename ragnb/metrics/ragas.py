@@ -302,7 +302,7 @@ class NoiseSensitivityConfig(RagasConfig):
 @dataclass
 class ResponseRelevancyConfig(RagasConfig):
     """``number_of_questions``: N questions generated from the response (seed default 3);
-    ``encoder``: anything with ``encode(list[str]) -> array`` (None → :func:`ragnb.embeddings.get_encoder`)."""
+    ``encoder``: anything with ``encode(list[str]) -> array`` (None → :func:`ragnb.rag.embeddings.get_encoder`)."""
 
     number_of_questions: int = 3
     encoder: Any = None
@@ -313,7 +313,7 @@ class ResponseRelevancyConfig(RagasConfig):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"number_of_questions={n!r} must be an integer >= 1 (3–5 is typical)")
         if self.encoder is not None and not callable(getattr(self.encoder, "encode", None)):
-            raise ValueError("encoder must have an encode(list_of_texts) method, e.g. ragnb.embeddings.get_encoder()")
+            raise ValueError("encoder must have an encode(list_of_texts) method, e.g. ragnb.rag.embeddings.get_encoder()")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1155,7 +1155,7 @@ class ResponseRelevancy(RagasMetric):
         if questions:
             encoder = config.encoder
             if encoder is None:
-                from ragnb.embeddings import get_encoder
+                from ragnb.rag.embeddings import get_encoder
 
                 encoder = get_encoder()
             vecs = np.asarray(encoder.encode([sample.user_input, *questions]))

@@ -287,7 +287,7 @@ def euclidean_distance(a_vec, b_vec) -> float:
 
 def embed_similarity(predictions: Sequence[str], references: Sequence[str], encoder=None,
                      measures: Sequence[str] = MEASURES) -> pd.DataFrame:
-    """Embed both lists with ``encoder`` (default: :func:`ragnb.embeddings.get_encoder`) and score each pair.
+    """Embed both lists with ``encoder`` (default: :func:`ragnb.rag.embeddings.get_encoder`) and score each pair.
 
     Returns one column per measure (``semantic_similarity``, ``dot_similarity``, ``euclidean_distance``).
     Pairs where either text is blank are NaN and are not embedded.
@@ -297,7 +297,7 @@ def embed_similarity(predictions: Sequence[str], references: Sequence[str], enco
     if bad:
         raise ValueError(f"measures must be among {MEASURES}, got {bad}")
     if encoder is None:
-        from ragnb.embeddings import get_encoder
+        from ragnb.rag.embeddings import get_encoder
 
         encoder = get_encoder()
     ok = np.array([bool(a.strip()) and bool(b.strip()) for a, b in zip(p, r)], dtype=bool)
@@ -377,7 +377,7 @@ def response_consistency(responses: Sequence[str], encoder=None, *, normalize: b
         out["reason"] = "semantic consistency not computed (encoder=False)"
         return out
     if encoder is None:
-        from ragnb.embeddings import get_encoder
+        from ragnb.rag.embeddings import get_encoder
 
         encoder = get_encoder()
     out["response_semantic_consistency"] = semantic_consistency(encoder.encode(rs))

@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 import numpy as np
 
-from ragnb.embeddings import EmbedStats, Encoder
+from ragnb.rag.embeddings import EmbedStats, Encoder
 from ragnb.store.engine import Database
 from ragnb.store.schema import Tables, column_dimension, ensure_schema, table_exists, tables
 

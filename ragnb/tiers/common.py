@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragnb import demo
-from ragnb.datasets import Dataset, load_dataset
-from ragnb.embeddings import Encoder, get_encoder
+from ragnb.runs import demo
+from ragnb.datasets.schema import Dataset, load_dataset
+from ragnb.rag.embeddings import Encoder, get_encoder
 from ragnb.store.engine import Database, connect
 from ragnb.store.schema import tables
 from ragnb.store.vectors import check_space

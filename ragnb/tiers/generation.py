@@ -13,7 +13,7 @@ Per item (a dataset question):
    the LLM's, else (judge failed, or no judge) seed 004's embedding-similarity fallback, with the method
    recorded per item;
 4. every item's record (contexts, answers, judge verdicts, faithfulness and its method, errors) is appended
-   to an :class:`~ragnb.itemlog.ItemLog` the moment it is finished: a killed run, started again on the
+   to an :class:`~ragnb.runs.itemlog.ItemLog` the moment it is finished: a killed run, started again on the
    same log, scores only the rest.
 
 Deterministic metrics are computed afterwards on all records: ROUGE-1/2/L F, sentence BLEU (and corpus
@@ -41,14 +41,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragnb.datasets import Dataset, DatasetItem
-from ragnb.itemlog import ItemLog, fingerprint, run_items
+from ragnb.datasets.schema import Dataset, DatasetItem
+from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
 from ragnb.llm.client import LLMPermanentError, run_sync
 from ragnb.metrics.fallback import context_utilization, faithfulness_fallback, hallucination_rate, split_sentences
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.text import exact_match_rate, semantic_consistency, text_metrics
-from ragnb.runs import to_jsonable
-from ragnb.system import BaselineSystem, Context, as_contexts
+from ragnb.runs.record import to_jsonable
+from ragnb.rag.system import BaselineSystem, Context, as_contexts
 
 TIER2_JUDGED = ("faithfulness", "answer_relevance", "answer_correctness")
 TIER3_JUDGED = ("faithfulness", "e2e_score")
@@ -449,7 +449,7 @@ def _run(tier: str, dataset: Dataset, system: Any, encoder: Any, *, judge: Any, 
         raise ValueError(f"judge_metrics {unknown} are not judged metrics; use some of {list(SCALES)}")
     if not callable(getattr(system, "answer", None)) or (tier == "tier_3" and not callable(getattr(system, "retrieve", None))):
         raise ValueError("system must have answer(question, contexts)" + (" and retrieve(question, k)" if tier == "tier_3" else "")
-                         + "; build it with ragnb.system.load_system")
+                         + "; build it with ragnb.rag.system.load_system")
 
     answer_method = _answer_method(system)
     judged = judge is not None
@@ -565,10 +565,10 @@ def run_tier2(dataset: Dataset, system: Any, encoder: Any, *, judge: Any = None,
               progress: Callable[[int, int], None] | None = None) -> GenerationResult:
     """Tier 2 (seed 000 §5): answer every question on the dataset's fixed context (``chunk_text``) and score it.
 
-    ``system``: anything with ``answer(question, contexts)`` (:func:`ragnb.system.load_system`); ``encoder``:
+    ``system``: anything with ``answer(question, contexts)`` (:func:`ragnb.rag.system.load_system`); ``encoder``:
     the embedding model for the faithfulness fallback and the similarity metrics; ``judge``: a
     :class:`ragnb.llm.judge.Judge` or None (offline: see the module docstring); ``log_path``: the
-    :class:`~ragnb.itemlog.ItemLog` JSONL that makes the run resumable. Summary keys: ``faithfulness``,
+    :class:`~ragnb.runs.itemlog.ItemLog` JSONL that makes the run resumable. Summary keys: ``faithfulness``,
     ``hallucination_rate``, ``context_utilization``, [``answer_relevance``, ``answer_correctness`` (1–5) with a
     judge], ``rouge1``, ``rouge2``, ``rougel``, ``bleu`` (mean sentence BLEU, 0–100), ``corpus_bleu``,
     ``semantic_similarity``, ``dot_similarity``, ``euclidean_distance``, [``response_exact_match_rate``,

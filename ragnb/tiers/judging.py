@@ -20,7 +20,7 @@ object with ``question``, ``answer``, ``ground_truth_show`` and optional ``conte
 strings) and ``id``; see :class:`JudgePipelineItem`. The bundled demo set is BEGIN's dev split
 (:func:`begin_pipeline_dataset`, human attribution labels; see ``ragnb/data/begin_groundedness/README.md``).
 
-Every finished item is appended to an :class:`~ragnb.itemlog.ItemLog` (``<output_dir>/<stem>.items.jsonl``)
+Every finished item is appended to an :class:`~ragnb.runs.itemlog.ItemLog` (``<output_dir>/<stem>.items.jsonl``)
 the moment it is judged, so an interrupted run resumes without judging anything twice.
 """
 
@@ -43,10 +43,10 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ragnb.itemlog import ItemLog, fingerprint, run_items
+from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
 from ragnb.metrics import classification as cls
 from ragnb.metrics.stats import aggregate as _stats_aggregate
-from ragnb.runs import to_jsonable
+from ragnb.runs.record import to_jsonable
 
 BEGIN_DIR = Path(__file__).resolve().parent.parent / "data" / "begin_groundedness"
 BEGIN_FILE = BEGIN_DIR / "begin_dev.jsonl.gz"
@@ -682,14 +682,14 @@ def resolve_judge_system(system: Any) -> tuple[Any | None, str]:
         return None, "baseline"
     if isinstance(system, str):
         if system.startswith("http:"):
-            from ragnb.system import HttpSystem
+            from ragnb.rag.system import HttpSystem
 
             obj = HttpSystem.from_file(system[len("http:"):])
             if not obj.judge_url:
                 raise ValueError(f"system {system!r}: the file has no judge_url; add it to evaluate the service's "
                                  "show/no-show judge, or use system='baseline'")
         elif ":" in system:
-            from ragnb.system import load_python_system
+            from ragnb.rag.system import load_python_system
 
             try:
                 obj = load_python_system(system, methods=("judge",))

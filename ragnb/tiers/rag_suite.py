@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from ragnb.itemlog import ItemLog, fingerprint, run_items
+from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
 from ragnb.metrics.stats import aggregate
 
 RAGAS_METRICS = ("faithfulness", "context_precision", "context_recall", "context_entity_recall",
@@ -107,7 +107,7 @@ def load_rag_dataset(path: str | Path) -> list[dict]:
 
 def samples_from_system(items: list, system: Any, top_k: int) -> list[dict]:
     """Build suite samples by running a system under test: its top-k contexts and its answer per item."""
-    from ragnb.system import run_system
+    from ragnb.rag.system import run_system
 
     outs = run_system(system, [it.question for it in items], top_k)
     samples = []

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ragnb.embeddings import Encoder
+from ragnb.rag.embeddings import Encoder
 from ragnb.metrics.embedding import tier0_metrics, truncation_stats
 
 

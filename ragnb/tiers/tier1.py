@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ragnb.datasets import Dataset
-from ragnb.embeddings import Encoder
+from ragnb.datasets.schema import Dataset
+from ragnb.rag.embeddings import Encoder
 from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate
-from ragnb.retrieval import PgVectorRetriever, RetrievalResult, Retriever, consistency, recall_vs_exact
+from ragnb.rag.retrieval import PgVectorRetriever, RetrievalResult, Retriever, consistency, recall_vs_exact
 
 CHUNK_METRICS = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "recall@1", "recall@3", "recall@5",
                  "recall@10", "precision@1", "precision@3", "precision@5", "precision@10", "ndcg@5", "ndcg@10")

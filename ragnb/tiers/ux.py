@@ -18,10 +18,10 @@ import pandas as pd
 from ragnb.metrics.classification import binary_report, score_report
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.ux import DEFAULT_TAU, cache_hit_rate, check_tau, context_preservation, multi_turn_consistency
-from ragnb.sessions import SESSION_CHOICES, SOURCES, SessionLog
+from ragnb.store.sessions import SESSION_CHOICES, SOURCES, SessionLog
 
 DEFAULT_BREAK_THRESHOLD = 0.3  # seed 000 §10.3.2: "ContextPreservation < 0.3: вопросы не связаны"
-SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed random draw, see ragnb.demo): the "
+SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed random draw, see ragnb.runs.demo): the "
                   "score-5 cache is a random ~half of the demo questions, so cache_hit_rate here shows how the "
                   "metric works, not how a real cache would perform.")
 
@@ -183,7 +183,7 @@ def run_tier_ux(
 
     ``queries`` / ``cache``: DataFrames indexed by id with a ``question`` column, and their vectors in row
     order; the cache is the score-5 part of the question log. ``sessions``: turns in order with vectors
-    (:class:`ragnb.sessions.SessionLog`). ``annotations`` (optional, indexed by turn id): ``source``,
+    (:class:`ragnb.store.sessions.SessionLog`). ``annotations`` (optional, indexed by turn id): ``source``,
     ``language``, and where known ``needs_context`` / ``manual_rewrite`` (the demo's CAsT turns).
     Either part may be None (skipped, with a note). CIs: bootstrap over questions (cache hit rate), over
     sessions (context preservation), over consecutive pairs (break rate).
@@ -279,10 +279,10 @@ def load_inputs(
     score-``cache_score`` rows. Sessions — ``"demo"``: the bundled ruTiE + TREC CAsT sessions in their own
     database; ``"db"``: the configured log's rows that have a session id.
     """
-    from ragnb import demo
-    from ragnb.datasets import load_dataset
-    from ragnb.embeddings import get_encoder
-    from ragnb.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
+    from ragnb.runs import demo
+    from ragnb.datasets.schema import load_dataset
+    from ragnb.rag.embeddings import get_encoder
+    from ragnb.store.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
     from ragnb.store.engine import connect
     from ragnb.store.questions import fetch_question_log
     from ragnb.store.schema import tables

@@ -1,0 +1,169 @@
+"""``ragnb dataset …``: build benchmark datasets (seed 001 phase 2). The logic is in :mod:`ragnb.datasets.modes`.
+
+Every command writes one JSON file (``--output FILE``, or a timestamped name in ``--out-dir``, default
+``<outputs>/datasets``), prints ``wrote <path>`` and a JSON report of counts; warnings go to stderr. Bad
+input → ``error: …`` on stderr, exit code 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+dataset_app = typer.Typer(no_args_is_help=True, help="Build benchmark datasets (synthetic, real questions, annotation, judge pipeline).")
+
+_OUT_DIR = typer.Option(None, "--out-dir", help="Folder for the timestamped file (default: <outputs>/datasets).")
+_OUTPUT = typer.Option(None, "--output", help="Write exactly this .json file instead.")
+_CORPUS = typer.Option("db", "--corpus", help="db (the configured database) or demo (bundled XQuAD).")
+_LANGUAGE = typer.Option("ru", "--language", help="ru or en: the demo corpus' language; synthetic: the questions' language.")
+_EMBEDDING = typer.Option("", "--embedding-model", help="Encoder of the stored vectors (default: RAGNB_EMBEDDING_MODEL or all-MiniLM-L6-v2).")
+
+
+def _fail(exc: Exception) -> None:
+    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2)
+
+
+def _finish(result, out_dir: Optional[Path], output: Optional[Path], inputs: tuple = ()) -> None:
+    from ragnb.datasets.modes import resolve_output, write_result
+
+    path = write_result(result, resolve_output(result.prefix, out_dir, output, inputs))
+    for warning in result.warnings:
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+    typer.echo(f"wrote {path}")
+    typer.echo(json.dumps({"path": str(path), "type": result.dataset.type, **result.report},
+                          ensure_ascii=False, indent=2, default=str))
+
+
+def _real_questions(max_questions: int, exact_score: Optional[int], corpus: str, language: str, top_k: int,
+                    backend: str, embedding_model: str, out_dir: Optional[Path], output: Optional[Path]) -> None:
+    from ragnb.datasets.modes import generate_from_real_questions, open_dataset_corpus, resolve_output
+
+    try:
+        resolve_output("check", out_dir, output)  # a bad --output fails before any work
+        ctx = open_dataset_corpus(corpus, language, embedding_model)
+        result = generate_from_real_questions(ctx, max_questions, exact_score=exact_score, top_k=top_k, backend=backend)
+        _finish(result, out_dir, output)
+    except ValueError as exc:
+        _fail(exc)
+
+
+@dataset_app.command("synthetic")
+def synthetic(
+    max_questions: int = typer.Option(..., "--max-questions", help="Chunks to write a question for (a seeded sample)."),
+    language: str = _LANGUAGE,
+    model: str = typer.Option("", "--model", help="LLM model id (default: RAGNB_GENERATION_MODEL, else the first of RAGNB_JUDGE_MODELS)."),
+    corpus: str = _CORPUS,
+    seed: int = typer.Option(0, "--seed", help="Seed of the chunk sample."),
+    concurrency: int = typer.Option(8, "--concurrency", help="LLM requests in flight at once."),
+    embedding_model: str = _EMBEDDING,
+    out_dir: Optional[Path] = _OUT_DIR,
+    output: Optional[Path] = _OUTPUT,
+) -> None:
+    """An LLM writes a question and its reference answer for each sampled chunk (needs RAGNB_LLM_BASE_URL)."""
+    from ragnb.datasets.modes import (generate_synthetic, open_dataset_corpus, require_llm, resolve_generation_model,
+                                     resolve_output)
+    from ragnb.tiers.common import open_llm
+
+    try:
+        resolve_output("check", out_dir, output)
+        if concurrency < 1:
+            raise ValueError(f"--concurrency {concurrency}: use 1 or more")
+        llm = open_llm(max_concurrency=concurrency)
+        client = require_llm(llm)  # before opening the corpus: a missing endpoint fails fast
+        model_id = resolve_generation_model(model)
+        ctx = open_dataset_corpus(corpus, language, embedding_model)
+        result = generate_synthetic(ctx, client, model_id, max_questions, language=language, seed=seed,
+                                    endpoint=llm.endpoint, progress=sys.stderr.isatty())
+        _finish(result, out_dir, output)
+    except ValueError as exc:
+        _fail(exc)
+
+
+def _real_questions_command(name: str, exact_score: int | None, which: str, doc: str) -> None:
+    """Register one of the two real-question modes (they differ only in the score filter)."""
+
+    def command(
+        max_questions: int = typer.Option(..., "--max-questions", help=f"First N {which} with an embedding (0: all)."),
+        corpus: str = _CORPUS,
+        language: str = _LANGUAGE,
+        top_k: int = typer.Option(5, "--top-k", help="Chunks retrieved per question."),
+        backend: str = typer.Option("pgvector", "--backend", help="pgvector (exact search in the database) or memory."),
+        embedding_model: str = _EMBEDDING,
+        out_dir: Optional[Path] = _OUT_DIR,
+        output: Optional[Path] = _OUTPUT,
+    ) -> None:
+        _real_questions(max_questions, exact_score, corpus, language, top_k, backend, embedding_model, out_dir, output)
+
+    command.__doc__ = doc
+    dataset_app.command(name)(command)
+
+
+_real_questions_command("from-real-questions", None, "logged questions",
+                        "Logged user questions + top-k retrieval; is_relevant_chunk_matched by the logged url's page id.")
+_real_questions_command("from-real-questions-score-5", 5, "score-5 questions",
+                        "As from-real-questions, only questions whose user score is 5.")
+
+
+@dataset_app.command("export-annotation")
+def export_annotation(
+    dataset: Path = typer.Option(..., "--dataset", help="Dataset JSON to review."),
+    out_dir: Optional[Path] = _OUT_DIR,
+    output: Optional[Path] = _OUTPUT,
+) -> None:
+    """Copy a dataset with review fields (is_question_ok, is_answer_ok, is_chunk_ok, is_confluence_url_ok, notes)."""
+    from ragnb.datasets import modes as dm
+    from ragnb.datasets.schema import load_dataset
+
+    try:
+        dm.resolve_output("check", out_dir, output, (dataset,))
+        result = dm.export_annotation(load_dataset(dataset), dataset)
+        _finish(result, out_dir, output, (dataset,))
+    except ValueError as exc:
+        _fail(exc)
+
+
+@dataset_app.command("import-annotation")
+def import_annotation(
+    annotation: Path = typer.Option(..., "--annotation", help="Reviewed annotation JSON."),
+    drop_rejected: bool = typer.Option(True, "--drop-rejected/--keep-rejected",
+                                       help="Drop rejected items, or keep them marked review_status=rejected."),
+    drop_unreviewed: bool = typer.Option(False, "--drop-unreviewed", help="Also drop items nobody reviewed."),
+    out_dir: Optional[Path] = _OUT_DIR,
+    output: Optional[Path] = _OUTPUT,
+) -> None:
+    """Apply a review: drop rejected items, use corrections; writes dataset_import_annotation_*.json and a change report."""
+    from ragnb.datasets import modes as dm
+
+    try:
+        dm.resolve_output("check", out_dir, output, (annotation,))
+        result = dm.import_annotation(annotation, drop_rejected=drop_rejected, drop_unreviewed=drop_unreviewed)
+        _finish(result, out_dir, output, (annotation,))
+    except ValueError as exc:
+        _fail(exc)
+
+
+@dataset_app.command("judge-pipeline")
+def judge_pipeline(
+    from_file: Optional[Path] = typer.Option(None, "--from", help="CSV/JSON/JSONL with question, answer, ground_truth_show (yes/no, true/false, 1/0)."),
+    from_annotation: Optional[Path] = typer.Option(None, "--from-annotation", help="Reviewed question-log annotation: is_answer_ok becomes ground_truth_show."),
+    out_dir: Optional[Path] = _OUT_DIR,
+    output: Optional[Path] = _OUTPUT,
+) -> None:
+    """The show/no-show dataset of the Tier Judge Pipeline notebook (its dataset_path parameter)."""
+    from ragnb.datasets import modes as dm
+
+    try:
+        if (from_file is None) == (from_annotation is None):
+            raise ValueError("give exactly one of --from FILE or --from-annotation FILE")
+        source = from_file or from_annotation
+        dm.resolve_output("check", out_dir, output, (source,))
+        result = (dm.judge_pipeline_from_file(from_file) if from_file is not None
+                  else dm.judge_pipeline_from_annotation(from_annotation))
+        _finish(result, out_dir, output, (source,))
+    except ValueError as exc:
+        _fail(exc)

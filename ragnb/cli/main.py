@@ -1,0 +1,345 @@
+"""The ``ragnb`` command: database, loading, embedding, retrieval runs, metrics and notebook reports."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import click
+import typer
+import yaml
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Benchmark Retrieval-Augmented-Generation systems from Jupyter notebooks.")
+db_app = typer.Typer(no_args_is_help=True, help="The database: embedded PostgreSQL + pgvector, or RAGNB_DATABASE_URL.")
+load_app = typer.Typer(no_args_is_help=True, help="Load chunks or question logs (JSONL, CSV, Parquet; chunks also from a folder).")
+metrics_app = typer.Typer(no_args_is_help=True, help="Compute metrics of external results.")
+app.add_typer(db_app, name="db")
+app.add_typer(load_app, name="load")
+app.add_typer(metrics_app, name="metrics")
+
+from ragnb.cli.dataset import dataset_app  # noqa: E402  (its own module: the dataset modes are many)
+
+app.add_typer(dataset_app, name="dataset")
+
+
+def _fail(exc: Exception) -> None:
+    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2)
+
+
+def _print_json(obj) -> None:
+    typer.echo(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
+
+
+# ------------------------------------------------------------------------------------------ db
+
+
+@db_app.command("up")
+def db_up() -> None:
+    """Start the embedded server (or attach to the running one) and create the ragnb tables."""
+    from ragnb import config
+    from ragnb.store.engine import connect, embedded_status
+    from ragnb.store.schema import ensure_schema
+
+    if config.database_url():
+        typer.echo("RAGNB_DATABASE_URL is set: ragnb uses that server; the embedded one is not needed.")
+        return
+    db = connect()
+    ensure_schema(db)
+    status = embedded_status()
+    typer.echo(f"embedded PostgreSQL running (pid {status['pid']}), data in {status['pgdata']}")
+    typer.echo(db.display_url)
+
+
+@db_app.command("down")
+def db_down() -> None:
+    """Stop the embedded server (its data stays in the data directory)."""
+    from ragnb.store.engine import stop_embedded
+
+    typer.echo("stopped" if stop_embedded() else "not running")
+
+
+@db_app.command("status")
+def db_status() -> None:
+    """Where the data is, whether the server runs, and how many rows are loaded and embedded."""
+    from ragnb import config
+    from ragnb.store.engine import connect, embedded_status
+    from ragnb.store.loaders import count_rows
+
+    out: dict = {"external": bool(config.database_url())}
+    if not out["external"]:
+        out["embedded"] = embedded_status()
+        if not out["embedded"]["running"]:
+            _print_json(out)
+            return
+    try:
+        db = connect()
+        out["url"] = db.display_url
+        out["chunks"] = count_rows(db, "chunks")
+        out["questions"] = count_rows(db, "questions")
+    except Exception as exc:  # noqa: BLE001 - status reports what is wrong instead of failing
+        out["error"] = str(exc)
+    _print_json(out)
+
+
+@db_app.command("url")
+def db_url() -> None:
+    """Print the connection URL (password hidden)."""
+    from ragnb.store.engine import connect
+
+    typer.echo(connect().display_url)
+
+
+@db_app.command("index")
+def db_index(
+    drop: bool = typer.Option(False, "--drop", help="Drop the HNSW index instead of creating it."),
+    m: int = typer.Option(16, help="HNSW: links per node."),
+    ef_construction: int = typer.Option(64, help="HNSW: candidate list size while building."),
+    write: bool = typer.Option(False, "--write", help="Allow writing to an external RAGNB_DATABASE_URL."),
+) -> None:
+    """Create (or drop) an HNSW cosine index on the chunk embeddings; Tier 1 then reports its recall vs exact."""
+    from ragnb.rag.retrieval import create_hnsw_index, drop_hnsw_indexes
+    from ragnb.store.engine import connect
+
+    try:
+        db = connect(write=write)
+        if drop:
+            typer.echo(f"dropped: {drop_hnsw_indexes(db)}")
+        else:
+            typer.echo(f"index ready: {create_hnsw_index(db, m=m, ef_construction=ef_construction)}")
+    except ValueError as exc:
+        _fail(exc)
+
+
+# ---------------------------------------------------------------------------------------- load
+
+
+def _parse_map(spec: str | None) -> dict[str, str]:
+    if not spec:
+        return {}
+    out = {}
+    for part in spec.split(","):
+        field, sep, column = part.partition("=")
+        if not sep or not field.strip() or not column.strip():
+            raise ValueError(f"--map {spec!r}: write FIELD=COLUMN pairs separated by commas, e.g. id=doc_id,url=link")
+        out[field.strip()] = column.strip()
+    return out
+
+
+def _load(kind: str, path: Path, mapping: str | None, chunk_size: int, overlap: int, write: bool) -> None:
+    from ragnb.store.engine import connect
+    from ragnb.store.loaders import load_file
+
+    try:
+        stats = load_file(connect(write=write), kind, path, _parse_map(mapping), chunk_size, overlap)
+    except ValueError as exc:
+        _fail(exc)
+    _print_json(stats.as_dict())
+
+
+_WRITE = typer.Option(False, "--write", help="Allow writing to an external RAGNB_DATABASE_URL (read-only otherwise).")
+_MAP = typer.Option(None, "--map", help="Column names in the file: FIELD=COLUMN pairs, e.g. id=doc_id,url=link.")
+
+
+@load_app.command("chunks")
+def load_chunks(
+    path: Path = typer.Argument(..., help="A .jsonl/.csv/.parquet file, or a folder of .md/.txt files."),
+    mapping: Optional[str] = _MAP,
+    chunk_size: int = typer.Option(200, help="Folder only: words per chunk."),
+    overlap: int = typer.Option(40, help="Folder only: words shared by consecutive chunks."),
+    write: bool = _WRITE,
+) -> None:
+    """Load chunks (id, text, confluence_url). Rows already present (same id) are skipped."""
+    _load("chunks", path, mapping, chunk_size, overlap, write)
+
+
+@load_app.command("questions")
+def load_questions(
+    path: Path = typer.Argument(..., help="A .jsonl/.csv/.parquet question log."),
+    mapping: Optional[str] = _MAP,
+    write: bool = _WRITE,
+) -> None:
+    """Load a question log (question, answer, confluence_url, score 1–5, user_id, session_id, created_at)."""
+    _load("questions", path, mapping, 200, 40, write)
+
+
+# --------------------------------------------------------------------------------------- embed
+
+
+@app.command()
+def embed(
+    chunks: bool = typer.Option(False, "--chunks", help="Embed chunks."),
+    questions: bool = typer.Option(False, "--questions", help="Embed logged questions."),
+    model: Optional[str] = typer.Option(None, "--model", help="Sentence-transformers model name or path (default: bundled all-MiniLM-L6-v2)."),
+    batch_size: int = typer.Option(32, help="Texts per encoder batch."),
+    replace: bool = typer.Option(False, "--replace", help="Drop the table's vectors first (to switch models)."),
+    write: bool = _WRITE,
+) -> None:
+    """Embed rows that have no vector yet; prints total / processed / skipped / errors per table."""
+    from ragnb.rag.embeddings import get_encoder
+    from ragnb.store.engine import connect
+    from ragnb.store.vectors import embed_table
+
+    if not (chunks or questions):
+        _fail(ValueError("say what to embed: --chunks, --questions or both"))
+    try:
+        db = connect(write=write)
+        encoder = get_encoder(model)
+        for which, wanted in (("chunks", chunks), ("questions", questions)):
+            if wanted:
+                _print_json(embed_table(db, which, encoder, batch_size=batch_size, replace=replace,
+                                        progress=sys.stderr.isatty()).as_dict())
+    except ValueError as exc:
+        _fail(exc)
+
+
+# ------------------------------------------------------------------------------------ retrieve
+
+
+@app.command()
+def retrieve(
+    out: Path = typer.Option(..., "--out", help="TREC run file to write."),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", help="Dataset JSON (default: the demo questions)."),
+    qrels_out: Optional[Path] = typer.Option(None, "--qrels-out", help="Also write the dataset's qrels (TREC format)."),
+    top_k: int = typer.Option(100, "--top-k", help="Chunks per question."),
+    backend: str = typer.Option("pgvector", help="pgvector or memory."),
+    index_mode: str = typer.Option("auto", help="pgvector: auto, exact or hnsw."),
+    language: str = typer.Option("ru", help="Demo only: ru or en."),
+    tag: str = typer.Option("ragnb", help="Run tag in the TREC file."),
+) -> None:
+    """Retrieve top-k for every dataset question and export the ranking as a TREC run file."""
+    from ragnb.datasets import trec
+    from ragnb.rag.retrieval import MemoryRetriever, PgVectorRetriever
+    from ragnb.tiers.common import open_corpus, open_dataset
+
+    try:
+        corpus = "db" if dataset else "demo"
+        ctx = open_corpus(corpus, language)
+        ds = open_dataset(str(dataset) if dataset else "", corpus, language)
+        retriever = (MemoryRetriever.from_db(ctx.db) if backend == "memory"
+                     else PgVectorRetriever(ctx.db, mode=index_mode, dim=ctx.encoder.dim))
+        res = retriever.search(ctx.encoder.encode([it.question for it in ds.items]), top_k)
+        run = {it.id: dict(zip(ids, map(float, sc))) for it, ids, sc in zip(ds.items, res.ids, res.scores)}
+        trec.write_run(run, out, tag=tag)
+        if qrels_out:
+            trec.write_qrels(ds.qrels(), qrels_out)
+    except ValueError as exc:
+        _fail(exc)
+    typer.echo(f"wrote {out} ({len(ds.items)} questions, {res.backend})")
+
+
+# ------------------------------------------------------------------------------------- metrics
+
+
+@metrics_app.command("retrieval")
+def metrics_retrieval(
+    run: Path = typer.Option(..., "--run", help="TREC run file (qid Q0 docid rank score tag)."),
+    qrels: Path = typer.Option(..., "--qrels", help="TREC qrels (qid 0 docid rel) or BEIR TSV."),
+    metrics: str = typer.Option("hit_rate@1,hit_rate@5,hit_rate@10,mrr,recall@5,precision@5,ndcg@10", "--metrics",
+                                help="Comma-separated canonical names."),
+) -> None:
+    """Aggregate retrieval metrics of any run as JSON (mean, ci95, n, n_valid, n_failed per metric)."""
+    from ragnb.datasets import trec
+
+    try:
+        _print_json(trec.evaluate_files(run, qrels, [m.strip() for m in metrics.split(",") if m.strip()]))
+    except ValueError as exc:
+        _fail(exc)
+
+
+# ---------------------------------------------------------------------------------- run / demo
+
+
+def _parse_value(text: str):
+    """``-p top_k 10`` → 10; YAML scalars, so true/false, numbers and strings work as on papermill's CLI."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return text if value is None and text.strip() not in ("null", "~") else value
+
+
+def _report(result) -> None:
+    for failure in result.failures:
+        typer.secho(f"failed: {failure}", fg=typer.colors.RED, err=True)
+    typer.echo(f"run {result.run_id}: {result.record.get('overall_status')}")
+    typer.echo(str(result.index_path))
+    if result.failures:
+        raise SystemExit(1)
+
+
+@click.command("run", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("notebooks", nargs=-1, required=True)
+@click.option("-p", "--parameter", "parameters", nargs=2, multiple=True, metavar="NAME VALUE",
+              help="Notebook parameter (repeatable), e.g. -p top_k 10.")
+@click.option("-f", "--params-file", type=click.Path(exists=True, dir_okay=False), help="YAML parameter file.")
+@click.option("--run-id", help="Resume (or name) a run: finished notebooks of that run are skipped.")
+@click.option("--judge-models", help="Model sweep: comma-separated judge models; every combination with "
+              "--generation-models runs and lands in the record's model_runs.")
+@click.option("--generation-models", help="Model sweep: comma-separated generation models.")
+def run_command(notebooks: tuple[str, ...], parameters: tuple[tuple[str, str], ...], params_file: str | None,
+                run_id: str | None, judge_models: str | None, generation_models: str | None) -> None:
+    """Execute report notebooks (tier0, tier1, …) and write HTML, metrics JSON and the run record."""
+    from ragnb.runs.runner import run_notebooks
+
+    params = {name: _parse_value(value) for name, value in parameters}
+
+    def split(text: str | None) -> list[str] | None:
+        return [m.strip() for m in text.split(",") if m.strip()] if text else None
+
+    try:
+        result = run_notebooks(list(notebooks), params, params_file=params_file, run_id=run_id,
+                               judge_models=split(judge_models), generation_models=split(generation_models))
+    except ValueError as exc:
+        _fail(exc)
+    _report(result)
+
+
+@app.command()
+def demo(
+    language: str = typer.Option("ru", help="ru (original) or en (parallel English text)."),
+    params_file: Path = typer.Option(Path("params/demo.yaml"), "--params-file", "-f", help="Notebook parameters."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="Resume an interrupted demo run."),
+    reference: bool = typer.Option(True, "--reference/--no-reference",
+                                   help="First record a Tier 1 run on the other language, so that the dashboard "
+                                        "has two runs to compare item by item."),
+) -> None:
+    """The main job on the embedded defaults: load and embed the bundled corpus, run every report, print the index."""
+    from ragnb.runs.demo import LANGUAGES, ensure_demo
+    from ragnb.runs.runner import NOTEBOOKS, run_notebooks
+
+    try:
+        db, stats = ensure_demo(language, progress=sys.stderr.isatty())
+        typer.echo(f"demo database {db.display_url}")
+        for key in ("embed_chunks", "embed_questions"):
+            s = stats[key]
+            typer.echo(f"  {s['table']}: {s['total']} rows, {s['processed']} embedded now, {s['skipped']} already embedded, {s['errors']} errors")
+        file = str(params_file) if params_file.exists() else None
+        if reference and run_id is None:
+            other = next(lang for lang in LANGUAGES if lang != language)
+            typer.echo(f"reference run: Tier 1 on the same questions in {other!r} (the dashboard compares it with this run)")
+            ref = run_notebooks(["tier1"], {"language": other}, params_file=file)
+            if ref.failures:
+                _report(ref)
+        result = run_notebooks(list(NOTEBOOKS), {"language": language}, params_file=file, run_id=run_id)
+    except ValueError as exc:
+        _fail(exc)
+    _report(result)
+
+
+def build_cli() -> click.Group:
+    """The whole command tree (typer commands plus the click ``run`` command with repeatable ``-p NAME VALUE``)."""
+    group = typer.main.get_group(app)
+    group.add_command(run_command, "run")
+    return group
+
+
+def main() -> None:
+    build_cli()(prog_name="ragnb")
+
+
+if __name__ == "__main__":
+    main()

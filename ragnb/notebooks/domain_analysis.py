@@ -1,0 +1,109 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Real-user domain analysis
+# What do real users ask about, how satisfied are they per topic, and where does the knowledge base have
+# nothing close to the question? The logged questions (stored embeddings) are clustered into topics (KMeans,
+# as in the topic-coverage report); per topic: user scores 1–5, the mean score with a bootstrap 95% CI, the
+# share of scores ≤ 2, and the share of *knowledge gaps* — questions whose best retrieved chunk has a top-1
+# cosine similarity below a threshold. By default the threshold is relative (the `gap_quantile` quantile of
+# the top-1 similarities, so about that share is always flagged: "where does the corpus serve worst");
+# `gap_threshold` sets an absolute cosine level instead, comparable over time for one embedding model.
+# The bundled demo log has **simulated** user scores (see `ragnb/demo.py`); its questions are real.
+
+# %% tags=["parameters"]
+corpus: str = "demo"  # "demo": bundled XQuAD corpus and question log (own embedded database); "db": the configured database
+language: str = "ru"  # demo only: "ru" (original) or "en" (the parallel English text)
+min_score: int = 0  # keep questions with a user score of at least this (0: all, which the score analysis needs)
+max_questions: int = 0  # use only the first N logged questions, ordered by id (0: all)
+n_topics: int = 8  # KMeans clusters (at least 2, at most the number of questions)
+top_k: int = 5  # chunks retrieved per question (the page-hit rate per topic uses this cut-off)
+gap_threshold: float = 0.0  # absolute top-1 cosine below which a question is a knowledge gap; 0: use gap_quantile
+gap_quantile: float = 0.1  # relative gap threshold: this quantile of the top-1 similarities
+backend: str = "memory"  # "memory" (exact, in-process) or "pgvector" (search in the database)
+index_mode: str = "auto"  # pgvector only: "auto", "exact" or "hnsw"
+seed: int = 0  # KMeans random_state and bootstrap seed
+n_init: int = 10  # KMeans restarts (the best of n_init runs is kept)
+n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
+max_listed: int = 50  # knowledge-gap questions listed in the metrics JSON and the table
+embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
+output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-question table
+
+
+# %%
+from ragnb.reports import report
+from ragnb.analysis import source_charts
+from ragnb.analysis.domain import domain_analysis, page_hits, topic_table
+from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
+from ragnb.tiers.common import open_corpus
+
+ctx = open_corpus(corpus, language, embedding_model)
+log, vectors = load_log(ctx, min_score=min_score, limit=max_questions)
+not_embedded = count_unembedded(ctx, min_score)
+chunks = open_chunks(ctx, backend, index_mode)
+retrieval = chunks.retriever.search(vectors, top_k)
+hits = page_hits(retrieval.ids, log["url"].tolist(), chunks.urls, top_k)
+per_question, summary = domain_analysis(
+    list(log.index), log["question"].tolist(), vectors, log["score"].tolist(),
+    [s[0] if len(s) else float("nan") for s in retrieval.scores], n_topics=n_topics, hits=hits,
+    gap_threshold=gap_threshold or None, gap_quantile=gap_quantile, seed=seed, n_init=n_init, n_boot=n_boot,
+    max_listed=max_listed)
+table = topic_table(summary)
+
+# %%
+gap = summary["gap"]
+report.header("Real-user domain analysis", {
+    **ctx.header_info(), "questions": f"{summary['total_questions']} logged questions"
+                                      f"{f' with score ≥ {min_score}' if min_score else ''}",
+    "n_topics": n_topics, "backend": retrieval.backend, "top_k": top_k,
+    "gap_threshold": f"{gap['threshold']:.3f} ({gap['method']}{', q = ' + str(gap['quantile']) if gap['quantile'] else ''})",
+    "user_scores": "SIMULATED (demo log)" if corpus == "demo" else "from the question log",
+})
+if corpus == "demo":
+    print("Note: the demo user scores are simulated (a fixed random draw), so score differences between topics "
+          "are noise here; topics, similarities and gaps are real.")
+if not_embedded:
+    print(f"Note: {not_embedded} logged questions have no embedding and were not analysed (run `ragnb embed --questions`).")
+ms = summary["mean_score"]
+print(f"Mean user score {ms['mean']:.2f} (95% CI {ms['ci95'][0]:.2f}–{ms['ci95'][1]:.2f}, {ms['n_valid']} scored of "
+      f"{ms['n']}); share of scores ≤ 2: {summary['low_score_share']:.3f}. Knowledge gaps: {gap['n_gaps']} of "
+      f"{gap['n']} questions ({gap['gap_share']:.1%}) below top-1 similarity {gap['threshold']:.3f}.")
+report.show_table(table, max_rows=max(n_topics, 1), max_chars=400)
+
+# %% [markdown]
+# ## User scores per topic
+
+# %%
+report.show(source_charts.score_bars(summary["score_distribution"], "User scores of the analysed questions"))
+report.show(source_charts.scores_by_topic_bars(table))
+report.show(source_charts.mean_score_bars(table))
+
+# %% [markdown]
+# ## Knowledge gaps
+# Questions whose best retrieved chunk is far from them: candidates for missing or badly written content.
+
+# %%
+report.show(source_charts.similarity_histogram(per_question["top1_score"], gap["threshold"]))
+report.show(source_charts.topic_map(vectors, per_question["topic_id"], log["question"].tolist()))
+gaps = per_question[per_question["is_gap"]].sort_values("top1_score")
+report.show_table(gaps[["question", "topic_id", "score", "top1_score", "page_hit"]], max_rows=max(max_listed, 1))
+
+# %%
+report.write_metrics(output_dir, "domain_analysis",
+                     {"analysis": "domain_analysis", **summary, "min_score": min_score, "top_k": top_k,
+                      "backend": retrieval.backend, "questions_without_embedding": not_embedded,
+                      "scores_simulated": corpus == "demo", "embedding_model": ctx.encoder.name},
+                     per_item=per_question)

@@ -1,0 +1,126 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Real-users benchmark
+# Retrieval on real questions from the production question log (seed 000 §7). The ground truth is a proxy:
+# the page whose URL was logged with the question (`confluence_url`). A chunk is relevant when its URL names
+# the same page (page id after normalising scheme, `www.`, trailing slash, anchors and Confluence
+# `pageId=` / `/pages/<id>/` forms). Chunk-level metrics score the chunk ranking against *all* chunks of that
+# page; `doc_*` metrics score the ranking of pages (chunks mapped to their page, repeats dropped) — the
+# natural level here, since the label is a page. Questions are searched with their **stored** embeddings.
+# Questions without a logged URL, and questions whose URL matches no chunk of the corpus, are excluded from
+# the metrics and counted. The bundled demo log has **simulated** user scores and about 8% of rows without a URL
+# (see `ragnb/demo.py`); its questions, URLs and retrieval results are real.
+
+# %% tags=["parameters"]
+corpus: str = "demo"  # "demo": bundled XQuAD corpus and question log (own embedded database); "db": the configured database
+language: str = "ru"  # demo only: "ru" (original) or "en" (the parallel English text)
+min_score: int = 5  # keep questions whose user score is at least this (1 to 5); 0: all questions
+limit: int = 0  # use only the first N selected questions, ordered by id (0: all)
+top_k: int = 10  # chunks retrieved per question
+backend: str = "memory"  # "memory" (exact, in-process) or "pgvector" (search in the database)
+index_mode: str = "auto"  # pgvector only: "auto", "exact" or "hnsw"
+embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
+n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
+worst_n: int = 15  # questions listed in the tables of missed and excluded questions
+output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-question table
+
+
+# %%
+import pandas as pd
+
+from ragnb.reports import charts, report
+from ragnb.analysis import source_charts
+from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
+from ragnb.tiers.common import open_corpus
+from ragnb.tiers.real_users import EVALUATED, metrics_table, run_real_users
+from ragnb.tiers.tier1 import hit_rate_curve
+
+ctx = open_corpus(corpus, language, embedding_model)
+log, vectors = load_log(ctx, min_score=min_score, limit=limit)
+not_embedded = count_unembedded(ctx, min_score)
+chunks = open_chunks(ctx, backend, index_mode)
+
+# %%
+result = run_real_users(log, vectors, chunks.retriever, chunks.urls, top_k=top_k, n_boot=n_boot)
+q = result.summary["questions"]
+report.header("Real-users benchmark", {
+    **ctx.header_info(),
+    "questions": f"{q['selected']} selected ({f'score ≥ {min_score}' if min_score else 'all scores'}"
+                 f"{f', first {limit}' if limit else ''})",
+    "evaluated": q["evaluated"], "backend": result.summary["info"]["backend"], "top_k": top_k,
+    "ground_truth": "logged URL matched by page id (proxy label)",
+    "user_scores": "SIMULATED (demo log)" if corpus == "demo" else "from the question log",
+})
+if corpus == "demo":
+    print("Note: the demo question log has simulated user scores and about 8% of rows without a URL; "
+          "the score filter acts on those simulated ratings.")
+for note in result.notes:
+    print("Note:", note)
+if not_embedded:
+    print(f"Note: {not_embedded} logged questions passing the score filter have no embedding and were not analysed "
+          "(run `ragnb embed --questions`).")
+report.show_table(metrics_table(result.summary), max_rows=60)
+
+# %% [markdown]
+# ## Which questions could be scored, and their user scores
+
+# %%
+report.show(source_charts.question_status(q))
+report.show(source_charts.score_bars(result.summary["score_distribution"]))
+
+# %% [markdown]
+# ## Ranking quality with 95% confidence intervals
+# Page level first (the label is a page), then chunk level against all chunks of the logged page.
+
+# %%
+doc_names = [n for n in ("doc_hit_rate@1", "doc_hit_rate@3", "doc_hit_rate@5", "doc_hit_rate@10", "doc_mrr",
+                         "doc_ndcg@10") if n in result.summary]
+report.show(charts.metric_bars(result.summary, doc_names, "Page-level metrics (ranking deduplicated by page)"))
+chunk_names = [n for n in ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "ndcg@5", "ndcg@10") if n in result.summary]
+report.show(charts.metric_bars(result.summary, chunk_names, "Chunk-level metrics (every chunk of the logged page is relevant)"))
+evaluated = result.per_query[result.per_query["status"] == EVALUATED]
+if len(evaluated):
+    page_ranks = evaluated.assign(first_relevant_rank=evaluated["first_relevant_doc_rank"])
+    report.show(charts.hit_rate_curve(hit_rate_curve(evaluated, top_k), hit_rate_curve(page_ranks, top_k)))
+
+# %% [markdown]
+# ## Metrics by user score
+# Run with `min_score = 0` to compare: do low-rated answers go with retrieval misses?
+
+# %%
+report.show_table(pd.DataFrame(result.summary["metrics_by_score"]))
+
+# %% [markdown]
+# ## Missed questions: the logged page is not in the top k
+# Most confident misses (highest top-1 similarity) first.
+
+# %%
+missed = evaluated[evaluated["first_relevant_doc_rank"].isna()].sort_values("top1_score", ascending=False)
+print(f"{len(missed)} of {len(evaluated)} evaluated questions miss their logged page in the top {top_k}.")
+report.show_table(missed[["question", "url", "score", "top1_score", "top1_page"]], max_rows=worst_n)
+excluded = result.per_query[result.per_query["status"] != EVALUATED]
+if len(excluded):
+    print(f"{len(excluded)} excluded questions (no logged URL, or a URL that no chunk of the corpus has):")
+    report.show_table(excluded[["question", "url", "status"]], max_rows=worst_n)
+
+# %%
+report.write_metrics(output_dir, "real_users",
+                     {"tier": "real_users", **result.summary, "notes": result.notes, "min_score": min_score,
+                      "limit": limit, "questions_without_embedding": not_embedded,
+                      "scores_simulated": corpus == "demo",
+                      "embedding_model": ctx.encoder.name},
+                     per_item=result.per_query)

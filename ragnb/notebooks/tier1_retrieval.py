@@ -1,0 +1,105 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Tier 1 — Retrieval
+# How well does top-k search find the chunk that answers each question? Chunk-level metrics equal
+# trec_eval on rankings without score ties; `doc_*` metrics first collapse the ranking to source documents
+# (seed 004). Every mean comes with a bootstrap 95% confidence interval and the number of questions behind it.
+
+# %% tags=["parameters"]
+corpus: str = "demo"  # "demo": bundled XQuAD corpus (own embedded database); "db": the configured database
+language: str = "ru"  # demo only: "ru" (original) or "en" (the parallel English text)
+dataset_path: str = ""  # dataset JSON with questions and relevant chunk ids; "": the demo questions
+backend: str = "pgvector"  # "pgvector" (search in the database) or "memory" (exact, in-process matrix product)
+index_mode: str = "auto"  # pgvector only: "auto": HNSW if an index exists, "exact": full scan, "hnsw"
+top_k: int = 10  # chunks retrieved per question
+consistency_runs: int = 2  # retrievals per question for retrieval_consistency (1: skip)
+latency_sample: int = 50  # questions timed one at a time for latency percentiles (pgvector)
+max_questions: int = 0  # use only the first N questions (0: all)
+embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
+n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
+worst_n: int = 15  # questions listed in "worst questions"
+output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-question table
+
+
+# %%
+from ragnb.reports import charts, report
+from ragnb.metrics.stats import summary_frame
+from ragnb.rag.retrieval import MemoryRetriever, PgVectorRetriever
+from ragnb.store.vectors import fetch_texts, fetch_vectors
+from ragnb.tiers.common import open_corpus, open_dataset
+from ragnb.tiers.tier1 import hit_rate_curve, run_tier1
+
+ctx = open_corpus(corpus, language, embedding_model)
+dataset = open_dataset(dataset_path, corpus, language, max_questions)
+chunk_ids, chunk_url_list, chunk_vectors = fetch_vectors(ctx.db, "chunks")
+chunk_urls = dict(zip(chunk_ids, chunk_url_list))
+if backend == "memory":
+    retriever = MemoryRetriever(chunk_ids, chunk_vectors, chunk_url_list)
+elif backend == "pgvector":
+    retriever = PgVectorRetriever(ctx.db, mode=index_mode, dim=ctx.encoder.dim)
+else:
+    raise ValueError(f"backend = {backend!r}; use 'pgvector' or 'memory'")
+
+# %%
+result = run_tier1(dataset, ctx.encoder, retriever, top_k=top_k, chunk_urls=chunk_urls,
+                   consistency_runs=consistency_runs, latency_sample=latency_sample, n_boot=n_boot)
+report.header("About this run", {**ctx.header_info(), "dataset": dataset.name,
+              "questions": len(dataset.items), "backend": result.summary["info"]["backend"], "top_k": top_k})
+for note in result.notes:
+    print("Note:", note)
+report.show_table(summary_frame(result.summary), max_rows=60)
+lat = result.summary["latency_ms"]
+print(f"Latency ({lat['mode']}, n = {lat['n']}): mean {lat['mean']:.2f} ms, p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms")
+for name, value in result.summary["info"].items():
+    if name.startswith("hnsw_recall"):
+        print(f"HNSW index {name.replace('hnsw_', '')}: {value:.3f} (share of exact top-k that the index also returns)")
+
+# %% [markdown]
+# ## Ranking quality with 95% confidence intervals
+
+# %%
+chunk_names = [n for n in ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "ndcg@5", "ndcg@10") if n in result.summary]
+report.show(charts.metric_bars(result.summary, chunk_names, "Chunk-level ranking metrics"))
+doc_names = [n for n in result.summary if n.startswith("doc_")]
+report.show(charts.metric_bars(result.summary, doc_names, "Document-level metrics (ranking deduplicated by source URL)"))
+
+# %% [markdown]
+# ## Hit rate at each cut-off, and whether the similarity score separates good from bad first hits
+
+# %%
+report.show(charts.hit_rate_curve(hit_rate_curve(result.per_query, top_k)))
+report.show(charts.score_distribution(result.per_query))
+
+# %% [markdown]
+# ## Worst questions and what was retrieved instead
+# Sorted by the rank of the first relevant chunk (not found = last), then by top-1 similarity.
+
+# %%
+texts = fetch_texts(ctx.db, "chunks")
+worst = result.per_query.sort_values(["first_relevant_rank", "top1_score"], ascending=[False, False], na_position="first")
+gold = {it.id: ", ".join(it.grades()) for it in dataset.items}
+table = worst.head(worst_n).assign(
+    relevant=lambda d: d.index.map(gold),
+    top1_text=lambda d: d["retrieved"].str.split().str[0].map(lambda c: (texts.get(c) or "")[:200]),
+)[["question", "relevant", "first_relevant_rank", "top1_score", "retrieved", "top1_text"]]
+report.show_table(table, max_rows=worst_n)
+
+# %%
+report.write_metrics(output_dir, "tier1_retrieval",
+                     {"tier": "tier_1", **result.summary, "notes": result.notes,
+                      "dataset": dataset.name, "embedding_model": ctx.encoder.name},
+                     per_item=result.per_query)

@@ -1,0 +1,117 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Tier 2 — Generation on a fixed context
+# How good are the answers when retrieval is taken out of the picture? Every question is answered from the
+# dataset's own context passage (`chunk_text`), then scored: faithfulness to that context (LLM judge, or seed
+# 004's embedding fallback — the method is recorded per answer), answer relevance and correctness (LLM judge
+# only), ROUGE/BLEU and embedding similarity to the reference answer, and the stability of repeated answers.
+# Every mean comes with a bootstrap 95% confidence interval and the number of questions behind it.
+
+# %% tags=["parameters"]
+corpus: str = "demo"  # "demo": the bundled XQuAD questions with their paragraphs; "db": give dataset_path
+language: str = "ru"  # language of the texts, "ru" or "en" (demo: which version; also the answer prompt)
+dataset_path: str = ""  # dataset JSON with question, ground_truth_answer and chunk_text; "": the demo questions
+max_questions: int = 0  # use only the first N questions (0: all)
+system: str = "baseline"  # system that answers: "baseline", "package.module:attribute" or "http:FILE.yaml"
+generation_model: str = ""  # baseline only: LLM model id that writes the answers; "": extractive answers
+judge_models: str = ""  # comma-separated LLM judge model ids; "": no LLM judge (offline fallback)
+judge_aggregate: str = "mean"  # how several judge models combine: "mean", "median" or "majority"
+judge_mode: str = "direct"  # "direct" (score only) or "reasoned" (reasoning first, then the score)
+explanation_language: str = "en"  # language of the judge prompts and explanations: "en" or "ru"
+consistency_runs: int = 2  # answers per question for exact-match and semantic consistency (1: skip)
+concurrency: int = 4  # questions in progress at the same time
+n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
+embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
+prices: dict = {}  # USD per 1M tokens, per model id: {input_per_1m, output_per_1m}; unpriced models cost n/a
+worst_n: int = 10  # answers listed in "worst answers"
+output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item table and the resumable item log
+
+
+# %%
+import plotly.express as px
+
+from ragnb.reports import charts, report
+from ragnb.rag.embeddings import get_encoder
+from ragnb.metrics.stats import summary_frame
+from ragnb.rag.system import load_system
+from ragnb.tiers.common import open_dataset, open_llm
+from ragnb.tiers.generation import make_judge, run_tier2, worst_items
+
+encoder = get_encoder(embedding_model or None)
+dataset = open_dataset(dataset_path, corpus, language, max_questions)
+llm = open_llm(prices)
+judge, judge_notes = make_judge(llm.client, judge_models, judge_aggregate, judge_mode, explanation_language)
+sut = load_system(system, encoder=encoder, retriever=None, texts={}, client=llm.client, model=generation_model,
+                  language=language)
+
+# %%
+result = run_tier2(dataset, sut, encoder, judge=judge, consistency_runs=consistency_runs, language=language,
+                   concurrency=concurrency, n_boot=n_boot, log_path=f"{output_dir}/tier2_generation.items.jsonl")
+info = result.info
+report.header("About this run", {
+    "dataset": dataset.name, "embedding_model": encoder.name, "judge_backend": info["judge_backend"],
+    "llm_endpoint": llm.endpoint or "none (offline)", "questions": len(dataset.items), "system": info["system"],
+    "answer_method": info["answer_method"], "generation_model": info["generation_model"] or "none",
+    "judge_models": ", ".join(info["judge_models"]) or "none", "consistency_runs": consistency_runs})
+for note in judge_notes + result.notes:
+    print("Note:", note)
+print("Methods per metric:", info["methods"])
+report.show_table(summary_frame(result.summary), max_rows=60)
+lat = result.summary["latency_answer_ms"]
+print(f"Answer latency (n = {lat['n']}): mean {lat['mean']:.1f} ms, p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms")
+
+# %% [markdown]
+# ## Scores with 95% confidence intervals, and their distribution over questions
+# 0–1 metrics only; answer correctness (1–5) and BLEU (0–100) have their own histograms below.
+
+# %%
+unit = [n for n in ("faithfulness", "hallucination_rate", "context_utilization", "answer_relevance", "rouge1",
+                    "rouge2", "rougel", "semantic_similarity", "response_exact_match_rate",
+                    "response_semantic_consistency") if n in result.summary]
+report.show(charts.metric_bars(result.summary, unit, "Tier 2 metrics (mean and 95% CI)"))
+long = result.per_item.melt(id_vars="id", value_vars=unit, var_name="metric", value_name="score").dropna()
+report.show(px.box(long, x="metric", y="score", points="all", title="Per-question scores", height=420))
+if "answer_correctness" in result.per_item:
+    report.show(charts.histogram(result.per_item["answer_correctness"], "Answer correctness (LLM judge, 1–5)",
+                                 "answer_correctness", nbins=5))
+report.show(charts.histogram(result.per_item["bleu"], "Sentence BLEU per answer (0–100)", "bleu"))
+
+# %% [markdown]
+# ## Faithfulness by the method that produced it
+# "llm": the judge's score; "embedding": seed 004's fallback (no judge, or the judge failed on that answer).
+# A fallback score is a similarity, not an LLM judgement.
+
+# %%
+report.show(px.histogram(result.per_item.dropna(subset=["faithfulness"]), x="faithfulness",
+                         color="faithfulness_method", nbins=20, barmode="overlay", opacity=0.75,
+                         title="Faithfulness per answer, by method", height=380))
+
+# %% [markdown]
+# ## Worst answers
+# Sorted by answer correctness when an LLM judged it, otherwise by faithfulness; failed items first.
+
+# %%
+key = "answer_correctness" if "answer_correctness" in result.per_item else "faithfulness"
+report.show_table(worst_items(result.per_item, key, worst_n), max_rows=worst_n)
+
+# %%
+report.write_metrics(output_dir, "tier2_generation", {
+    "tier": "tier_2", **result.summary, "judge_backend": info["judge_backend"],
+    "generation_model": info["generation_model"], "judge_model": ",".join(info["judge_models"]) or None,
+    "judge_eval_mode": info["judge_mode"], "consistency_runs": consistency_runs, "llm_usage": llm.usage(),
+    "notes": judge_notes + result.notes, "dataset": dataset.name, "embedding_model": encoder.name,
+}, per_item=result.per_item)

@@ -1,0 +1,138 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Tier 3 — End to end through the system under test
+# The full user path: the system retrieves its top-k context (top-1 by default, as in production) and answers.
+# The answer is scored against the reference answer — end-to-end usefulness (LLM judge only), embedding
+# cosine / dot / euclidean similarity, ROUGE and BLEU — and against the retrieved context (faithfulness: LLM
+# judge, or seed 004's embedding fallback, the method recorded per answer). `context_hit@k` shows whether the
+# retrieved context was one of the question's relevant chunks, so retrieval errors can be told apart from
+# generation errors. Every mean comes with a bootstrap 95% confidence interval and the number of questions.
+
+# %% tags=["parameters"]
+corpus: str = "demo"  # "demo": bundled XQuAD corpus (own embedded database); "db": the configured database
+language: str = "ru"  # language of the texts, "ru" or "en" (demo: which version; also the answer prompt)
+dataset_path: str = ""  # dataset JSON with questions, reference answers and relevant chunk ids; "": the demo
+max_questions: int = 0  # use only the first N questions (0: all)
+system: str = "baseline"  # system under test: "baseline", "package.module:attribute" or "http:FILE.yaml"
+top_k: int = 1  # contexts retrieved per question and passed to the answer step
+generation_model: str = ""  # baseline only: LLM model id that writes the answers; "": extractive answers
+judge_models: str = ""  # comma-separated LLM judge model ids; "": no LLM judge (offline fallback)
+judge_aggregate: str = "mean"  # how several judge models combine: "mean", "median" or "majority"
+judge_mode: str = "direct"  # "direct" (score only) or "reasoned" (reasoning first, then the score)
+explanation_language: str = "en"  # language of the judge prompts and explanations: "en" or "ru"
+consistency_runs: int = 2  # answers per question for exact-match and semantic consistency (1: skip)
+concurrency: int = 4  # questions in progress at the same time
+n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
+embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
+prices: dict = {}  # USD per 1M tokens, per model id: {input_per_1m, output_per_1m}; unpriced models cost n/a
+worst_n: int = 10  # answers listed in "worst answers"
+output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item table and the resumable item log
+
+
+# %%
+import plotly.express as px
+
+from ragnb.reports import charts, report
+from ragnb.metrics.stats import summary_frame
+from ragnb.rag.retrieval import PgVectorRetriever
+from ragnb.store.vectors import fetch_texts
+from ragnb.rag.system import load_system
+from ragnb.tiers.common import open_corpus, open_dataset, open_llm
+from ragnb.tiers.generation import make_judge, run_tier3, worst_items
+
+ctx = open_corpus(corpus, language, embedding_model)
+dataset = open_dataset(dataset_path, corpus, language, max_questions)
+llm = open_llm(prices)
+judge, judge_notes = make_judge(llm.client, judge_models, judge_aggregate, judge_mode, explanation_language)
+baseline = {}
+if system == "baseline":  # ragnb's reference RAG over the corpus database
+    baseline = {"retriever": PgVectorRetriever(ctx.db, mode="auto", dim=ctx.encoder.dim),
+                "texts": fetch_texts(ctx.db, "chunks")}
+sut = load_system(system, encoder=ctx.encoder, client=llm.client, model=generation_model, language=language,
+                  **baseline)
+
+# %%
+result = run_tier3(dataset, sut, ctx.encoder, top_k=top_k, judge=judge, consistency_runs=consistency_runs,
+                   language=language, concurrency=concurrency, n_boot=n_boot,
+                   log_path=f"{output_dir}/tier3_e2e.items.jsonl")
+info = result.info
+report.header("About this run", {
+    **ctx.header_info(), "dataset": dataset.name, "judge_backend": info["judge_backend"],
+    "llm_endpoint": llm.endpoint or "none (offline)", "questions": len(dataset.items), "system": info["system"],
+    "top_k": top_k, "answer_method": info["answer_method"], "generation_model": info["generation_model"] or "none",
+    "judge_models": ", ".join(info["judge_models"]) or "none", "consistency_runs": consistency_runs})
+for note in judge_notes + result.notes:
+    print("Note:", note)
+print("Methods per metric:", info["methods"])
+report.show_table(summary_frame(result.summary), max_rows=60)
+for name in ("latency_retrieve_ms", "latency_answer_ms"):
+    lat = result.summary[name]
+    print(f"{name} (n = {lat['n']}, {lat['mode']}): mean {lat['mean']:.1f} ms, p50 {lat['p50']:.1f} ms, "
+          f"p95 {lat['p95']:.1f} ms")
+
+# %% [markdown]
+# ## Scores with 95% confidence intervals, and their distribution over questions
+# 0–1 metrics only (cosine similarity can in principle be negative); BLEU (0–100) and the euclidean distance
+# (lower is closer) have their own histograms.
+
+# %%
+hit = f"context_hit@{top_k}"
+unit = [n for n in ("e2e_score", "faithfulness", "hallucination_rate", "context_utilization", hit, "rouge1",
+                    "rouge2", "rougel", "semantic_similarity", "response_exact_match_rate",
+                    "response_semantic_consistency") if n in result.summary]
+report.show(charts.metric_bars(result.summary, unit, "Tier 3 metrics (mean and 95% CI)"))
+long = result.per_item.melt(id_vars="id", value_vars=[n for n in unit if n != hit], var_name="metric",
+                            value_name="score").dropna()
+report.show(px.box(long, x="metric", y="score", points="all", title="Per-question scores", height=420))
+report.show(charts.histogram(result.per_item["bleu"], "Sentence BLEU per answer (0–100)", "bleu"))
+report.show(charts.histogram(result.per_item["euclidean_distance"], "Euclidean distance answer ↔ reference",
+                             "euclidean_distance"))
+
+# %% [markdown]
+# ## Does a wrong context explain a bad answer?
+# Answer-to-reference similarity for questions whose retrieved context was relevant (1) or not (0).
+
+# %%
+coupled = result.per_item.dropna(subset=[hit, "semantic_similarity"]).astype({hit: int}).astype({hit: str})
+report.show(px.box(coupled, x=hit, y="semantic_similarity", points="all", height=380,
+                   title="Semantic similarity to the reference, by whether the retrieved context was relevant"))
+
+# %% [markdown]
+# ## Faithfulness to the retrieved context, by the method that produced it
+# "llm": the judge's score; "embedding": seed 004's fallback (no judge, or the judge failed on that answer).
+
+# %%
+report.show(px.histogram(result.per_item.dropna(subset=["faithfulness"]), x="faithfulness",
+                         color="faithfulness_method", nbins=20, barmode="overlay", opacity=0.75,
+                         title="Faithfulness per answer, by method", height=380))
+
+# %% [markdown]
+# ## Worst answers
+# Sorted by the end-to-end score when an LLM judged it, otherwise by semantic similarity; failed items first.
+
+# %%
+key = "e2e_score" if "e2e_score" in result.per_item else "semantic_similarity"
+report.show_table(worst_items(result.per_item, key, worst_n).assign(
+    context_hit=lambda d: result.per_item.loc[d.index, hit]), max_rows=worst_n)
+
+# %%
+report.write_metrics(output_dir, "tier3_e2e", {
+    "tier": "tier_3", **result.summary, "judge_backend": info["judge_backend"],
+    "generation_model": info["generation_model"], "judge_model": ",".join(info["judge_models"]) or None,
+    "judge_eval_mode": info["judge_mode"], "consistency_runs": consistency_runs, "llm_usage": llm.usage(),
+    "notes": judge_notes + result.notes, "dataset": dataset.name, "embedding_model": ctx.encoder.name,
+}, per_item=result.per_item)

@@ -1,0 +1,121 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Tier UX — cache reuse and dialogue continuity
+# Two "soft" aspects of how users experience the system (seed 000 §10), measured on embeddings only:
+#
+# - **cache_hit_rate**: share of questions whose most similar question among those users rated 5 has cosine
+#   similarity **above** τ (equal to τ is not a hit) — how often a cached answer could be reused;
+# - **context_preservation**: mean cosine similarity of consecutive questions in a session, averaged within
+#   each session, then over sessions; **multi_turn_consistency** is the same number (the seed defines it so).
+#
+# Every mean comes with a bootstrap 95% confidence interval (over questions, resp. sessions) and the counts
+# behind it; undefined values (an empty cache, a one-turn session) are counted as failed, never dropped.
+
+# %% tags=["parameters"]
+corpus: str = "demo"  # cache part: "demo" (bundled XQuAD questions and log, simulated scores) or "db" (configured database)
+language: str = "ru"  # demo corpus only: "ru" (original) or "en" (the parallel English text)
+sessions: str = "demo"  # "demo": bundled ruTiE (ru) and TREC CAsT (en) sessions; "db": sessions of the configured log
+dataset_path: str = ""  # questions checked against the cache; "": demo questions, or (db) every logged question
+max_questions: int = 0  # check only the first N questions against the cache (0: all)
+cache_score: int = 5  # user score that puts a logged question into the cache (seed: 5)
+tau: float = 0.85  # cache hit when the best cosine similarity is strictly above this, in (0, 1]
+break_threshold: float = 0.3  # a turn breaks context when its similarity to the previous turn is below this
+max_sessions: int = 0  # analyse only the first N sessions, by time of their first turn (0: all)
+embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
+n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
+worst_n: int = 25  # questions listed in the table of context breaks
+output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-turn table
+
+
+# %%
+from ragnb.reports import report
+from ragnb.tiers.ux import (cache_similarity_histogram, load_inputs, run_tier_ux, similarity_by_flag_chart,
+                            similarity_chart, summary_rows)
+
+inputs = load_inputs(corpus, language, sessions, embedding_model, dataset_path, max_questions, max_sessions,
+                     cache_score)
+result = run_tier_ux(inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
+                     inputs.annotations, tau=tau, break_threshold=break_threshold, n_boot=n_boot)
+notes = inputs.notes + result.notes
+report.header("Tier UX — about this run", {
+    **inputs.info, "tau": tau, "break_threshold": break_threshold,
+    "questions_checked": len(result.per_query), "sessions_analysed": len(result.per_session),
+})
+for note in notes:
+    print("Note:", note)
+report.show_table(summary_rows(result.summary), max_rows=40)
+
+# %% [markdown]
+# ## Cache reuse: best match of each question in the score-5 cache
+# A question never matches itself: when the checked questions are also in the log, their own log row is left
+# out of their maximum.
+
+# %%
+cache = result.summary["cache"]
+print(f"{cache.get('n_hits', 0)} of {cache.get('n_queries', 0)} questions have a cached question with similarity "
+      f"> {tau:g} (cache: {cache.get('n_cache', 0)} questions; median best similarity "
+      f"{cache.get('max_similarity_p50', float('nan')):.3f}, 95th percentile {cache.get('max_similarity_p95', float('nan')):.3f}).")
+if result.per_query["max_similarity"].notna().any():
+    report.show(cache_similarity_histogram(result.per_query, tau))
+    closest = result.per_query.sort_values("max_similarity", ascending=False)
+    report.show_table(closest[["question", "best_cache_question", "max_similarity", "hit"]].round(3), max_rows=10)
+
+# %% [markdown]
+# ## Dialogue continuity: similarity between consecutive questions
+# A thin line per session and, thick and black, the mean over a source's sessions at each turn position. The
+# selector shows all sessions, one source, or one session; hover a point for the two questions. The dashed
+# line is the break threshold.
+
+# %%
+if len(result.per_turn):
+    report.show(similarity_chart(result.per_turn, break_threshold))
+    report.show(similarity_by_flag_chart(result.per_turn, break_threshold))
+    report.show_table(result.per_session.sort_values("context_preservation").round(3), max_rows=15)
+
+# %% [markdown]
+# ## Questions that broke context
+# Turns less similar to the previous question than the break threshold, least similar first. For TREC CAsT,
+# `needs_context` is the human signal (the annotators had to rewrite the turn to make it self-contained):
+# a low similarity with `needs_context = True` is an elliptical follow-up ("What about its symptoms?") that
+# embeddings do not link to its context — exactly the turns a system must resolve from the dialogue.
+
+# %%
+for source, block in result.summary["per_source"].items():
+    det = block.get("needs_context_detection")
+    if det:
+        auc, at = det["roc_auc"], det["at_break_threshold"]
+        print(f"{source}: does low similarity find the turns that needed context? ROC-AUC of (1 − similarity) vs the "
+              f"human flag = {auc['mean']:.3f} (95% CI {auc['ci95'][0]:.3f}–{auc['ci95'][1]:.3f}, {det['n_pairs']} turns); "
+              f"at similarity < {break_threshold:g}: precision {at['precision']['mean']:.3f}, recall {at['recall']['mean']:.3f}. "
+              f"Mean similarity: needs context {det['mean_similarity_needs_context']:.3f}, "
+              f"self-contained {det['mean_similarity_self_contained']:.3f}.")
+columns = [c for c in ("session_id", "turn", "source", "previous_question", "question", "similarity", "needs_context",
+                       "manual_rewrite") if c in result.per_turn.columns]
+if len(result.per_turn):
+    print(f"{len(result.breaks)} of {int(result.per_turn['similarity'].notna().sum())} consecutive pairs are below {break_threshold:g}.")
+    report.show_table(result.breaks[columns].round({"similarity": 3}).reset_index(drop=True), max_rows=worst_n)
+
+# %%
+from pathlib import Path
+
+Path(output_dir).mkdir(parents=True, exist_ok=True)
+report.with_item_ids(result.per_query).to_csv(Path(output_dir) / "tier_ux.per_query.csv", index=False)
+report.write_metrics(output_dir, "tier_ux", {
+    "tier": "tier_ux", **result.summary, "notes": notes, "corpus": corpus, "sessions_source": sessions,
+    "cache_score": cache_score, "embedding_model": inputs.embedding_model,
+    "simulated_scores": corpus == "demo",
+}, per_item=result.per_turn)

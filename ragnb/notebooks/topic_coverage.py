@@ -1,0 +1,85 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Topic coverage
+# Seed 000 §12.2: the questions are clustered into `n_topics` topics (KMeans over their unit-normalised
+# embeddings, fixed `random_state`); for every topic the top-k retrievals of its questions are pooled and the
+# distinct chunks and source pages counted. A topic with many questions but few distinct chunks leans on a
+# narrow slice of the knowledge base; a topic served by a few URLs only reuses a narrow set of sources.
+# A topic is flagged *low coverage* when it is at least as large as the median topic and reaches fewer than
+# `low_coverage_factor` × the median number of distinct chunks per question.
+
+# %% tags=["parameters"]
+corpus: str = "demo"  # "demo": bundled XQuAD corpus (own embedded database); "db": the configured database
+language: str = "ru"  # demo only: "ru" (original) or "en" (the parallel English text)
+source: str = "auto"  # questions: "dataset", "log" (question log, stored embeddings) or "auto" (dataset for the demo or a dataset_path, else log)
+dataset_path: str = ""  # dataset JSON for source "dataset"; "": the demo questions
+min_score: int = 0  # source "log" only: keep questions with a user score of at least this (0: all)
+max_questions: int = 0  # use only the first N questions (0: all)
+n_topics: int = 10  # KMeans clusters (at least 2, at most the number of questions)
+top_k: int = 5  # chunks retrieved per question
+backend: str = "memory"  # "memory" (exact, in-process) or "pgvector" (search in the database)
+index_mode: str = "auto"  # pgvector only: "auto", "exact" or "hnsw"
+seed: int = 0  # KMeans random_state
+n_init: int = 10  # KMeans restarts (the best of n_init runs is kept)
+n_representatives: int = 3  # questions closest to each topic centroid, shown as its examples
+low_coverage_factor: float = 0.5  # flag large topics below this share of the median distinct chunks per question
+embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
+output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-question table
+
+
+# %%
+from ragnb.reports import report
+from ragnb.analysis import source_charts
+from ragnb.analysis.inputs import load_questions, open_chunks
+from ragnb.analysis.topics import topic_coverage, topics_frame
+from ragnb.tiers.common import open_corpus
+
+ctx = open_corpus(corpus, language, embedding_model)
+questions = load_questions(ctx, source, corpus, language, dataset_path, min_score, max_questions)
+chunks = open_chunks(ctx, backend, index_mode)
+retrieval = chunks.retriever.search(questions.vectors, top_k)
+per_question, summary = topic_coverage(questions.ids, questions.texts, questions.vectors, retrieval.ids, chunks.urls,
+                                       n_topics=n_topics, seed=seed, n_init=n_init,
+                                       n_representatives=n_representatives, low_coverage_factor=low_coverage_factor)
+topics = topics_frame(summary)
+
+# %%
+report.header("Topic coverage", {**ctx.header_info(), "questions": f"{len(questions.ids)} from {questions.label}",
+                                 "n_topics": n_topics, "backend": retrieval.backend, "top_k": top_k})
+if corpus == "demo" and questions.source == "log":
+    print("Note: the demo question log has simulated user scores; min_score filters on them.")
+print(f"{summary['total_questions']} questions in {n_topics} topics; on average a topic reaches "
+      f"{summary['avg_chunks_per_topic']:.1f} distinct chunks and {summary['avg_urls_per_topic']:.1f} pages. "
+      f"Silhouette (cosine) = {summary['silhouette']:.3f} (−1…1; near 0 = overlapping topics).")
+flagged = summary["low_coverage_topics"]
+print(f"Low-coverage topics: {flagged if flagged else 'none'}")
+report.show_table(topics, max_rows=max(n_topics, 1), max_chars=400)
+
+# %% [markdown]
+# ## Questions, distinct chunks and pages per topic
+
+# %%
+report.show(source_charts.topic_bars(topics))
+report.show(source_charts.topic_scatter(topics))
+report.show(source_charts.topic_map(questions.vectors, per_question["topic_id"], questions.texts))
+
+# %%
+report.write_metrics(output_dir, "topic_coverage",
+                     {"analysis": "topic_coverage", **summary, "source": questions.source,
+                      "questions": questions.label, "backend": retrieval.backend,
+                      "embedding_model": ctx.encoder.name},
+                     per_item=per_question)

@@ -1,0 +1,111 @@
+"""The bundled demo: Russian XQuAD paragraphs and questions (CC BY-SA 4.0, see data/xquad_ru/README.md).
+
+The demo lives in its own database on the embedded server (``ragnb_demo``, or ``ragnb_demo_en`` for the
+parallel English text), so it never mixes with a team's own corpus and never writes to an external server.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from urllib.parse import quote
+
+from ragnb.datasets.schema import Dataset, DatasetItem
+from ragnb.rag.embeddings import Encoder, get_encoder
+from ragnb.store.engine import Database, connect
+from ragnb.store.loaders import insert_rows
+from ragnb.store.vectors import embed_table
+
+DEMO_DIR = Path(__file__).resolve().parent.parent / "data" / "xquad_ru"
+LANGUAGES = ("ru", "en")
+
+
+def _read(name: str) -> list[dict]:
+    with gzip.open(DEMO_DIR / name, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _check_language(language: str) -> None:
+    if language not in LANGUAGES:
+        raise ValueError(f"language = {language!r}; the demo has 'ru' (original) and 'en' (parallel English)")
+
+
+def article_url(title: str) -> str:
+    return "https://en.wikipedia.org/wiki/" + quote(title.replace(" ", "_"))
+
+
+def chunk_rows(language: str = "ru") -> list[dict]:
+    _check_language(language)
+    field = "text" if language == "ru" else "text_en"
+    return [{"id": d["doc_id"], "url": article_url(d["title"]), "text": d[field]} for d in _read("corpus.jsonl.gz")]
+
+
+# The bundled data has no user ratings. The demo question log gets *simulated* ones (a fixed random draw,
+# skewed towards 5 as production ratings are) and a share of rows without a logged URL, so that the
+# score filters, the score-5 cache and the "no url" share have something to act on. Reports built on these
+# fields say that they are simulated; retrieval metrics against the logged URL stay real.
+SIMULATED_SCORE_P = (0.10, 0.08, 0.12, 0.22, 0.48)  # P(score = 1..5)
+SIMULATED_NO_URL = 0.08
+SIMULATED_USERS = 40
+
+
+def _simulated_fields(ids: list[str]) -> dict[str, dict]:
+    import numpy as np
+
+    rng = np.random.default_rng(20240501)
+    order = sorted(ids)
+    scores = rng.choice(np.arange(1, 6), size=len(order), p=SIMULATED_SCORE_P)
+    no_url = rng.random(len(order)) < SIMULATED_NO_URL
+    users = rng.integers(1, SIMULATED_USERS + 1, size=len(order))
+    return {qid: {"score": int(s), "no_url": bool(n), "user_id": f"demo-user-{u:02d}"}
+            for qid, s, n, u in zip(order, scores, no_url, users)}
+
+
+def question_rows(language: str = "ru") -> list[dict]:
+    """The demo questions as a question log: real questions, answers and article URLs, with simulated user
+    scores (1–5), users, and about 8% of rows without a logged URL (see ``SIMULATED_*``)."""
+    _check_language(language)
+    q_field, a_field = ("question", "answers") if language == "ru" else ("question_en", "answers_en")
+    queries = _read("queries.jsonl.gz")
+    sim = _simulated_fields([q["query_id"] for q in queries])
+    rows = []
+    for q in queries:
+        extra = sim[q["query_id"]]
+        rows.append({"id": q["query_id"], "question": q[q_field], "answer": q[a_field][0],
+                     "url": None if extra["no_url"] else article_url(q["title"]),
+                     "score": extra["score"], "user_id": extra["user_id"]})
+    return rows
+
+
+def dataset(language: str = "ru") -> Dataset:
+    _check_language(language)
+    corpus = {r["id"]: r for r in chunk_rows(language)}
+    q_field, a_field = ("question", "answers") if language == "ru" else ("question_en", "answers_en")
+    items = []
+    for q in _read("queries.jsonl.gz"):
+        gold = q["relevant_doc_ids"][0]
+        items.append(DatasetItem(
+            id=q["query_id"], question=q[q_field], ground_truth_answer=q[a_field][0], chunk_id=gold,
+            chunk_text=corpus[gold]["text"], confluence_url=corpus[gold]["url"],
+            relevant_chunk_ids=list(q["relevant_doc_ids"]), source="xquad_ru", question_source="human",
+        ))
+    return Dataset(name=f"xquad_{language}_demo", type="manual", items=items)
+
+
+def database_name(language: str = "ru") -> str:
+    _check_language(language)
+    return "ragnb_demo" if language == "ru" else "ragnb_demo_en"
+
+
+def ensure_demo(language: str = "ru", encoder: Encoder | None = None, progress: bool = False) -> tuple[Database, dict]:
+    """Load and embed the demo corpus and questions (idempotent, incremental). Returns (db, stats)."""
+    db = connect(database=database_name(language))
+    encoder = encoder or get_encoder()
+    stats = {
+        "chunks_inserted": insert_rows(db, "chunks", chunk_rows(language)),
+        "questions_inserted": insert_rows(db, "questions", question_rows(language), refresh=("url", "score", "user_id")),
+        "embed_chunks": embed_table(db, "chunks", encoder, progress=progress).as_dict(),
+        "embed_questions": embed_table(db, "questions", encoder, progress=progress).as_dict(),
+    }
+    return db, stats

@@ -1,0 +1,114 @@
+"""Resumable per-item results: every finished item is appended to a JSONL log as soon as it completes.
+
+A run that is interrupted (Ctrl-C, a killed process, a crash) keeps every line it wrote; started again on
+the same log, it skips the items already there and scores only the rest — nothing is re-scored or
+duplicated. Each line is ``{"key": ..., "fingerprint": ..., "record": {...}}``; the fingerprint hashes
+what the score depends on (metric, models, parameters), so a log written with other settings is not
+silently reused: its items are scored again.
+
+A crash can leave a half-written last line; it is ignored on reading (and overwritten by the next append).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ragnb.runs.record import to_jsonable
+
+
+def fingerprint(settings: dict[str, Any]) -> str:
+    """Stable hash of the settings a score depends on (JSON with sorted keys)."""
+    text = json.dumps(to_jsonable(settings), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class ItemLog:
+    """Append-only JSONL of finished items for one (notebook, metric) of one run."""
+
+    def __init__(self, path: str | Path, fingerprint: str):
+        self.path = Path(path)
+        self.fingerprint = fingerprint
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._done = self._read()
+
+    def _read(self) -> dict[str, dict]:
+        done: dict[str, dict] = {}
+        if not self.path.exists():
+            return done
+        raw = self.path.read_bytes()
+        lines = raw.split(b"\n")
+        complete = lines if raw.endswith(b"\n") else lines[:-1]  # a torn last line is dropped
+        for line in complete:
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # torn line from an older crash
+            if entry.get("fingerprint") == self.fingerprint:
+                done[str(entry["key"])] = entry["record"]
+        if not raw.endswith(b"\n") and raw:
+            # Cut the torn tail so the next append starts on a fresh line.
+            with self.path.open("r+b") as fh:
+                fh.truncate(len(raw) - len(lines[-1]))
+        return done
+
+    @property
+    def done(self) -> dict[str, dict]:
+        return dict(self._done)
+
+    def pending(self, keys: Iterable[str]) -> list[str]:
+        return [k for k in keys if k not in self._done]
+
+    def append(self, key: str, record: dict) -> None:
+        if key in self._done:
+            return
+        line = json.dumps({"key": key, "fingerprint": self.fingerprint, "record": to_jsonable(record)},
+                          ensure_ascii=False, allow_nan=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._done[key] = record
+
+
+async def run_items(keys: list[str], score: Callable[[str], Awaitable[dict]], log: ItemLog | None,
+                    concurrency: int = 8, progress: Callable[[int, int], None] | None = None) -> dict[str, dict]:
+    """Score every key not yet in ``log`` (``concurrency`` at a time), appending each result the moment it
+    is ready; returns key → record for all keys (logged ones included), in ``keys`` order.
+
+    ``score`` must return a JSON-able dict and handle per-item failures itself (recording them as failed);
+    an exception escaping it stops the run — everything finished so far is already in the log.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency = {concurrency}; use 1 or more")
+    done = log.done if log is not None else {}
+    todo = [k for k in keys if k not in done]
+    sem = asyncio.Semaphore(concurrency)
+    finished = len(keys) - len(todo)
+
+    async def one(key: str) -> None:
+        nonlocal finished
+        async with sem:
+            record = await score(key)
+        if log is not None:
+            log.append(key, record)
+        done[key] = record
+        finished += 1
+        if progress is not None:
+            progress(finished, len(keys))
+
+    tasks = [asyncio.ensure_future(one(k)) for k in todo]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        raise
+    return {k: done[k] for k in keys}
