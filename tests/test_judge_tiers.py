@@ -138,7 +138,7 @@ def test_tier_judge_consistency_errors_and_calibration(llm_server, tmp_path):
 
 
 def _strict(obj):
-    from ragnb.runs.record import dumps_strict
+    from ragnb.io import dumps_strict
 
     return dumps_strict(obj)
 

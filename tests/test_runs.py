@@ -7,10 +7,8 @@ import numpy as np
 import pytest
 
 from ragnb.runs import record as runs
-from ragnb.runs.record import (
-    SCHEMA_FIELDS, THRESHOLDS, append_run_record, build_record, check_run_id, executive_summary, git_info,
-    load_runs, new_run_id, overall_status, status_of, to_jsonable,
-)
+from ragnb.runs.record import SCHEMA_FIELDS, THRESHOLDS, append_run_record, build_record, check_run_id, executive_summary, git_info, load_runs, new_run_id, overall_status, status_of
+from ragnb.io import to_jsonable
 
 
 def test_run_id_format_and_order():

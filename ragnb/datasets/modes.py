@@ -40,7 +40,7 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 
 from ragnb.datasets.schema import Dataset, DatasetItem, dataset_json, parse_dataset, read_json_file
-from ragnb.runs.record import atomic_write_text
+from ragnb.io import atomic_write_text
 from ragnb.datasets.urls import page_id
 
 MODES = ("synthetic", "from-real-questions", "from-real-questions-score-5", "export-annotation",

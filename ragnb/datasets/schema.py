@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ragnb.runs.record import atomic_write_text, dumps_strict
+from ragnb.io import atomic_write_text, dumps_strict
 
 # Declared optional item fields left out of the file when they are None (extra fields keep their nulls:
 # an annotation's ``is_question_ok: null`` means "not reviewed yet" and must stay visible).

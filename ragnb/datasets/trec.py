@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ragnb.metrics.retrieval import DEFAULT_METRICS, evaluate, trec_order
-from ragnb.runs.record import atomic_write_text
+from ragnb.io import atomic_write_text
 
 Run = Mapping[str, "list[str] | Mapping[str, float]"]
 Qrels = Mapping[str, Mapping[str, int]]

@@ -21,9 +21,8 @@ from urllib.parse import quote
 import pandas as pd
 
 from ragnb.config import redact_url
-from ragnb.runs.record import (
-    TIER_KEYS, TIER_LABELS, atomic_write_text, dumps_strict, format_aggregate, iter_aggregates, block_status,
-)
+from ragnb.runs.record import TIER_KEYS, TIER_LABELS, format_aggregate, iter_aggregates, block_status
+from ragnb.io import atomic_write_text, dumps_strict
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 _LIB_MARK = 'data-ragnb-plotlyjs="inline"'

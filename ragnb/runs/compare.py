@@ -560,7 +560,7 @@ class Comparison:
 
     def records(self) -> list[dict]:
         """The table as JSON-ready dicts (NaN → None)."""
-        from ragnb.runs.record import to_jsonable
+        from ragnb.io import to_jsonable
 
         return to_jsonable(self.table.astype(object).where(self.table.notna(), None).to_dict(orient="records"))
 

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ragnb.runs.record import to_jsonable
+from ragnb.io import to_jsonable
 
 
 def fingerprint(settings: dict[str, Any]) -> str:

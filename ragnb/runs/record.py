@@ -15,13 +15,13 @@ import os
 import re
 import secrets
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
 from filelock import FileLock
 
 from ragnb.config import SCHEMA_VERSION
+from ragnb.io import atomic_write_text, dumps_strict, to_jsonable
 
 # --------------------------------------------------------------------------------------------
 # Ids, git, author
@@ -271,83 +271,6 @@ def executive_summary(record: dict) -> str:
     elif statuses:
         sentences.append("All thresholded metrics are good or excellent.")
     return " ".join(sentences)
-
-
-# --------------------------------------------------------------------------------------------
-# Strict JSON and atomic files
-# --------------------------------------------------------------------------------------------
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Convert to strict-JSON-compatible values: NaN/±inf → None, numpy/pandas scalars → Python,
-    arrays/tuples/sets → lists, Paths and timestamps → strings. Unknown objects raise ValueError."""
-    if obj is None or isinstance(obj, (bool, str)):
-        return obj
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, (set, frozenset)):
-        return sorted((to_jsonable(v) for v in obj), key=repr)
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, (_dt.datetime, _dt.date)):
-        return obj.isoformat()
-    tolist = getattr(obj, "tolist", None)  # numpy scalars and arrays
-    if callable(tolist) and type(obj).__module__.startswith("numpy"):
-        return to_jsonable(tolist())
-    isoformat = getattr(obj, "isoformat", None)  # pandas Timestamp
-    if callable(isoformat):
-        try:
-            import pandas as pd
-
-            if obj is pd.NaT:
-                return None
-        except ImportError:
-            pass
-        return isoformat()
-    try:
-        import pandas as pd
-
-        if obj is pd.NA or obj is pd.NaT:
-            return None
-    except ImportError:
-        pass
-    raise ValueError(f"cannot store a {type(obj).__name__} in JSON ({obj!r:.80}); convert it to a number, string, list or dict")
-
-
-def dumps_strict(obj: Any, indent: int | None = 2) -> str:
-    return json.dumps(to_jsonable(obj), indent=indent, ensure_ascii=False, allow_nan=False)
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write via a temp file in the same folder, fsync, then ``os.replace``: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
-    return path
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ import yaml
 import ragnb
 from ragnb import config
 from ragnb.reports.report import find_secret, notebook_to_html, write_index
-from ragnb.runs.record import append_run_record, atomic_write_text, build_record, check_run_id, dumps_strict, new_run_id
+from ragnb.runs.record import append_run_record, build_record, check_run_id, new_run_id
+from ragnb.io import atomic_write_text, dumps_strict
 
 # Short name → notebook stem, in the order `ragnb demo` runs them (the dashboard last: it reads the run record).
 NOTEBOOKS: dict[str, str] = {

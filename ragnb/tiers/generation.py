@@ -47,7 +47,7 @@ from ragnb.llm.client import LLMPermanentError, run_sync
 from ragnb.metrics.fallback import context_utilization, faithfulness_fallback, hallucination_rate, split_sentences
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.text import exact_match_rate, semantic_consistency, text_metrics
-from ragnb.runs.record import to_jsonable
+from ragnb.io import to_jsonable
 from ragnb.rag.system import BaselineSystem, Context, as_contexts
 
 TIER2_JUDGED = ("faithfulness", "answer_relevance", "answer_correctness")

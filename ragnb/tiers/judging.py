@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
 from ragnb.metrics import classification as cls
 from ragnb.metrics.stats import aggregate as _stats_aggregate
-from ragnb.runs.record import to_jsonable
+from ragnb.io import to_jsonable
 
 BEGIN_DIR = Path(__file__).resolve().parent.parent / "data" / "begin_groundedness"
 BEGIN_FILE = BEGIN_DIR / "begin_dev.jsonl.gz"

@@ -1,0 +1,197 @@
+"""Small shared readers, writers and parsers: each exists once here and everything else imports it.
+
+* strict JSON (:func:`to_jsonable`, :func:`dumps_strict`) and atomic files (:func:`atomic_write_text`);
+* text files, plain or gzip, with errors that name the file (:func:`read_text`);
+* JSON / JSON Lines records with the place of each one for messages (:func:`iter_json_records`);
+* comma-separated lists (:func:`comma_list`) and yes/no words (:func:`parse_yes_no`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gzip
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+# --------------------------------------------------------------------------------------------
+# Strict JSON and atomic files
+# --------------------------------------------------------------------------------------------
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert to strict-JSON-compatible values: NaN/±inf → None, numpy/pandas scalars → Python,
+    arrays/tuples/sets → lists, Paths and timestamps → strings. Unknown objects raise ValueError."""
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((to_jsonable(v) for v in obj), key=repr)
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (_dt.datetime, _dt.date)):
+        return obj.isoformat()
+    tolist = getattr(obj, "tolist", None)  # numpy scalars and arrays
+    if callable(tolist) and type(obj).__module__.startswith("numpy"):
+        return to_jsonable(tolist())
+    if _is_pandas_missing(obj):
+        return None
+    isoformat = getattr(obj, "isoformat", None)  # pandas Timestamp
+    if callable(isoformat):
+        return isoformat()
+    raise ValueError(f"cannot store a {type(obj).__name__} in JSON ({obj!r:.80}); convert it to a number, string, list or dict")
+
+
+def _is_pandas_missing(obj: Any) -> bool:
+    try:
+        import pandas as pd
+    except ImportError:
+        return False
+    return obj is pd.NA or obj is pd.NaT
+
+
+def dumps_strict(obj: Any, indent: int | None = 2) -> str:
+    """JSON text with NaN/inf as null (never the non-standard ``NaN``), UTF-8 kept as is."""
+    return json.dumps(to_jsonable(obj), indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write via a temp file in the same folder, fsync, then ``os.replace``: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Reading files
+# --------------------------------------------------------------------------------------------
+
+JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
+
+
+def is_json_lines(path: str | Path) -> bool:
+    """``x.jsonl``, ``x.ndjson`` and their ``.gz`` forms hold one JSON value per line."""
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    return bool(suffixes) and suffixes[-1] in JSON_LINES_SUFFIXES
+
+
+def read_text(path: str | Path, what: str = "file") -> str:
+    """The whole UTF-8 text of ``path`` (gunzipped when it ends in ``.gz``); ValueError naming the file and
+    the fix when it is missing, not UTF-8 or a broken gzip."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{p}: {what} not found")
+    try:
+        if p.suffix.lower() == ".gz":
+            with gzip.open(p, "rt", encoding="utf-8") as fh:
+                return fh.read()
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason}); re-save the {what} as UTF-8") from None
+    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+        raise ValueError(f"{p}: cannot read the {what} ({exc}); check that it is complete") from None
+
+
+def iter_json_records(path: str | Path, what: str = "file", text: str | None = None) -> Iterator[tuple[str, Any]]:
+    """(where, value) for every record of a JSON Lines file (one value per non-empty line, ``where`` =
+    ``"<path>:<line>"``) or a JSON file holding an array, or an object with an ``items`` array (``where`` =
+    ``"<path>: item <i>"``, 0-based). Values are yielded as parsed; the caller checks their shape."""
+    p = Path(path)
+    text = read_text(p, what) if text is None else text
+    if is_json_lines(p):
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                yield f"{p}:{lineno}", json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{p}:{lineno}: invalid JSON at column {exc.colno} ({exc.msg}); "
+                                 "each line must be one JSON object") from None
+        return
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        hint = " (one object per line? name the file .jsonl)" if exc.msg == "Extra data" else ""
+        raise ValueError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from None
+    if isinstance(data, dict) and isinstance(data.get("items"), list):
+        data = data["items"]
+    if not isinstance(data, list):
+        raise ValueError(f"{p}: expected a JSON array of {what} records, or an object with an 'items' array")
+    for i, value in enumerate(data):
+        yield f"{p}: item {i}", value
+
+
+# --------------------------------------------------------------------------------------------
+# Small parsers
+# --------------------------------------------------------------------------------------------
+
+
+def comma_list(value: str | Iterable[str] | None, what: str = "value") -> list[str]:
+    """``"a, b,,c"`` → ``["a", "b", "c"]``; a list/tuple is stripped the same way; None or "" → ``[]``."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        parts: Iterable[Any] = value.split(",")
+    elif isinstance(value, (list, tuple)):
+        parts = value
+    else:
+        raise ValueError(f"{what} must be a comma-separated text such as 'a,b', got {value!r}")
+    out = []
+    for part in parts:
+        if not isinstance(part, str):
+            raise ValueError(f"{what}: {part!r} is not text; give names such as 'a,b'")
+        if part.strip():
+            out.append(part.strip())
+    return out
+
+
+YES_WORDS = frozenset({"1", "true", "yes", "y", "show", "positive", "да"})
+NO_WORDS = frozenset({"0", "false", "no", "n", "no_show", "no-show", "noshow", "negative", "нет"})
+
+
+def parse_yes_no(value: Any) -> bool | None:
+    """True/False for a yes/no answer — bool, 0/1 (int or float), or one of :data:`YES_WORDS` /
+    :data:`NO_WORDS` in any case (English and Russian) — and None for anything else (the caller says
+    what it expected)."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return bool(value) if value in (0, 1) else None
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in YES_WORDS:
+            return True
+        if word in NO_WORDS:
+            return False
+    return None
