@@ -36,8 +36,8 @@ def test_git_info_outside_a_repo(tmp_path, monkeypatch):
         ("hit_rate@1", 0.81, "excellent"), ("hit_rate@1", 0.8, "good"), ("hit_rate@1", 0.5, "good"),
         ("hit_rate@1", 0.4999, "attention"), ("mrr", 1.0, "excellent"), ("mrr", 0.0, "attention"),
         ("ndcg@10", 0.8000001, "excellent"), ("ndcg@10", 0.65, "good"),
-        ("faithfulness", 0.9, "good"), ("faithfulness", 0.91, "excellent"), ("faithfulness", 0.7, "good"),
-        ("faithfulness", 0.69, "attention"),
+        ("judge_faithfulness", 0.9, "good"), ("judge_faithfulness", 0.91, "excellent"),
+        ("judge_faithfulness", 0.7, "good"), ("judge_faithfulness", 0.69, "attention"),
         ("e2e_score", 0.8, "good"), ("e2e_score", 0.6, "good"), ("e2e_score", 0.59, "attention"),
         ("judge_pipeline_accuracy", 0.95, "good"), ("judge_pipeline_accuracy", 0.951, "excellent"),
         ("judge_pipeline_accuracy", 0.85, "good"), ("judge_pipeline_accuracy", 0.849, "attention"),
@@ -50,7 +50,7 @@ def test_status_boundaries(metric, value, expected):
 
 
 def test_status_of_missing_and_unknown():
-    assert set(THRESHOLDS) == {"hit_rate@1", "mrr", "ndcg@10", "faithfulness", "e2e_score",
+    assert set(THRESHOLDS) == {"hit_rate@1", "mrr", "ndcg@10", "judge_faithfulness", "e2e_score",
                                "judge_pipeline_accuracy", "judge_consistency"}
     assert status_of("hit_rate@5", 0.1) is None
     assert status_of("mrr", math.nan) is None
