@@ -26,8 +26,8 @@ class TierSpec:
 
     ``name``: short name (``ragnb run tier1``); ``stem``: notebook file stem in ``ragnb/notebooks/`` (and of its
     ``<stem>.metrics.json``); ``record_key``: its block in a schema-2.0 run record (``tier_1_metrics``), None for
-    notebooks whose metrics land in the record's ``other_metrics`` under their stem; ``label``: name in
-    summaries and pages. ``thresholds``: ``{metric: (excellent_above, attention_below)}``; ``llm_judged``: those of
+    notebooks whose metrics land in the record's ``other_metrics`` under their stem (records, summaries and
+    pages then name them by stem); ``label``: name of a record block in summaries and pages. ``thresholds``: ``{metric: (excellent_above, attention_below)}``; ``llm_judged``: those of
     them that grade an LLM judge's verdicts, so they are not graded when the block's ``judge_backend`` is the
     offline fallback (a deterministic judge agrees with itself; extractive answers copy their context).
     ``headline``: metrics the executive summary names when the block has no graded metric (else its first
@@ -125,7 +125,6 @@ TIER_KEY: dict[str, str] = {s.stem: s.record_key for s in TIERS if s.record_key}
 TIER_KEYS: tuple[str, ...] = tuple(TIER_KEY.values())  # record keys in schema order
 THRESHOLDS: dict[str, tuple[float, float]] = _union("thresholds")
 LLM_JUDGED: frozenset[str] = frozenset(m for s in TIERS for m in s.llm_judged)
-POST_RECORD: tuple[str, ...] = tuple(s.stem for s in TIERS if s.post_record)
 
 
 def by_name(name: str) -> TierSpec | None:

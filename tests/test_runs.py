@@ -174,3 +174,23 @@ def test_empty_file_counts_as_no_runs(tmp_path):
     path.write_text("  \n")
     append_run_record(path, {"id": "x"})
     assert runs.load_runs(path) == [{"id": "x"}]
+
+
+def test_tier_spec_lookups_and_old_faithfulness_keys():
+    from ragnb import spec
+
+    assert [t.record_key for t in spec.TIERS if t.record_key] == list(spec.TIER_KEYS)
+    assert spec.by_name("tier1") is spec.by_stem("tier1_retrieval") is spec.by_record_key("tier_1_metrics")
+    assert spec.by_name("nope") is None and spec.by_record_key(None) is None
+    assert [t.stem for t in spec.TIERS if t.post_record] == ["dashboard"]
+    # old records: Tier 2/3 "faithfulness" was the judge's score, or the fallback's when no LLM was configured
+    judged = {"faithfulness": {"mean": 0.5}, "judge_backend": "openai-compatible"}
+    offline = {"faithfulness": {"mean": 0.5}, "judge_backend": "offline-fallback"}
+    assert spec.current_key("faithfulness", "tier_2_metrics", judged) == "judge_faithfulness"
+    assert spec.current_key("faithfulness", "tier_3_metrics", offline) == "fallback_faithfulness"
+    assert spec.current_key("faithfulness", "rag_metrics") == "faithfulness"
+    assert overall_status({"tier_2_metrics": judged}) == "attention"
+    assert overall_status({"tier_2_metrics": offline}) == "no-data"
+    assert overall_status({"tier_3_metrics": {"judge_faithfulness": 0.95, "e2e_score": 0.7}}) == "good"
+    assert status_of("faithfulness", 0.5) is None  # the ragas-style statement ratio has no threshold
+    assert status_of("fallback_faithfulness", 0.5) is None
