@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import ragnb
 from ragnb import config, spec
-from ragnb.io import atomic_write_text, dumps_strict, read_text
+from ragnb.io import atomic_write_text, comma_list, dumps_strict, read_text
 from ragnb.reports.html import notebook_to_html, write_index
 from ragnb.runs.params import Notebook, declared_params, load_params_file, merge_params, resolve
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
@@ -142,8 +142,7 @@ def _combo_slug(judge: str | None, gen: str | None) -> str:
 
 def _model_combos(judge_models: list[str] | None, generation_models: list[str] | None) -> list[tuple[str | None, str | None]]:
     """Every (judge model × generation model) pair of a multi-model sweep; [] when no sweep was asked for."""
-    judges = [m.strip() for m in (judge_models or []) if m and m.strip()]
-    gens = [m.strip() for m in (generation_models or []) if m and m.strip()]
+    judges, gens = comma_list(judge_models, "judge_models"), comma_list(generation_models, "generation_models")
     for label, models in (("--judge-models", judges), ("--generation-models", gens)):
         if len(set(models)) != len(models):
             raise ValueError(f"{label} names a model twice: {models}")
