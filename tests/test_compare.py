@@ -12,10 +12,8 @@ import pytest
 from scipy import stats
 
 from ragnb.runs import compare
-from ragnb.runs.compare import (
-    align, choose_runs, compare_runs, higher_is_better, holm, mcnemar_exact, paired_test, runs_frame, sign_flip_test,
-    verdict, wilcoxon_p,
-)
+from ragnb.runs.compare import align, choose_runs, compare_runs, higher_is_better, runs_frame
+from ragnb.runs.significance import holm, mcnemar_exact, paired_test, sign_flip_test, verdict, wilcoxon_p
 
 # --------------------------------------------------------------------------------------------
 # Synthetic runs with known numbers (also used by test_dashboard.py)

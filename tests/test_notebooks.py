@@ -103,7 +103,7 @@ def test_notebooks_are_committed_clean_and_paired():
     import nbformat
     import papermill as pm
 
-    from ragnb.runs.runner import NOTEBOOKS
+    from ragnb.spec import NOTEBOOKS
 
     for stem in NOTEBOOKS.values():
         path = REPO / "notebooks" / f"{stem}.ipynb"

@@ -9,10 +9,8 @@ import plotly.graph_objects as go
 import pytest
 
 from ragnb.reports import report
-from ragnb.reports.report import (
-    PLOTLY_MIME, header_html, index_html, notebook_to_html, plotly_mimebundle, table_html, write_index,
-    write_metrics,
-)
+from ragnb.reports.html import index_html, notebook_to_html, write_index
+from ragnb.reports.report import PLOTLY_MIME, header_html, plotly_mimebundle, table_html, write_metrics
 
 XSS = "<script>alert('x')</script>"
 

@@ -8,7 +8,8 @@ import nbformat
 import pytest
 
 from ragnb.runs import runner
-from ragnb.runs.runner import NOTEBOOKS, TIER_KEY, run_notebooks
+from ragnb.runs.runner import run_notebooks
+from ragnb.spec import NOTEBOOKS, TIER_KEY
 
 FIXTURES = Path(__file__).parent / "fixtures"
 pytestmark = pytest.mark.slow
@@ -25,7 +26,7 @@ def tiny_run(tmp_path_factory):
 
 def test_contract_names():
     from ragnb.runs.runner import notebooks_dir
-    from ragnb.runs.record import TIER_KEYS
+    from ragnb.spec import TIER_KEYS
 
     assert NOTEBOOKS["tier0"] == "tier0_embeddings" and NOTEBOOKS["tier1"] == "tier1_retrieval"
     for stem in NOTEBOOKS.values():  # every short name points at a committed notebook

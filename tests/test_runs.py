@@ -36,8 +36,8 @@ def test_git_info_outside_a_repo(tmp_path, monkeypatch):
         ("hit_rate@1", 0.81, "excellent"), ("hit_rate@1", 0.8, "good"), ("hit_rate@1", 0.5, "good"),
         ("hit_rate@1", 0.4999, "attention"), ("mrr", 1.0, "excellent"), ("mrr", 0.0, "attention"),
         ("ndcg@10", 0.8000001, "excellent"), ("ndcg@10", 0.65, "good"),
-        ("faithfulness", 0.9, "good"), ("faithfulness", 0.91, "excellent"), ("faithfulness", 0.7, "good"),
-        ("faithfulness", 0.69, "attention"),
+        ("judge_faithfulness", 0.9, "good"), ("judge_faithfulness", 0.91, "excellent"),
+        ("judge_faithfulness", 0.7, "good"), ("judge_faithfulness", 0.69, "attention"),
         ("e2e_score", 0.8, "good"), ("e2e_score", 0.6, "good"), ("e2e_score", 0.59, "attention"),
         ("judge_pipeline_accuracy", 0.95, "good"), ("judge_pipeline_accuracy", 0.951, "excellent"),
         ("judge_pipeline_accuracy", 0.85, "good"), ("judge_pipeline_accuracy", 0.849, "attention"),
@@ -50,7 +50,7 @@ def test_status_boundaries(metric, value, expected):
 
 
 def test_status_of_missing_and_unknown():
-    assert set(THRESHOLDS) == {"hit_rate@1", "mrr", "ndcg@10", "faithfulness", "e2e_score",
+    assert set(THRESHOLDS) == {"hit_rate@1", "mrr", "ndcg@10", "judge_faithfulness", "e2e_score",
                                "judge_pipeline_accuracy", "judge_consistency"}
     assert status_of("hit_rate@5", 0.1) is None
     assert status_of("mrr", math.nan) is None
@@ -174,3 +174,23 @@ def test_empty_file_counts_as_no_runs(tmp_path):
     path.write_text("  \n")
     append_run_record(path, {"id": "x"})
     assert runs.load_runs(path) == [{"id": "x"}]
+
+
+def test_tier_spec_lookups_and_old_faithfulness_keys():
+    from ragnb import spec
+
+    assert [t.record_key for t in spec.TIERS if t.record_key] == list(spec.TIER_KEYS)
+    assert spec.by_name("tier1") is spec.by_stem("tier1_retrieval") is spec.by_record_key("tier_1_metrics")
+    assert spec.by_name("nope") is None and spec.by_record_key(None) is None
+    assert [t.stem for t in spec.TIERS if t.post_record] == ["dashboard"]
+    # old records: Tier 2/3 "faithfulness" was the judge's score, or the fallback's when no LLM was configured
+    judged = {"faithfulness": {"mean": 0.5}, "judge_backend": "openai-compatible"}
+    offline = {"faithfulness": {"mean": 0.5}, "judge_backend": "offline-fallback"}
+    assert spec.current_key("faithfulness", "tier_2_metrics", judged) == "judge_faithfulness"
+    assert spec.current_key("faithfulness", "tier_3_metrics", offline) == "fallback_faithfulness"
+    assert spec.current_key("faithfulness", "rag_metrics") == "faithfulness"
+    assert overall_status({"tier_2_metrics": judged}) == "attention"
+    assert overall_status({"tier_2_metrics": offline}) == "no-data"
+    assert overall_status({"tier_3_metrics": {"judge_faithfulness": 0.95, "e2e_score": 0.7}}) == "good"
+    assert status_of("faithfulness", 0.5) is None  # the ragas-style statement ratio has no threshold
+    assert status_of("fallback_faithfulness", 0.5) is None

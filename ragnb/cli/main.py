@@ -118,10 +118,10 @@ def db_index(
 
 
 def _parse_map(spec: str | None) -> dict[str, str]:
-    if not spec:
-        return {}
+    from ragnb.io import comma_list
+
     out = {}
-    for part in spec.split(","):
+    for part in comma_list(spec, "--map"):
         field, sep, column = part.partition("=")
         if not sep or not field.strip() or not column.strip():
             raise ValueError(f"--map {spec!r}: write FIELD=COLUMN pairs separated by commas, e.g. id=doc_id,url=link")
@@ -243,9 +243,10 @@ def metrics_retrieval(
 ) -> None:
     """Aggregate retrieval metrics of any run as JSON (mean, ci95, n, n_valid, n_failed per metric)."""
     from ragnb.datasets import trec
+    from ragnb.io import comma_list
 
     try:
-        _print_json(trec.evaluate_files(run, qrels, [m.strip() for m in metrics.split(",") if m.strip()]))
+        _print_json(trec.evaluate_files(run, qrels, comma_list(metrics, "--metrics")))
     except ValueError as exc:
         _fail(exc)
 
@@ -271,7 +272,13 @@ def _report(result) -> None:
         raise SystemExit(1)
 
 
-@click.command("run", context_settings={"help_option_names": ["-h", "--help"]})
+def _notebook_listing() -> str:
+    from ragnb.spec import TIERS
+
+    return "Notebooks (short name: stem): " + "; ".join(f"{t.name}: {t.stem}" for t in TIERS) + "."
+
+
+@click.command("run", context_settings={"help_option_names": ["-h", "--help"]}, epilog=_notebook_listing())
 @click.argument("notebooks", nargs=-1, required=True)
 @click.option("-p", "--parameter", "parameters", nargs=2, multiple=True, metavar="NAME VALUE",
               help="Notebook parameter (repeatable), e.g. -p top_k 10.")
@@ -285,14 +292,13 @@ def run_command(notebooks: tuple[str, ...], parameters: tuple[tuple[str, str], .
     """Execute report notebooks (tier0, tier1, …) and write HTML, metrics JSON and the run record."""
     from ragnb.runs.runner import run_notebooks
 
+    from ragnb.io import comma_list
+
     params = {name: _parse_value(value) for name, value in parameters}
-
-    def split(text: str | None) -> list[str] | None:
-        return [m.strip() for m in text.split(",") if m.strip()] if text else None
-
     try:
         result = run_notebooks(list(notebooks), params, params_file=params_file, run_id=run_id,
-                               judge_models=split(judge_models), generation_models=split(generation_models))
+                               judge_models=comma_list(judge_models, "--judge-models") or None,
+                               generation_models=comma_list(generation_models, "--generation-models") or None)
     except ValueError as exc:
         _fail(exc)
     _report(result)
@@ -309,7 +315,8 @@ def demo(
 ) -> None:
     """The main job on the embedded defaults: load and embed the bundled corpus, run every report, print the index."""
     from ragnb.runs.demo import LANGUAGES, ensure_demo
-    from ragnb.runs.runner import NOTEBOOKS, run_notebooks
+    from ragnb.runs.runner import run_notebooks
+    from ragnb.spec import TIERS
 
     try:
         db, stats = ensure_demo(language, progress=sys.stderr.isatty())
@@ -324,7 +331,7 @@ def demo(
             ref = run_notebooks(["tier1"], {"language": other}, params_file=file)
             if ref.failures:
                 _report(ref)
-        result = run_notebooks(list(NOTEBOOKS), {"language": language}, params_file=file, run_id=run_id)
+        result = run_notebooks([t.name for t in TIERS], {"language": language}, params_file=file, run_id=run_id)
     except ValueError as exc:
         _fail(exc)
     _report(result)

@@ -1,7 +1,7 @@
-"""Report helpers used inside notebooks and by the runner.
+"""Report helpers used inside notebooks: figures, tables, the banner, and the metrics files.
 
-Everything here renders offline: plotly.js is embedded once per page, the nbconvert template has its
-CDN scripts (require.js, MathJax, mermaid, widgets) removed, and all corpus/user text is HTML-escaped.
+Everything here renders offline: plotly.js is embedded once per page and all corpus/user text is
+HTML-escaped. Rendering executed notebooks and the run's index page: :mod:`ragnb.reports.html`.
 """
 
 from __future__ import annotations
@@ -16,17 +16,15 @@ import uuid
 import warnings
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pandas as pd
 
 from ragnb.config import redact_url
-from ragnb.runs.record import TIER_KEYS, TIER_LABELS, format_aggregate, iter_aggregates, block_status
 from ragnb.io import atomic_write_text, dumps_strict
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
-_LIB_MARK = 'data-ragnb-plotlyjs="inline"'
-_FIG_MARK = "data-ragnb-plotly="
+PLOTLY_LIB_MARK = 'data-ragnb-plotlyjs="inline"'
+PLOTLY_FIG_MARK = "data-ragnb-plotly="
 
 # --------------------------------------------------------------------------------------------
 # Secrets
@@ -96,7 +94,7 @@ def plotlyjs_html() -> str:
     return (
         "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};"
         "window.__ragnbDefine = window.define; window.define = undefined;</script>"
-        f"<script {_LIB_MARK}>{get_plotlyjs()}</script>"
+        f"<script {PLOTLY_LIB_MARK}>{get_plotlyjs()}</script>"
         "<script>window.define = window.__ragnbDefine;</script>"
     )
 
@@ -110,7 +108,7 @@ def figure_html(fig_json: dict, include_plotlyjs: bool) -> str:
     missing = ("<p style=\"color:#b00\">plotly.js is not loaded: re-run the notebook from the top "
                "(ragnb.reports.report.show embeds it with the first chart).</p>")
     return (
-        f'<div class="ragnb-plotly" {_FIG_MARK}"{"lib" if include_plotlyjs else "ref"}">'
+        f'<div class="ragnb-plotly" {PLOTLY_FIG_MARK}"{"lib" if include_plotlyjs else "ref"}">'
         + (plotlyjs_html() if include_plotlyjs else "")
         + f'<div id="{div_id}" class="plotly-graph-div" style="height:{int(height)}px; width:100%;"></div>'
         "<script>(function () {"
@@ -304,242 +302,3 @@ def _to_parquet(df: pd.DataFrame, path: str) -> None:
         warnings.warn(f"per-item columns {mixed} stored as text in parquet ({exc})", stacklevel=3)
         df.assign(**{str(c): df[c].map(lambda v: v if v is None else str(v)) for c in mixed}).to_parquet(
             path, index=False)
-
-
-# --------------------------------------------------------------------------------------------
-# Notebook → HTML
-# --------------------------------------------------------------------------------------------
-
-_OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
-{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
-"""
-
-
-def notebook_title(nb: Any, default: str) -> str:
-    """The first Markdown heading, else the :func:`header` banner's title, else ``default``."""
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            m = re.search(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", cell.source, flags=re.M)
-            if m:
-                return re.sub(r"[*_`]", "", m.group(1)).strip()
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            m = re.search(r'data-ragnb-title="([^"]*)"', str(out.get("data", {}).get("text/html", "")))
-            if m:
-                return html.unescape(m.group(1))
-    return default
-
-
-def _make_plotly_offline(nb: Any) -> None:
-    """Every plotly output gets offline text/html, and plotly.js precedes the first one."""
-    first = None
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            data = out.get("data") or {}
-            if PLOTLY_MIME not in data:
-                continue
-            page = data.get("text/html")
-            page = "".join(page) if isinstance(page, list) else (page or "")
-            if _FIG_MARK not in page:  # e.g. fig.show() output: rebuild from the figure JSON
-                page = figure_html(data[PLOTLY_MIME], include_plotlyjs=False)
-            if first is None:
-                first = data
-                if _LIB_MARK not in page:
-                    page = plotlyjs_html() + page
-            data["text/html"] = page
-
-
-def notebook_to_html(ipynb_path: str | Path, html_path: str | Path, hide_code: bool = True) -> Path:
-    """Render an executed notebook to self-contained HTML (nbconvert lab template, no CDN scripts).
-
-    Code inputs and prompts are hidden by default; outputs (including tracebacks of a failed cell) stay.
-    The page title is the notebook's first heading.
-    """
-    import nbformat
-    from jinja2 import DictLoader
-    from nbconvert.exporters import HTMLExporter
-
-    ipynb_path, html_path = Path(ipynb_path), Path(html_path)
-    if not ipynb_path.is_file():
-        raise ValueError(f"{ipynb_path}: notebook not found")
-    nb = nbformat.read(ipynb_path, as_version=4)
-    # The offline template has no widget manager: without saved widget state nbconvert renders each widget
-    # output's text/html fallback instead of an empty widget view.
-    nb.metadata.pop("widgets", None)
-    _make_plotly_offline(nb)
-    nb.metadata["title"] = notebook_title(nb, ipynb_path.stem)
-    exporter = HTMLExporter(
-        template_name="lab",
-        extra_loaders=[DictLoader({"ragnb_offline.html.j2": _OFFLINE_TEMPLATE})],
-        template_file="ragnb_offline.html.j2",
-        exclude_input=hide_code,
-        exclude_input_prompt=hide_code,
-        exclude_output_prompt=hide_code,
-    )
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": ipynb_path.stem}})
-    return atomic_write_text(html_path, body)
-
-
-# --------------------------------------------------------------------------------------------
-# Run index page
-# --------------------------------------------------------------------------------------------
-
-STATUS_COLOURS: dict[str, tuple[str, str]] = {  # status → (text, background)
-    "excellent": ("#116329", "#dafbe1"),
-    "good": ("#0550ae", "#ddf4ff"),
-    "attention": ("#a40e26", "#ffebe9"),
-    "failed": ("#ffffff", "#cf222e"),
-    "ok": ("#116329", "#dafbe1"),
-    "skipped": ("#57606a", "#eaeef2"),
-    "no-data": ("#57606a", "#eaeef2"),
-}
-
-_INDEX_CSS = """
-body{font-family:-apple-system,BlinkMacSystemFont,"Segoe UI",Helvetica,Arial,sans-serif;margin:24px auto;
-max-width:1100px;padding:0 16px;color:#1f2328}
-h1{font-size:1.7em;margin-bottom:4px} h2{font-size:1.25em;margin-top:28px;border-bottom:1px solid #d0d7de}
-table{border-collapse:collapse;font-size:14px;margin:8px 0} th,td{border:1px solid #d0d7de;padding:4px 10px;
-text-align:left;vertical-align:top} th{background:#f6f8fa} .meta td,.meta th{border:0;padding:2px 14px 2px 0}
-.badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;font-size:13px}
-.summary{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:10px 14px}
-pre{white-space:pre-wrap;font-size:12px;background:#fff8f8;border:1px solid #ffcecb;padding:6px;margin:4px 0}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
-"""
-
-
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
-
-
-def _badge(status: str | None) -> str:
-    if not status:
-        return "—"
-    fg, bg = STATUS_COLOURS.get(status, ("#1f2328", "#eaeef2"))
-    return f'<span class="badge" style="color:{fg};background:{bg}">{_e(status)}</span>'
-
-
-def _link(run_dir: Path, target: Any, label: str) -> str:
-    if not target:
-        return "—"
-    p = Path(str(target))
-    if p.is_absolute():
-        rel = os.path.relpath(p, run_dir)
-        exists = p.exists()
-    else:
-        rel, exists = str(p), (run_dir / p).exists()
-    if not exists:
-        return f'<span style="color:#57606a">{_e(label)} (missing)</span>'
-    return f'<a href="{_e(quote(Path(rel).as_posix()))}">{_e(label)}</a>'
-
-
-def _metric_rows(record: dict) -> str:
-    blocks = [(k, TIER_LABELS.get(k, k), record.get(k)) for k in TIER_KEYS]
-    blocks += [(k, k, v) for k, v in sorted((record.get("other_metrics") or {}).items())]
-    rows = []
-    for key, label, block in blocks:
-        for name, value in iter_aggregates(block):
-            rows.append(
-                f"<tr><td>{_e(label)}</td><td><code>{_e(name)}</code></td>"
-                f'<td class="num">{_e(format_aggregate(value))}</td><td>{_badge(block_status(name, value, key, block))}</td></tr>'
-            )
-    if not rows:
-        return "<p>No metrics were recorded.</p>"
-    return ("<table><tr><th>tier</th><th>metric</th><th>value (95% CI, n)</th><th>status</th></tr>"
-            + "".join(rows) + "</table>")
-
-
-def model_run_table(record: dict, per_tier: int = 6) -> pd.DataFrame:
-    """One row per (judge model × generation model) combination of a sweep, one column per headline metric
-    (``<tier label>: <metric>``, the mean); empty when the run was not a sweep."""
-    rows = []
-    for mr in record.get("model_runs") or []:
-        row: dict[str, Any] = {"judge model": mr.get("judge_model") or "default",
-                               "generation model": mr.get("generation_model") or "default",
-                               "status": mr.get("status")}
-        for key in TIER_KEYS:
-            block = mr.get(key)
-            if not isinstance(block, dict):
-                continue
-            for name, value in list(iter_aggregates(block))[:per_tier]:
-                row[f"{TIER_LABELS.get(key, key)}: {name}"] = value.get("mean") if isinstance(value, dict) else value
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _model_run_section(record: dict) -> str:
-    table = model_run_table(record)
-    if table.empty:
-        return ""
-    head = "".join(f"<th>{_e(c)}</th>" for c in table.columns)
-    body = "".join(
-        "<tr>" + "".join(
-            f'<td class="num">{_e(format_aggregate(v))}</td>' if isinstance(v, (int, float)) and not isinstance(v, bool)
-            else f"<td>{_badge(v) if c == 'status' else _e(v)}</td>" for c, v in row.items()
-        ) + "</tr>"
-        for row in table.to_dict("records")
-    )
-    return ("<h2>Model sweep</h2><p>Every judge × generation model combination on the same items; the top-level "
-            "metrics above are the first combination's.</p>"
-            f"<table><tr>{head}</tr>{body}</table>")
-
-
-def _report_rows(run_dir: Path, reports: list[dict]) -> str:
-    rows = []
-    for r in reports:
-        error = f"<pre>{_e(r['error'])}</pre>" if r.get("error") else ""
-        duration = f"{float(r['duration_s']):.1f} s" if r.get("duration_s") is not None else "—"
-        rows.append(
-            f"<tr><td><b>{_e(r.get('name') or r.get('stem'))}</b><br><code>{_e(r.get('stem'))}</code>{error}</td>"
-            f"<td>{_badge(r.get('status'))}</td><td>{_link(run_dir, r.get('html'), 'report (HTML)')}</td>"
-            f"<td>{_link(run_dir, r.get('ipynb'), 'notebook')}</td><td>{_link(run_dir, r.get('metrics'), 'metrics JSON')}</td>"
-            f'<td class="num">{_e(duration)}</td></tr>'
-        )
-    return ("<table><tr><th>notebook</th><th>status</th><th>report</th><th>executed notebook</th>"
-            "<th>metrics</th><th>time</th></tr>" + "".join(rows) + "</table>")
-
-
-def index_html(run_dir: str | Path, run_record: dict, reports: list[dict]) -> str:
-    """The run's index page as a string (see :func:`write_index`)."""
-    run_dir = Path(run_dir)
-    rec = run_record
-    commit = rec.get("git_commit_hash")
-    meta = [
-        ("run id", rec.get("id")), ("timestamp", rec.get("timestamp")),
-        ("git", f"{rec.get('git_branch') or '—'} @ {commit[:12] if commit else '—'}"),
-        ("author", rec.get("run_author")), ("dataset", rec.get("dataset_file")),
-        ("dataset type", rec.get("dataset_type")), ("embedding model", rec.get("embedding_model")),
-        ("judge model", rec.get("judge_model")), ("generation model", rec.get("generation_model")),
-    ]
-    meta_rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in meta if v)
-    params = rec.get("params") or {}
-    params_html = ""
-    if params:
-        params_html = "<h2>Parameters</h2>" + "".join(
-            f"<details><summary><code>{_e(nb)}</code></summary><pre style=\"background:#f6f8fa;border-color:#d0d7de\">"
-            f"{_e(json.dumps(p, indent=2, ensure_ascii=False, default=str))}</pre></details>"
-            for nb, p in params.items()
-        )
-    return (
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>ragnb run {_e(rec.get('id'))}</title><style>{_INDEX_CSS}</style></head><body>"
-        f"<h1>ragnb run <code>{_e(rec.get('id'))}</code> {_badge(rec.get('overall_status'))}</h1>"
-        f'<table class="meta">{meta_rows}</table>'
-        f"<h2>Summary</h2><p class=\"summary\">{_e(rec.get('executive_summary'))}</p>"
-        f"<h2>Reports</h2>{_report_rows(run_dir, reports)}"
-        f"<h2>Key metrics</h2>{_metric_rows(rec)}{_model_run_section(rec)}{params_html}"
-        f"<p style=\"color:#57606a;font-size:12px;margin-top:24px\">schema {_e(rec.get('schema_version'))} · "
-        "thresholds from seed 000 §11.2: excellent above the upper bound, attention below the lower bound, "
-        "good in between (bounds included).</p></body></html>\n"
-    )
-
-
-def write_index(run_dir: str | Path, run_record: dict, reports: list[dict]) -> Path:
-    """Write ``<run_dir>/index.html``: run id, time, git, overall status, executive summary, links to
-    each report's HTML / executed notebook / metrics JSON (relative), and the key metrics with status
-    colours. ``reports`` items: ``name, stem, status, html, ipynb, metrics, error, duration_s``
-    (paths absolute or relative to ``run_dir``). All text is escaped; no external resources."""
-    run_dir = Path(run_dir)
-    return atomic_write_text(run_dir / "index.html", index_html(run_dir, run_record, reports))

@@ -17,16 +17,15 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ragnb.reports import report
+from ragnb.reports.html import STATUS_COLOURS
+from ragnb.reports.html import escape as _e
 from ragnb.runs.compare import Comparison, compare_runs
-from ragnb.runs.record import STATUS_ORDER, THRESHOLDS, TIER_LABELS, canonical_metric
+from ragnb.runs.record import STATUS_ORDER
+from ragnb.spec import label_of, thresholds_of
 
-# Background bands of the seed §11.2 thresholds (colours of ragnb.reports.report.STATUS_COLOURS, lighter).
+# Background bands of the thresholds of ragnb.spec (colours of ragnb.reports.html.STATUS_COLOURS, lighter).
 BAND_COLOURS = {"attention": "#ffebe9", "good": "#ddf4ff", "excellent": "#dafbe1"}
 VERDICT_COLOURS = {"better": "#1a7f37", "worse": "#cf222e", "other": "#57606a"}
-
-
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
 
 
 def _html(markup: str, text: str) -> None:
@@ -48,9 +47,9 @@ def _html(markup: str, text: str) -> None:
 
 
 def threshold_bands(metric: str, tier_key: str | None = None, y_max: float = 1.0) -> list[dict]:
-    """Plotly rectangle shapes (paper-wide, behind the data) for the metric's §11.2 bands:
+    """Plotly rectangle shapes (paper-wide, behind the data) for the metric's threshold bands (ragnb.spec):
     attention [0, lower), good [lower, upper], excellent (upper, max(1, y_max)]. ``[]`` without thresholds."""
-    bounds = THRESHOLDS.get(canonical_metric(metric, tier_key))
+    bounds = thresholds_of(metric, tier_key)
     if bounds is None:
         return []
     excellent_above, attention_below = bounds
@@ -68,14 +67,14 @@ def threshold_bands(metric: str, tier_key: str | None = None, y_max: float = 1.0
 def trend_figure(frame: pd.DataFrame, tier_key: str) -> go.Figure | None:
     """Every metric of one tier over the runs (x = run id in time order, y = mean with its 95% CI as error
     bars). With several metrics a dropdown picks one (plotly.js, so it works in the static HTML too);
-    thresholded metrics come first and show their §11.2 bands (attention / good / excellent) behind the line.
+    thresholded metrics come first and show their threshold bands (attention / good / excellent) behind the line.
     None when the tier has no rows."""
     rows = frame[frame["tier_key"] == tier_key]
     if rows.empty:
         return None
     order = (frame.drop_duplicates("run_id").sort_values("order")["run_id"].tolist())
     first_seen = list(dict.fromkeys(rows["metric"]))
-    names = sorted(first_seen, key=lambda n: (canonical_metric(n, tier_key) not in THRESHOLDS, first_seen.index(n)))
+    names = sorted(first_seen, key=lambda n: (thresholds_of(n, tier_key) is None, first_seen.index(n)))
     fig = go.Figure()
     shapes, titles = [], []
     for i, name in enumerate(names):
@@ -97,8 +96,8 @@ def trend_figure(frame: pd.DataFrame, tier_key: str) -> go.Figure | None:
         ))
         y_max = float(np.nanmax(m[["mean", "ci_hi"]].to_numpy(dtype=float))) if len(m) else 1.0
         shapes.append(threshold_bands(name, tier_key, y_max if math.isfinite(y_max) else 1.0))
-        bounds = THRESHOLDS.get(canonical_metric(name, tier_key))
-        titles.append(f"{TIER_LABELS.get(tier_key, tier_key)}: {html.escape(name)} over runs"
+        bounds = thresholds_of(name, tier_key)
+        titles.append(f"{label_of(tier_key)}: {html.escape(name)} over runs"
                       + (f"<br><sup>bands: attention < {bounds[1]} ≤ good ≤ {bounds[0]} < excellent</sup>"
                          if bounds else ""))
     fig.update_layout(shapes=shapes[0], title=titles[0], height=380, showlegend=False,
@@ -145,7 +144,7 @@ def runs_table(runs: list[dict]) -> pd.DataFrame:
 def status_html(record: dict) -> str:
     """The latest run's overall status badge and executive summary, escaped."""
     status = record.get("overall_status") or "no-data"
-    fg, bg = report.STATUS_COLOURS.get(status, ("#1f2328", "#eaeef2"))
+    fg, bg = STATUS_COLOURS.get(status, ("#1f2328", "#eaeef2"))
     return (
         '<div style="border:1px solid #d0d7de;border-radius:6px;padding:10px 14px;margin:8px 0">'
         f'<div style="font-size:1.1em;margin-bottom:6px">Latest run <code>{_e(record.get("id"))}</code> '

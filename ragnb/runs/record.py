@@ -1,4 +1,4 @@
-"""Run records: ids, git info, thresholds and status, executive summary, atomic append.
+"""Run records: ids, git info, status (thresholds from :mod:`ragnb.spec`), executive summary, atomic append.
 
 A run record follows seed 001's ``benchmark_runs.json`` schema 2.0 (one JSON object per run in a
 JSON array). ragnb adds a few fields of its own after the schema fields (``reports``, ``failures``,
@@ -20,8 +20,12 @@ from typing import Any, Iterator
 
 from filelock import FileLock
 
+from ragnb import spec
 from ragnb.config import SCHEMA_VERSION
-from ragnb.io import atomic_write_text, dumps_strict, to_jsonable
+from ragnb.io import atomic_write_text, dumps_strict, read_text, to_jsonable
+from ragnb.spec import THRESHOLDS, TIER_KEYS
+
+RUNS_FILE = "benchmark_runs.json"  # every run's record, in the outputs folder
 
 # --------------------------------------------------------------------------------------------
 # Ids, git, author
@@ -81,47 +85,10 @@ def git_info(cwd: str | Path = ".") -> dict[str, str | None]:
 
 
 # --------------------------------------------------------------------------------------------
-# Thresholds (seed 000 §11.2)
+# Status (thresholds of ragnb.spec; see docs/metrics.md, Thresholds)
 # --------------------------------------------------------------------------------------------
 
-# metric → (excellent_above, attention_below). Seed table: "Отлично > 0.8 · Хорошо 0.5–0.8 ·
-# Требует внимания < 0.5", so a value equal to either bound is "good" (0.8 → good, 0.5 → good).
-THRESHOLDS: dict[str, tuple[float, float]] = {
-    "hit_rate@1": (0.8, 0.5),
-    "mrr": (0.8, 0.5),
-    "ndcg@10": (0.8, 0.5),
-    "faithfulness": (0.9, 0.7),
-    "e2e_score": (0.8, 0.6),
-    "judge_pipeline_accuracy": (0.95, 0.85),
-    "judge_consistency": (0.95, 0.85),
-}
-
-# Inside some tier blocks a metric has a short name; map it to its canonical threshold name.
-TIER_ALIASES: dict[str, dict[str, str]] = {
-    "tier_judge_pipeline_metrics": {"accuracy": "judge_pipeline_accuracy"},
-    "tier_judge_metrics": {"consistency": "judge_consistency", "consistency_score": "judge_consistency"},
-}
-
-TIER_KEYS: tuple[str, ...] = (
-    "tier_0_metrics", "tier_1_metrics", "tier_2_metrics", "tier_3_metrics", "tier_judge_metrics",
-    "tier_judge_pipeline_metrics", "tier_ux_metrics", "real_user_metrics", "utilization_metrics",
-    "topic_coverage_metrics", "domain_analysis_metrics",
-)
-
-TIER_LABELS: dict[str, str] = {
-    "tier_0_metrics": "Tier 0 (embeddings)", "tier_1_metrics": "Tier 1 (retrieval)",
-    "tier_2_metrics": "Tier 2 (generation)", "tier_3_metrics": "Tier 3 (end-to-end)",
-    "tier_judge_metrics": "Tier Judge", "tier_judge_pipeline_metrics": "Tier Judge Pipeline",
-    "tier_ux_metrics": "Tier UX", "real_user_metrics": "Real users", "utilization_metrics": "Chunk utilization",
-    "topic_coverage_metrics": "Topic coverage", "domain_analysis_metrics": "Domain analysis",
-}
-
 STATUS_ORDER = ("attention", "good", "excellent")
-
-# Thresholds of seed 000 §11.2 that grade an LLM judge's verdicts. When the offline fallback stands in
-# (a deterministic judge agrees with itself; extractive answers copy their context), the value is reported
-# but not graded.
-_LLM_JUDGED = {"judge_consistency", "faithfulness", "e2e_score"}
 
 
 def metric_value(value: Any) -> float | None:
@@ -137,17 +104,7 @@ def metric_value(value: Any) -> float | None:
     return None if math.isnan(v) else v
 
 
-def canonical_metric(name: str, tier_key: str | None = None) -> str:
-    return TIER_ALIASES.get(tier_key or "", {}).get(name, name)
-
-
-def status_of(metric: str, value: Any, tier_key: str | None = None) -> str | None:
-    """``"excellent"`` if value > upper bound, ``"attention"`` if value < lower bound, else ``"good"``.
-
-    None for metrics without a threshold and for missing/NaN values. ``value`` may be a number or an
-    aggregate dict with ``mean``.
-    """
-    bounds = THRESHOLDS.get(canonical_metric(metric, tier_key))
+def _grade(bounds: tuple[float, float] | None, value: Any) -> str | None:
     v = metric_value(value)
     if bounds is None or v is None:
         return None
@@ -157,6 +114,15 @@ def status_of(metric: str, value: Any, tier_key: str | None = None) -> str | Non
     if v < attention_below:
         return "attention"
     return "good"
+
+
+def status_of(metric: str, value: Any, tier_key: str | None = None) -> str | None:
+    """``"excellent"`` if value > upper bound, ``"attention"`` if value < lower bound, else ``"good"``.
+
+    None for metrics without a threshold and for missing/NaN values. ``value`` may be a number or an
+    aggregate dict with ``mean``.
+    """
+    return _grade(THRESHOLDS.get(spec.canonical_metric(metric, tier_key)), value)
 
 
 def iter_aggregates(block: Any) -> Iterator[tuple[str, Any]]:
@@ -172,11 +138,8 @@ def iter_aggregates(block: Any) -> Iterator[tuple[str, Any]]:
 
 def block_status(name: str, value: Any, tier_key: str, block: Any) -> str | None:
     """:func:`status_of` for a metric inside a tier block — except that a metric whose threshold grades an
-    LLM judge is not graded when the block was judged by the offline fallback."""
-    offline = isinstance(block, dict) and block.get("judge_backend") == "offline-fallback"
-    if offline and canonical_metric(name, tier_key) in _LLM_JUDGED:
-        return None
-    return status_of(name, value, tier_key)
+    LLM judge is not graded when the block was judged by the offline fallback (:func:`ragnb.spec.thresholds_of`)."""
+    return _grade(spec.thresholds_of(name, tier_key, block), value)
 
 
 def tier_statuses(metrics_by_tier: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
@@ -230,9 +193,13 @@ def format_aggregate(value: Any) -> str:
 
 
 def _headline(tier_key: str, block: dict, limit: int = 3) -> list[tuple[str, Any]]:
+    """The graded metrics of a block, else the headline metrics its tier declares, else its first ``limit``."""
     pairs = list(iter_aggregates(block))
     thresholded = [(n, v) for n, v in pairs if block_status(n, v, tier_key, block) is not None]
-    return thresholded or pairs[:limit]
+    tier = spec.by_record_key(tier_key)
+    current = {spec.current_key(n, tier_key, block): (n, v) for n, v in pairs}
+    headline = [current[n] for n in (tier.headline if tier else ()) if n in current]
+    return thresholded or headline or pairs[:limit]
 
 
 def _status_blocks(record: dict) -> dict[str, Any]:
@@ -247,7 +214,7 @@ def executive_summary(record: dict) -> str:
     tiers = [k for k in TIER_KEYS if isinstance(record.get(k), dict)]
     other = record.get("other_metrics") or {}
     sentences = []
-    ran = [TIER_LABELS[k] for k in tiers] + sorted(other)
+    ran = [spec.label_of(k) for k in tiers] + sorted(other)
     dataset = record.get("dataset_file")
     on = f" on {dataset}" + (f" ({record['dataset_type']})" if record.get("dataset_type") else "") if dataset else ""
     model = f" with embedding model {record['embedding_model']}" if record.get("embedding_model") else ""
@@ -255,7 +222,7 @@ def executive_summary(record: dict) -> str:
         sentences.append(f"Ran {', '.join(ran)}{on}{model}.")
     else:
         sentences.append(f"No tier produced metrics{on}.")
-    blocks = [(k, record[k], TIER_LABELS[k]) for k in tiers] + [(k, v, k) for k, v in sorted(other.items())]
+    blocks = [(k, record[k], spec.label_of(k)) for k in tiers] + [(k, v, k) for k, v in sorted(other.items())]
     for key, block, label in blocks:
         heads = _headline(key, block) if isinstance(block, dict) else []
         if heads:
@@ -263,10 +230,11 @@ def executive_summary(record: dict) -> str:
     failures = record.get("failures") or []
     if failures:
         sentences.append(f"Failed notebooks: {', '.join(map(str, failures))} (see their reports).")
-    statuses = tier_statuses(_status_blocks(record))
+    status_blocks = _status_blocks(record)
+    statuses = tier_statuses(status_blocks)
     attention = [(n, v, k) for k, n, v, s in statuses if s == "attention"]
     if attention:
-        parts = [f"{n} = {_fmt(v)} < {THRESHOLDS[canonical_metric(n, k)][1]}" for n, v, k in attention]
+        parts = [f"{n} = {_fmt(v)} < {spec.thresholds_of(n, k, status_blocks[k])[1]}" for n, v, k in attention]
         sentences.append("Needs attention: " + "; ".join(parts) + ".")
     elif statuses:
         sentences.append("All thresholded metrics are good or excellent.")
@@ -283,7 +251,7 @@ def load_runs(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.exists():
         return []
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, "run records file")
     if not text.strip():
         return []
     fix = f"move it aside (e.g. `mv {path} {path}.corrupt`) and run again; ragnb will not overwrite it"

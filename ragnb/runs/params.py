@@ -1,0 +1,191 @@
+"""Which notebooks a run executes, and with which parameters.
+
+A parameters YAML file (``ragnb run -f``) holds common parameters and per-notebook sections::
+
+    dataset_file: data/demo/dataset.jsonl   # common: every notebook with this parameter gets it
+    embedding_model: all-MiniLM-L6-v2
+    tier1:                                   # only for tier1_retrieval
+      top_k: 10
+    tier0: {sample_size: 500}
+
+Top-level keys that name a notebook (short name such as ``tier1`` or stem such as ``tier1_retrieval``, see
+:data:`ragnb.spec.TIERS`) are sections; every other key is common. A common key must be a parameter of some
+notebook (of this run, or of another known tier — so one file can serve all tiers); a section's keys must be
+parameters of that notebook. Then ``params`` (``-p NAME VALUE``): ``{"top_k": 10}`` goes to every notebook
+of the run that declares ``top_k`` (at least one must); ``{"tier1.top_k": 10}`` targets one notebook.
+
+Precedence, later wins: file common < file section < params common < params ``"<notebook>.<name>"``. Text
+values are converted to the declared int/float/bool type (CLI input). Unknown names are rejected with the
+notebook's parameter list; names that look like secrets (``key``, ``token``, ``password``, ``secret``) are
+rejected — use environment variables. ``output_dir`` is always set by the runner.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ragnb import config
+from ragnb.reports.report import find_secret
+from ragnb.spec import NOTEBOOKS, by_stem
+
+_SECRET_WORDS = {"key", "apikey", "token", "password", "passwd", "pwd", "secret"}
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """A notebook of a run: ``name`` as asked for (``tier1``, or the stem of a notebook outside the spec)."""
+
+    name: str
+    stem: str
+    path: Path
+
+    @property
+    def post_record(self) -> bool:
+        """Runs after the run's record is written (the dashboard reads benchmark_runs.json)."""
+        tier = by_stem(self.stem)
+        return tier is not None and tier.post_record
+
+
+def resolve(names: list[str], nb_dir: Path) -> list[Notebook]:
+    """The notebooks named by short name (:data:`ragnb.spec.NOTEBOOKS`) or stem, each once, in the given order."""
+    if isinstance(names, str) or not names:
+        raise ValueError(f"name the notebooks to run as a list, e.g. ['tier1']; known: {sorted(NOTEBOOKS)}")
+    out: list[Notebook] = []
+    for name in names:
+        stem = NOTEBOOKS.get(name, name)
+        path = nb_dir / f"{stem}.ipynb"
+        if not path.is_file():
+            available = sorted(p.stem for p in nb_dir.glob("*.ipynb"))
+            raise ValueError(
+                f"unknown notebook {name!r}: {path} does not exist; known short names: {sorted(NOTEBOOKS)}, "
+                f"notebooks in {nb_dir}: {available}"
+            )
+        if all(nb.stem != stem for nb in out):
+            tier = by_stem(stem)
+            out.append(Notebook(tier.name if tier else name, stem, path))
+    return out
+
+
+def declared_params(nb: Notebook) -> dict[str, dict]:
+    """The notebook's parameters as papermill reads them (``{name: {inferred_type_name, default, help}}``)."""
+    import papermill as pm
+
+    declared = pm.inspect_notebook(str(nb.path))
+    if "output_dir" not in declared:
+        raise ValueError(
+            f"{nb.path}: its parameters cell has no `output_dir: str` parameter; every ragnb notebook needs one "
+            "and must write <output_dir>/<stem>.metrics.json with ragnb.reports.report.write_metrics"
+        )
+    return declared
+
+
+def _describe(declared: dict[str, dict]) -> str:
+    return ", ".join(f"{k}: {v.get('inferred_type_name')}" for k, v in declared.items() if k != "output_dir")
+
+
+def _check_name_and_value(name: str, value: Any, where: str) -> None:
+    words = set(re.split(r"[^a-z0-9]+", str(name).lower()))
+    if words & _SECRET_WORDS:
+        raise ValueError(
+            f"{where}: parameter {name!r} looks like a secret; secrets never go into parameters (they would be "
+            "saved in the executed notebook and the run record) — set them as environment variables, e.g. "
+            "RAGNB_DATABASE_URL or the LLM endpoint's API-key variable"
+        )
+    if name == "output_dir":
+        raise ValueError(f"{where}: output_dir is set by the runner to the run folder; choose the outputs folder "
+                         "with outputs= (ragnb run --outputs) or RAGNB_OUTPUTS")
+    if isinstance(value, str) and (what := find_secret(value)):
+        raise ValueError(f"{where}: the value of {name!r} looks like it contains {what}; pass secrets through "
+                         "environment variables, never as parameters")
+
+
+def load_params_file(path: str | Path) -> dict[str, Any]:
+    """Read a parameters YAML file (its layout: this module's docstring)."""
+    return config.read_yaml_mapping(path, "parameters file",
+                                    "a mapping of parameter: value (with optional per-notebook sections)")
+
+
+def _coerce(name: str, value: Any, declared: dict, where: str) -> Any:
+    kind = declared.get("inferred_type_name")
+    if isinstance(value, str) and kind in ("int", "float", "bool"):
+        parsed = yaml.safe_load(value) if value.strip() else value  # CLI values arrive as text
+        value = float(parsed) if kind == "float" and isinstance(parsed, int) and not isinstance(parsed, bool) else parsed
+    ok = {
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "bool": lambda v: isinstance(v, bool),
+        "str": lambda v: isinstance(v, str),
+    }.get(kind or "")
+    if ok is not None and not ok(value):
+        raise ValueError(f"{where}: parameter {name!r} must be {kind} (default {declared.get('default')}), got {value!r}")
+    return value
+
+
+def merge_params(
+    nbs: list[Notebook], declared: dict[str, dict[str, dict]], file_params: dict, params: dict, nb_dir: Path,
+    file_label: str,
+) -> dict[str, dict[str, Any]]:
+    """``{stem: {name: value}}`` for the run's notebooks from the file's and the caller's parameters, checked
+    and converted as the module docstring says."""
+    by_alias = {a: nb for nb in nbs for a in (nb.name, nb.stem)}
+    known_sections = set(NOTEBOOKS) | set(NOTEBOOKS.values()) | set(by_alias)
+    merged: dict[str, dict[str, Any]] = {nb.stem: {} for nb in nbs}
+
+    def put(nb: Notebook, name: str, value: Any, where: str) -> None:
+        _check_name_and_value(name, value, where)
+        if name not in declared[nb.stem]:
+            raise ValueError(
+                f"{where}: notebook {nb.stem} has no parameter {name!r}; its parameters are: "
+                f"{_describe(declared[nb.stem])}"
+            )
+        merged[nb.stem][name] = _coerce(name, value, declared[nb.stem][name], where)
+
+    def put_common(name: str, value: Any, where: str, others_ok: bool) -> None:
+        _check_name_and_value(name, value, where)
+        takers = [nb for nb in nbs if name in declared[nb.stem]]
+        if not takers and not (others_ok and _declared_elsewhere(name, nb_dir, nbs)):
+            listing = "; ".join(f"{nb.stem}: {_describe(declared[nb.stem])}" for nb in nbs)
+            raise ValueError(f"{where}: no notebook of this run has a parameter {name!r}. Parameters: {listing}")
+        for nb in takers:
+            put(nb, name, value, where)
+
+    common = {k: v for k, v in file_params.items() if k not in known_sections}
+    sections = {k: v for k, v in file_params.items() if k in known_sections}
+    for key, section in sections.items():
+        if not isinstance(section, dict):
+            raise ValueError(f"{file_label}: '{key}' names a notebook, so its value must be a mapping of parameters")
+    # precedence (later wins): file common < file section < params common < params "<notebook>.<name>"
+    for name, value in common.items():
+        put_common(name, value, f"{file_label}: {name}", others_ok=True)
+    for key, section in sections.items():
+        if key in by_alias:
+            for name, value in section.items():
+                put(by_alias[key], name, value, f"{file_label}: {key}.{name}")
+    targeted = {k: v for k, v in params.items() if "." in k}
+    for name, value in params.items():
+        if "." not in name:
+            put_common(name, value, f"parameter {name}", others_ok=False)
+    for key, value in targeted.items():
+        prefix, name = key.split(".", 1)
+        if prefix not in by_alias:
+            raise ValueError(f"parameter {key}: {prefix!r} is not a notebook of this run ({[nb.name for nb in nbs]})")
+        put(by_alias[prefix], name, value, f"parameter {key}")
+    return merged
+
+
+def _declared_elsewhere(name: str, nb_dir: Path, nbs: list[Notebook]) -> bool:
+    # A shared YAML file may hold settings for tiers that are not part of this run.
+    running = {nb.stem for nb in nbs}
+    for stem in NOTEBOOKS.values():
+        path = nb_dir / f"{stem}.ipynb"
+        if stem not in running and path.is_file():
+            import papermill as pm
+
+            if name in pm.inspect_notebook(str(path)):
+                return True
+    return False

@@ -1,0 +1,182 @@
+"""The tiers and analyses of ragnb, declared once: what runs, where its metrics land, how they are graded.
+
+Every reader — the runner (which notebooks, in which order, which run after the record), the run record
+(tier blocks, thresholds, executive summary), the index page, the dashboard, the comparison and the
+``ragnb run`` command — reads :data:`TIERS`. Adding a tier means adding one :class:`TierSpec` here (and its
+notebook in ``ragnb/notebooks/``).
+
+Thresholds are those of docs/metrics.md, Thresholds: ``(excellent_above, attention_below)``; a value equal
+to either bound is "good". A threshold belongs to a metric, so it grades that metric in every block where it
+appears (Real users report ``hit_rate@1`` too); it is declared once, in the tier the metric comes from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+# The value of a block's ``judge_backend`` when no LLM endpoint was configured and the offline fallback
+# (embedding similarity → word overlap) stood in for the LLM judge.
+OFFLINE_BACKEND = "offline-fallback"
+
+
+@dataclass(frozen=True)
+class TierSpec:
+    """One tier or analysis notebook.
+
+    ``name``: short name (``ragnb run tier1``); ``stem``: notebook file stem in ``ragnb/notebooks/`` (and of its
+    ``<stem>.metrics.json``); ``record_key``: its block in a schema-2.0 run record (``tier_1_metrics``), None for
+    notebooks whose metrics land in the record's ``other_metrics`` under their stem (records, summaries and
+    pages then name them by stem); ``label``: name of a record block in summaries and pages. ``thresholds``: ``{metric: (excellent_above, attention_below)}``; ``llm_judged``: those of
+    them that grade an LLM judge's verdicts, so they are not graded when the block's ``judge_backend`` is the
+    offline fallback (a deterministic judge agrees with itself; extractive answers copy their context).
+    ``headline``: metrics the executive summary names when the block has no graded metric (else its first
+    three). ``aliases``: short metric keys inside the block → canonical metric name. ``renamed``: keys of old
+    records → ``(key when an LLM judged, key when the offline fallback judged)``. ``post_record``: runs after the
+    run's record is written, because it reads ``benchmark_runs.json`` (the dashboard); its metrics are not
+    this run's benchmark metrics.
+    """
+
+    name: str
+    stem: str
+    record_key: str | None
+    label: str
+    thresholds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    llm_judged: tuple[str, ...] = ()
+    headline: tuple[str, ...] = ()
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    renamed: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    post_record: bool = False
+
+
+_RANKING = (0.8, 0.5)  # docs/metrics.md, Thresholds: excellent > 0.8, good 0.5–0.8, attention < 0.5
+_JUDGE_FAITHFULNESS = {"judge_faithfulness": (0.9, 0.7)}
+# Before faithfulness had three names, Tier 2/3 wrote the judge's score — or, offline, the fallback's — as
+# "faithfulness" (docs/metrics.md, Faithfulness).
+_OLD_FAITHFULNESS = {"faithfulness": ("judge_faithfulness", "fallback_faithfulness")}
+_GENERATION_HEADLINE = ("judge_faithfulness", "fallback_faithfulness", "hallucination_rate", "context_utilization")
+
+# In run order (``ragnb demo`` runs them all; the dashboard last, as it reads the run record).
+TIERS: tuple[TierSpec, ...] = (
+    TierSpec("tier0", "tier0_embeddings", "tier_0_metrics", "Tier 0 (embeddings)",
+             headline=("total_samples", "avg_nn_distance", "std_nn_distance")),
+    TierSpec("tier1", "tier1_retrieval", "tier_1_metrics", "Tier 1 (retrieval)",
+             thresholds={"hit_rate@1": _RANKING, "mrr": _RANKING, "ndcg@10": _RANKING},
+             headline=("hit_rate@1", "mrr", "ndcg@10")),
+    TierSpec("tier2", "tier2_generation", "tier_2_metrics", "Tier 2 (generation)",
+             thresholds=_JUDGE_FAITHFULNESS, llm_judged=("judge_faithfulness",), headline=_GENERATION_HEADLINE,
+             renamed=_OLD_FAITHFULNESS),
+    TierSpec("tier3", "tier3_e2e", "tier_3_metrics", "Tier 3 (end-to-end)",
+             thresholds={**_JUDGE_FAITHFULNESS, "e2e_score": (0.8, 0.6)},
+             llm_judged=("judge_faithfulness", "e2e_score"), headline=_GENERATION_HEADLINE,
+             renamed=_OLD_FAITHFULNESS),
+    TierSpec("judge", "tier_judge", "tier_judge_metrics", "Tier Judge",
+             thresholds={"judge_consistency": (0.95, 0.85)}, llm_judged=("judge_consistency",),
+             headline=("consistency_score", "error_rate", "avg_latency_ms"),
+             aliases={"consistency": "judge_consistency", "consistency_score": "judge_consistency"}),
+    TierSpec("judge_pipeline", "tier_judge_pipeline", "tier_judge_pipeline_metrics", "Tier Judge Pipeline",
+             thresholds={"judge_pipeline_accuracy": (0.95, 0.85)}, headline=("accuracy",),
+             aliases={"accuracy": "judge_pipeline_accuracy"}),
+    TierSpec("rag_metrics", "rag_metrics", None, "RAG metrics"),
+    TierSpec("ux", "tier_ux", "tier_ux_metrics", "Tier UX",
+             headline=("cache_hit_rate", "context_preservation", "multi_turn_consistency")),
+    TierSpec("real_users", "real_users", "real_user_metrics", "Real users"),
+    TierSpec("utilization", "utilization", "utilization_metrics", "Chunk utilization",
+             headline=("total_chunks", "used_chunks", "unused_chunks")),
+    TierSpec("topics", "topic_coverage", "topic_coverage_metrics", "Topic coverage",
+             headline=("n_topics", "total_questions", "avg_chunks_per_topic")),
+    TierSpec("domain", "domain_analysis", "domain_analysis_metrics", "Domain analysis",
+             headline=("n_topics", "total_questions", "mean_score")),
+    TierSpec("vector_space", "vector_space", None, "Vector space"),
+    TierSpec("chunking", "chunking", None, "Chunking"),
+    TierSpec("dashboard", "dashboard", None, "Dashboard", post_record=True),
+)
+
+
+def _index(attr: str) -> dict[str, TierSpec]:
+    out: dict[str, TierSpec] = {}
+    for spec in TIERS:
+        value = getattr(spec, attr)
+        if value is None:
+            continue
+        if value in out:
+            raise ValueError(f"ragnb.spec.TIERS: two tiers have {attr} {value!r}; each must be unique")
+        out[value] = spec
+    return out
+
+
+_BY_NAME = _index("name")
+_BY_STEM = _index("stem")
+_BY_RECORD_KEY = _index("record_key")
+
+
+def _union(attr: str) -> dict:
+    out: dict = {}
+    for spec in TIERS:
+        for metric, bounds in getattr(spec, attr).items():
+            if out.setdefault(metric, bounds) != bounds:
+                raise ValueError(f"ragnb.spec.TIERS: {attr} of {metric!r} declared twice with different values")
+    return out
+
+
+# Derived views (never edit these: edit TIERS).
+NOTEBOOKS: dict[str, str] = {s.name: s.stem for s in TIERS}  # short name → stem, run order
+TIER_KEY: dict[str, str] = {s.stem: s.record_key for s in TIERS if s.record_key}  # stem → record key
+TIER_KEYS: tuple[str, ...] = tuple(TIER_KEY.values())  # record keys in schema order
+THRESHOLDS: dict[str, tuple[float, float]] = _union("thresholds")
+LLM_JUDGED: frozenset[str] = frozenset(m for s in TIERS for m in s.llm_judged)
+
+
+def by_name(name: str) -> TierSpec | None:
+    """The tier with short name ``name`` (``"tier1"``), or None."""
+    return _BY_NAME.get(name)
+
+
+def by_stem(stem: str) -> TierSpec | None:
+    """The tier whose notebook stem is ``stem`` (``"tier1_retrieval"``), or None."""
+    return _BY_STEM.get(stem)
+
+
+def by_record_key(key: str | None) -> TierSpec | None:
+    """The tier whose run-record block is ``key`` (``"tier_1_metrics"``), or None."""
+    return _BY_RECORD_KEY.get(key or "")
+
+
+def label_of(key: str) -> str:
+    """The label of a record key (``"Tier 1 (retrieval)"``); other keys (stems of ``other_metrics``) as given."""
+    spec = by_record_key(key)
+    return spec.label if spec else key
+
+
+def is_offline(block: Any) -> bool:
+    """Whether the offline fallback stood in for the LLM judge of this block."""
+    return isinstance(block, dict) and block.get("judge_backend") == OFFLINE_BACKEND
+
+
+def current_key(name: str, record_key: str | None = None, block: Any = None) -> str:
+    """The key a metric of an old record has today: in Tier 2/3 blocks the old ``faithfulness`` is
+    ``judge_faithfulness``, or ``fallback_faithfulness`` when the block says the offline fallback judged;
+    other keys are returned as given."""
+    spec = by_record_key(record_key)
+    if spec is None or name not in spec.renamed:
+        return name
+    judged, fallback = spec.renamed[name]
+    return fallback if is_offline(block) else judged
+
+
+def canonical_metric(name: str, record_key: str | None = None, block: Any = None) -> str:
+    """The canonical name of metric key ``name`` inside the block ``record_key`` (``accuracy`` in the Judge
+    Pipeline block is ``judge_pipeline_accuracy``), after :func:`current_key`. ``block`` (the block itself)
+    tells an old record's faithfulness apart; without it an LLM judge is assumed."""
+    name = current_key(name, record_key, block)
+    spec = by_record_key(record_key)
+    return spec.aliases.get(name, name) if spec else name
+
+
+def thresholds_of(name: str, record_key: str | None = None, block: Any = None) -> tuple[float, float] | None:
+    """``(excellent_above, attention_below)`` that grades ``name`` in this block, or None when it is not graded
+    there (no threshold, or an LLM-judge threshold in a block judged by the offline fallback)."""
+    canonical = canonical_metric(name, record_key, block)
+    if canonical in LLM_JUDGED and is_offline(block):
+        return None
+    return THRESHOLDS.get(canonical)
