@@ -22,6 +22,8 @@ import pandas as pd
 
 from ragnb.metrics.registry import register
 
+FAMILY = "embedding"
+
 EPS = 1e-10
 DISTANCES = ("euclidean", "cosine")
 _BLOCK_ELEMS = 1 << 22  # ~32 MB of float64 per block
@@ -180,13 +182,13 @@ def _spread_summary(s: np.ndarray) -> dict:
 # --------------------------------------------------------------------------- registered scalar metrics
 
 
-@register("total_samples", "embedding", higher_is_better=True)
+@register("total_samples", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=True)
 def total_samples(E) -> int:
     """N, the number of vectors analysed (more samples → tighter estimates)."""
     return int(_as_matrix(E).shape[0])
 
 
-@register("avg_nn_distance", "embedding", higher_is_better=False)
+@register("avg_nn_distance", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=False)
 def avg_nn_distance(E, k: int = 5, distance: str = "euclidean") -> float:
     """(1/(N·k)) Σ_i Σ_{j≤k} d_ij, d_ij = distance from e_i to its j-th nearest neighbour (self excluded).
 
@@ -195,37 +197,37 @@ def avg_nn_distance(E, k: int = 5, distance: str = "euclidean") -> float:
     return _nn_summary(nn_distances(E, k, distance))["avg_nn_distance"]
 
 
-@register("std_nn_distance", "embedding", higher_is_better=False)
+@register("std_nn_distance", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=False)
 def std_nn_distance(E, k: int = 5, distance: str = "euclidean") -> float:
     """Population std (ddof=0) of the N·k values d_ij. Higher → uneven density ("holes")."""
     return _nn_summary(nn_distances(E, k, distance))["std_nn_distance"]
 
 
-@register("density_score", "embedding", higher_is_better=True)
+@register("density_score", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=True)
 def density_score(E, k: int = 5, distance: str = "euclidean") -> float:
     """1 / (avg_nn_distance + ε), ε = 1e-10. Higher → denser space."""
     return _nn_summary(nn_distances(E, k, distance))["density_score"]
 
 
-@register("avg_spread", "embedding", higher_is_better=True)
+@register("avg_spread", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=True)
 def avg_spread(E) -> float:
     """(1/N) Σ_i ‖e_i − μ‖₂, μ = centroid. Higher → less collapsed around the centroid."""
     return _spread_summary(centroid_distances(E))["avg_spread"]
 
 
-@register("max_spread", "embedding", higher_is_better=False)
+@register("max_spread", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=False)
 def max_spread(E) -> float:
     """max_i ‖e_i − μ‖₂. A value far above avg_spread flags outliers."""
     return _spread_summary(centroid_distances(E))["max_spread"]
 
 
-@register("spread_std", "embedding", higher_is_better=False)
+@register("spread_std", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=False)
 def spread_std(E) -> float:
     """Population std (ddof=0) of ‖e_i − μ‖₂. Higher → uneven distance from the centroid."""
     return _spread_summary(centroid_distances(E))["spread_std"]
 
 
-@register("effective_dimensionality", "embedding", higher_is_better=True)
+@register("effective_dimensionality", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=True)
 def effective_dimensionality(E, variance_threshold: float = 0.95) -> int:
     """min m such that Σ_{i≤m} λ_i / Σ_i λ_i ≥ variance_threshold, λ = covariance eigenvalues, descending.
 
@@ -244,25 +246,25 @@ def effective_dimensionality(E, variance_threshold: float = 0.95) -> int:
     return int(np.searchsorted(ratio, variance_threshold - 1e-12) + 1)
 
 
-@register("avg_pairwise_distance", "embedding", higher_is_better=True)
+@register("avg_pairwise_distance", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=True)
 def avg_pairwise_distance(E, distance: str = "euclidean") -> float:
     """2/(N(N−1)) Σ_{i<j} d(e_i, e_j). Low → anisotropic / collapsed space."""
     return pairwise_stats(E, distance)["avg_pairwise_distance"]
 
 
-@register("std_pairwise_distance", "embedding", higher_is_better=False)
+@register("std_pairwise_distance", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=False)
 def std_pairwise_distance(E, distance: str = "euclidean") -> float:
     """Population std (ddof=0) of d(e_i, e_j) over the pairs i < j."""
     return pairwise_stats(E, distance)["std_pairwise_distance"]
 
 
-@register("min_pairwise_distance", "embedding", higher_is_better=True)
+@register("min_pairwise_distance", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=True)
 def min_pairwise_distance(E, distance: str = "euclidean") -> float:
     """min_{i<j} d(e_i, e_j). 0 or near 0 → (near-)duplicate vectors in the data."""
     return pairwise_stats(E, distance)["min_pairwise_distance"]
 
 
-@register("max_pairwise_distance", "embedding", higher_is_better=False)
+@register("max_pairwise_distance", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=False)
 def max_pairwise_distance(E, distance: str = "euclidean") -> float:
     """max_{i<j} d(e_i, e_j). Helps spot outliers."""
     return pairwise_stats(E, distance)["max_pairwise_distance"]

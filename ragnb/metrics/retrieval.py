@@ -94,7 +94,7 @@ def _dcg(g: np.ndarray, k: int) -> np.ndarray:
     return (g / np.log2(np.arange(2, g.shape[1] + 2))).sum(axis=1)
 
 
-@register("hit_rate", FAMILY, needs_k=True)
+@register("hit_rate", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True)
 def hit_rate(t: RankedGains, k: int) -> np.ndarray:
     """Hit rate@k (trec_eval ``success_k``): 1 if a relevant doc is in the top k, else 0.
 
@@ -103,7 +103,7 @@ def hit_rate(t: RankedGains, k: int) -> np.ndarray:
     return _defined(t, (_rel_in_top(t, k) > 0).astype(float))
 
 
-@register("mrr", FAMILY)
+@register("mrr", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True)
 def mrr(t: RankedGains, k: None = None) -> np.ndarray:
     """Reciprocal rank (trec_eval ``recip_rank``), no cut-off; its mean over queries is MRR.
 
@@ -113,7 +113,7 @@ def mrr(t: RankedGains, k: None = None) -> np.ndarray:
     return _defined(t, rr)
 
 
-@register("recall", FAMILY, needs_k=True)
+@register("recall", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True)
 def recall(t: RankedGains, k: int) -> np.ndarray:
     """Recall@k (trec_eval ``recall_k``).
 
@@ -123,7 +123,7 @@ def recall(t: RankedGains, k: int) -> np.ndarray:
     return _defined(t, _rel_in_top(t, k) / np.maximum(t.n_rel, 1))
 
 
-@register("precision", FAMILY, needs_k=True)
+@register("precision", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True)
 def precision(t: RankedGains, k: int) -> np.ndarray:
     """Precision@k (trec_eval ``P_k``).
 
@@ -133,7 +133,7 @@ def precision(t: RankedGains, k: int) -> np.ndarray:
     return _defined(t, _rel_in_top(t, k) / k)
 
 
-@register("ndcg", FAMILY, needs_k=True)
+@register("ndcg", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True)
 def ndcg(t: RankedGains, k: int) -> np.ndarray:
     """nDCG@k (trec_eval ``ndcg_cut_k``), graded gains.
 
@@ -153,7 +153,7 @@ _DOC_LEVEL: set[str] = set()
 def _doc_level(name: str, *, needs_k: bool = False):
     def wrap(fn):
         _DOC_LEVEL.add(name)
-        return register(name, FAMILY, needs_k=needs_k)(fn)
+        return register(name, FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=needs_k)(fn)
 
     return wrap
 

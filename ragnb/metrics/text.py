@@ -135,20 +135,20 @@ def rouge(prediction: str, reference: str, *, language: str = "auto", use_stemme
     return {t: float(scores[t].fmeasure) for t in ROUGE_TYPES}
 
 
-@register("rouge1", FAMILY)
+@register("rouge1", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def rouge1(prediction: str, reference: str, *, language: str = "auto", use_stemmer: bool = False) -> float:
     """ROUGE-1 F: unigram overlap F-measure (see :func:`rouge`), 0–1."""
     return rouge(prediction, reference, language=language, use_stemmer=use_stemmer)["rouge1"]
 
 
-@register("rouge2", FAMILY)
+@register("rouge2", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def rouge2(prediction: str, reference: str, *, language: str = "auto", use_stemmer: bool = False) -> float:
     """ROUGE-2 F: bigram overlap F-measure (see :func:`rouge`), 0–1."""
     return rouge(prediction, reference, language=language, use_stemmer=use_stemmer)["rouge2"]
 
 
 # Registry names are lower-case (``registry._NAME``), hence "rougel"; the dict key stays rouge-score's "rougeL".
-@register("rougel", FAMILY)
+@register("rougel", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def rouge_l(prediction: str, reference: str, *, language: str = "auto", use_stemmer: bool = False) -> float:
     """ROUGE-L F: longest-common-subsequence F-measure (see :func:`rouge`), 0–1."""
     return rouge(prediction, reference, language=language, use_stemmer=use_stemmer)["rougeL"]
@@ -164,7 +164,7 @@ def _bleu(sentence: bool, lowercase: bool, tokenize: str | None):
     return BLEU(effective_order=sentence, lowercase=lowercase, tokenize=tokenize)
 
 
-@register("bleu", FAMILY)
+@register("bleu", FAMILY, kind="text", value_range=(0.0, 100.0), higher_is_better=True)
 def bleu(prediction: str, reference: str, *, lowercase: bool = False, tokenize: str | None = None) -> float:
     """Sentence BLEU, 0–100: sacrebleu ``BLEU(effective_order=True).sentence_score(prediction, [reference])``.
 
@@ -181,12 +181,10 @@ def bleu(prediction: str, reference: str, *, lowercase: bool = False, tokenize: 
 
 def corpus_bleu(predictions: Sequence[str], references: Sequence[str], *, lowercase: bool = False,
                 tokenize: str | None = None) -> dict:
-    """Corpus BLEU, 0–100: sacrebleu ``BLEU().corpus_score(predictions, [references])``.
+    """Corpus BLEU with its counts (the score is :func:`corpus_bleu_score`'s).
 
-    n-gram matches and lengths are summed over all pairs before the precisions and the brevity penalty
-    are taken, so this is *not* the mean of sentence BLEU. Pairs with a blank reference are left out and
-    counted. Returns ``{score, n, n_used, n_blank_reference, signature}`` (signature = sacrebleu's, for
-    reproducibility); score is NaN when no pair is usable.
+    Returns ``{score, n, n_used, n_blank_reference, signature}`` (signature = sacrebleu's, for
+    reproducibility); pairs with a blank reference are left out and counted.
     """
     p, r = _check_pairs(predictions, references)
     keep = [i for i, ref in enumerate(r) if ref.strip()]
@@ -194,6 +192,19 @@ def corpus_bleu(predictions: Sequence[str], references: Sequence[str], *, lowerc
     score = float(scorer.corpus_score([p[i] for i in keep], [[r[i] for i in keep]]).score) if keep else math.nan
     return {"score": score, "n": len(p), "n_used": len(keep), "n_blank_reference": len(p) - len(keep),
             "signature": str(scorer.get_signature())}
+
+
+@register("corpus_bleu", FAMILY, kind="text", value_range=(0.0, 100.0), higher_is_better=True)
+def corpus_bleu_score(predictions: Sequence[str], references: Sequence[str], *, lowercase: bool = False,
+                      tokenize: str | None = None) -> float:
+    """Corpus BLEU, 0–100: sacrebleu ``BLEU().corpus_score(predictions, [references])``.
+
+    BLEU = BP · exp(Σ_{n≤4} ¼ log p_n) with p_n = Σ_pairs clipped n-gram matches / Σ_pairs hypothesis n-grams
+    and BP = 1 if c > r else exp(1 − r/c), c and r the summed hypothesis and reference lengths: counts are
+    pooled over the pairs first, so this is *not* the mean of sentence BLEU. Pairs with a blank reference
+    are left out; NaN when no pair is usable.
+    """
+    return corpus_bleu(predictions, references, lowercase=lowercase, tokenize=tokenize)["score"]
 
 
 # --------------------------------------------------------------------------- embedding similarity
@@ -267,19 +278,19 @@ def semantic_similarity(a_vecs, b_vecs, measure: str = "cosine") -> np.ndarray:
     return np.linalg.norm(A - B, axis=1)
 
 
-@register("semantic_similarity", FAMILY)
+@register("semantic_similarity", FAMILY, kind="vectors", value_range=(-1.0, 1.0), higher_is_better=True)
 def cosine_similarity(a_vec, b_vec) -> float:
     """cos(e_sys, e_gt) = e_sys·e_gt / (‖e_sys‖ ‖e_gt‖), −1…1 (seed 000 §6.4.2)."""
     return float(semantic_similarity(a_vec, b_vec, "cosine")[0])
 
 
-@register("dot_similarity", FAMILY)
+@register("dot_similarity", FAMILY, kind="vectors", value_range=(-math.inf, math.inf), higher_is_better=True)
 def dot_similarity(a_vec, b_vec) -> float:
     """e_sys · e_gt (equals cosine on normalised embeddings)."""
     return float(semantic_similarity(a_vec, b_vec, "dot")[0])
 
 
-@register("euclidean_distance", FAMILY, higher_is_better=False)
+@register("euclidean_distance", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=False)
 def euclidean_distance(a_vec, b_vec) -> float:
     """‖e_sys − e_gt‖₂; lower = closer."""
     return float(semantic_similarity(a_vec, b_vec, "euclidean")[0])
@@ -320,7 +331,7 @@ def normalize_response(text: str) -> str:
     return _SPACE.sub(" ", unicodedata.normalize("NFC", text).casefold()).strip()
 
 
-@register("response_exact_match_rate", FAMILY)
+@register("response_exact_match_rate", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def exact_match_rate(responses: Sequence[str], *, normalize: bool = True) -> float:
     """Share of repeat runs whose response equals the first run's, for one question.
 
@@ -338,7 +349,8 @@ def exact_match_rate(responses: Sequence[str], *, normalize: bool = True) -> flo
     return sum(f(y) == first for y in rs[1:]) / (len(rs) - 1)
 
 
-@register("response_semantic_consistency", FAMILY)
+@register("response_semantic_consistency", FAMILY, kind="vectors", value_range=(-1.0, 1.0),
+          higher_is_better=True)
 def semantic_consistency(vectors) -> float:
     """Mean pairwise cosine of the R responses' embeddings: 2/(R(R−1)) Σ_{i<j} cos(e_i, e_j), −1…1.
 

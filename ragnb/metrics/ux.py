@@ -69,8 +69,13 @@ class CacheHits:
     tau: float
     note: str | None  # why (part of) the result is undefined, else None
 
+    @property
+    def value(self) -> float:
+        """The headline number (= ``rate``), as every registered metric result names it."""
+        return self.rate
 
-@register("cache_hit_rate", FAMILY)
+
+@register("cache_hit_rate", FAMILY, kind="vectors", value_range=(0.0, 1.0), higher_is_better=True)
 def cache_hit_rate(
     query_vectors,
     cache_vectors,
@@ -180,7 +185,7 @@ def _session_items(sessions) -> list[tuple[str, object]]:
     return items
 
 
-@register("context_preservation", FAMILY)
+@register("context_preservation", FAMILY, kind="session", value_range=(-1.0, 1.0), higher_is_better=True)
 def context_preservation(sessions: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> SessionScores:
     """Seed 000 §10.3.2, per session S = [q_1 … q_n] (turns in order):
 
@@ -214,7 +219,7 @@ def context_preservation(sessions: Mapping[str, np.ndarray] | Sequence[np.ndarra
                          int(np.isnan(means).sum()))
 
 
-@register("multi_turn_consistency", FAMILY)
+@register("multi_turn_consistency", FAMILY, kind="session", value_range=(-1.0, 1.0), higher_is_better=True)
 def multi_turn_consistency(sessions: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> SessionScores:
     """Seed 000 §10.3.3: a proxy for the consistency of intents across a dialogue. "In the current version"
     the seed computes it with the same procedure as :func:`context_preservation` — mean cosine of
