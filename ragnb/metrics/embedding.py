@@ -184,7 +184,7 @@ def _spread_summary(s: np.ndarray) -> dict:
 
 @register("total_samples", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=True)
 def total_samples(E) -> int:
-    """N, the number of vectors analysed (more samples → tighter estimates)."""
+    """N = number of rows of E, the vectors analysed (more samples → tighter estimates)."""
     return int(_as_matrix(E).shape[0])
 
 

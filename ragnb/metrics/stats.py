@@ -113,12 +113,13 @@ def mean_latency_ms(values_ms: Sequence[float]) -> float:
 
 @register("p50_latency_ms", "latency", **_TIMING)
 def p50_latency_ms(values_ms: Sequence[float]) -> float:
-    """Median latency: the 50th percentile of the timed calls' t_i (ms), linear interpolation; NaN when none."""
+    """Median latency: p50 = the 50th percentile of the timed calls' t_i (ms), linear interpolation; NaN when
+    none was timed."""
     return latency_summary(values_ms)["p50"]
 
 
 @register("p95_latency_ms", "latency", **_TIMING)
 def p95_latency_ms(values_ms: Sequence[float]) -> float:
-    """95th-percentile latency of the timed calls' t_i (ms), linear interpolation between order statistics;
+    """p95 = the 95th percentile of the timed calls' t_i (ms), linear interpolation between order statistics;
     NaN when none was timed."""
     return latency_summary(values_ms)["p95"]

@@ -137,20 +137,23 @@ def rouge(prediction: str, reference: str, *, language: str = "auto", use_stemme
 
 @register("rouge1", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def rouge1(prediction: str, reference: str, *, language: str = "auto", use_stemmer: bool = False) -> float:
-    """ROUGE-1 F: unigram overlap F-measure (see :func:`rouge`), 0–1."""
+    """ROUGE-1 F over unigrams g: F = 2PR / (P + R), P = Σ_g min(c_H(g), c_R(g)) / Σ_g c_H(g),
+    R = Σ_g min(c_H(g), c_R(g)) / Σ_g c_R(g) (see :func:`rouge`), 0–1."""
     return rouge(prediction, reference, language=language, use_stemmer=use_stemmer)["rouge1"]
 
 
 @register("rouge2", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def rouge2(prediction: str, reference: str, *, language: str = "auto", use_stemmer: bool = False) -> float:
-    """ROUGE-2 F: bigram overlap F-measure (see :func:`rouge`), 0–1."""
+    """ROUGE-2 F: F = 2PR / (P + R) with P and R the clipped bigram overlap over the prediction's and the
+    reference's bigrams (see :func:`rouge`), 0–1."""
     return rouge(prediction, reference, language=language, use_stemmer=use_stemmer)["rouge2"]
 
 
 # Registry names are lower-case (``registry._NAME``), hence "rougel"; the dict key stays rouge-score's "rougeL".
 @register("rougel", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def rouge_l(prediction: str, reference: str, *, language: str = "auto", use_stemmer: bool = False) -> float:
-    """ROUGE-L F: longest-common-subsequence F-measure (see :func:`rouge`), 0–1."""
+    """ROUGE-L F: F = 2PR / (P + R), P = LCS(H, R) / |H|, R = LCS(H, R) / |R| (longest common subsequence of
+    the token lists; see :func:`rouge`), 0–1."""
     return rouge(prediction, reference, language=language, use_stemmer=use_stemmer)["rougeL"]
 
 

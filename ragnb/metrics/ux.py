@@ -224,7 +224,8 @@ def multi_turn_consistency(sessions: Mapping[str, np.ndarray] | Sequence[np.ndar
     """Seed 000 §10.3.3: a proxy for the consistency of intents across a dialogue. "In the current version"
     the seed computes it with the same procedure as :func:`context_preservation` — mean cosine of
     consecutive turns, averaged per session, then over sessions — and logs it as a separate UX metric.
-    ragnb does exactly that, so both values are always equal; it is kept as its own name so that run records
+    ragnb does exactly that — MultiTurnConsistency(S) = 1/(|S|−1) · Σ_i cos(e_{q_i}, e_{q_{i+1}}) — so both
+    values are always equal; it is kept as its own name so that run records
     stay comparable with the seed's and a later, different definition can replace it without renaming.
     """
     return context_preservation(sessions)
