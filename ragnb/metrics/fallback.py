@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragnb.metrics.registry import register
-from ragnb.metrics.text import unit_rows
+from ragnb.metrics.vectors import unit_rows
 
 FAMILY = "groundedness"
 LANGUAGES = ("auto", "en", "ru")

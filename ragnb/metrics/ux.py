@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb.metrics.registry import register
-from ragnb.metrics.text import unit_rows
+from ragnb.metrics.vectors import unit_rows
 
 FAMILY = "ux"
 DEFAULT_TAU = 0.85  # seed 000 §10.3.1
