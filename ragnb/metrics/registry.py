@@ -111,10 +111,11 @@ class LLMMetric(Protocol):
 MetricFn = Union[RankingMetric, MatrixMetric, MatrixPairMetric, TextPairMetric, TextListMetric, ScoreTransform,
                  ClassificationMetric, SessionMetric, TimingMetric, LLMMetric]
 
-# Required positional data inputs each kind allows (checked at registration).
-_ARITY: dict[str, tuple[int, ...]] = {
-    "ranking": (1, 2), "vectors": (1, 2), "text": (1, 2), "classification": (2,), "session": (1,),
-    "timing": (1,), "llm": (0, 1, 2, 3, 4, 5),
+# Per kind: the numbers of required positional data inputs allowed, and how many positional arguments the
+# function must accept (a ranking metric is always called as fn(table, k)). Checked at registration.
+_ARITY: dict[str, tuple[tuple[int, ...], int]] = {
+    "ranking": ((1, 2), 2), "vectors": ((1, 2), 1), "text": ((1, 2), 1), "classification": ((2,), 2),
+    "session": ((1,), 1), "timing": ((1,), 1), "llm": ((0, 1, 2, 3, 4, 5), 0),
 }
 
 
@@ -165,9 +166,11 @@ def _check_arity(name: str, kind: str, fn: Any) -> None:
     required = [p for p in positional if p.default is p.empty]
     if any(p.kind is p.VAR_POSITIONAL for p in params):
         return
-    if len(required) not in _ARITY[kind] or len(positional) < max(1, min(_ARITY[kind])):
-        raise ValueError(f"metric {name!r} of kind {kind!r} must take {' or '.join(map(str, _ARITY[kind]))} "
-                         f"positional data input(s) (options as keywords with defaults); it requires {len(required)}")
+    allowed, accepts = _ARITY[kind]
+    if len(required) not in allowed or len(positional) < accepts:
+        raise ValueError(f"metric {name!r} of kind {kind!r} must take {' or '.join(map(str, allowed))} "
+                         f"positional data input(s) (options as keywords with defaults) and accept {accepts}; "
+                         f"it requires {len(required)} and accepts {len(positional)}")
 
 
 def _add(metric: Metric) -> None:
@@ -285,10 +288,10 @@ def canonical_name(base: str, k: int | None = None) -> str:
 
 def get(name: str) -> Metric:
     """The entry of ``name``: a base name or alias (``"ndcg"``, ``"f1_score"``) or a full name (``"ndcg@10"``)."""
-    load_all()
-    base = name.strip().split("@", 1)[0]
     if "@" in name:
         return parse_name(name)[0]
+    load_all()
+    base = name.strip()
     base = ALIASES.get(base, base)
     if base not in REGISTRY:
         raise ValueError(f"unknown metric {name!r}; known metrics: {_known()}")

@@ -27,6 +27,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragnb.metrics import registry
 from ragnb.metrics.registry import KINDS, canonical_name, direction, parse_name
@@ -208,6 +210,17 @@ def test_name_round_trips(name):
         assert parse_name(alias)[0] is metric and registry.get(alias) is metric
     for key in (full, f"{name}[judge-x]", f"avg_{name}", *metric.aliases):
         assert direction(key) == metric.direction, key
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.sampled_from(ALL), k=st.integers(1, 10_000))
+def test_any_cutoff_round_trips_or_is_refused(name, k):
+    metric = REGISTRY[name]
+    if metric.needs_k:
+        assert parse_name(f"{name}@{k}") == (metric, k)
+    else:
+        with pytest.raises(ValueError, match="takes no cut-off"):
+            parse_name(f"{name}@{k}")
 
 
 @pytest.mark.parametrize("name", ALL)
