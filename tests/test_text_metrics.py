@@ -259,7 +259,7 @@ def test_text_metrics_frame_and_summary():
 def test_registry_names():
     assert set(names("text")) == {"rouge1", "rouge2", "rougel", "bleu", "semantic_similarity", "dot_similarity",
                                   "euclidean_distance", "response_exact_match_rate",
-                                  "response_semantic_consistency"}
+                                  "response_semantic_consistency", "corpus_bleu"}
     metric, k = parse_name("rougel")
     assert metric.fn is tm.rouge_l and k is None
     assert REGISTRY["euclidean_distance"].higher_is_better is False

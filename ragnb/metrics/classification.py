@@ -6,7 +6,7 @@ continuous judge scores ROC-AUC and the best threshold by Youden's J.
 
 Conventions
     * Positive class = 1 (``True``, ``"yes"``, ``"show"``); labels may be bool, 0/1 (int or float) or the
-      strings yes/no, true/false, y/n, 1/0, show/no_show (any case).
+      yes/no words of :func:`ragnb.io.parse_yes_no` (yes/no, true/false, y/n, 1/0, show/no_show, да/нет; any case).
     * ``y_true`` (the human labels) must be complete. A missing *prediction* (None / NaN / pd.NA) is a
       failed judge call: it is **excluded** from every metric and counted in ``n_failed`` — never scored as
       a wrong answer and never dropped silently. If failures concentrate on hard items the metrics look
@@ -30,8 +30,11 @@ from typing import Any
 
 import numpy as np
 
-_TRUE_WORDS = frozenset({"1", "true", "yes", "y", "show", "positive"})
-_FALSE_WORDS = frozenset({"0", "false", "no", "n", "no_show", "no-show", "noshow", "negative"})
+from ragnb.io import parse_yes_no
+from ragnb.metrics.registry import register
+from ragnb.metrics.stats import latency_summary
+
+FAMILY = "classification"
 BINARY_METRICS = ("accuracy", "balanced_accuracy", "precision", "recall", "f1", "cohen_kappa")
 _BOOT_CHUNK_ELEMENTS = 4_000_000
 
@@ -71,16 +74,11 @@ def _binary(values: Any, name: str, *, allow_missing: bool) -> np.ndarray:
             if not allow_missing:
                 raise ValueError(f"{name}[{i}] is missing; human labels must be complete (drop or fix that row)")
             out[i] = math.nan
-        elif isinstance(v, (bool, np.bool_)):
-            out[i] = float(v)
-        elif isinstance(v, (int, float, np.integer, np.floating)) and v in (0, 1):
-            out[i] = float(v)
-        elif isinstance(v, str) and v.strip().lower() in _TRUE_WORDS:
-            out[i] = 1.0
-        elif isinstance(v, str) and v.strip().lower() in _FALSE_WORDS:
-            out[i] = 0.0
         else:
-            raise ValueError(f"{name}[{i}]={v!r} is not a binary label; use 0/1, True/False or 'yes'/'no'")
+            verdict = parse_yes_no(v.item() if isinstance(v, np.generic) else v)  # numpy scalars → Python
+            if verdict is None:
+                raise ValueError(f"{name}[{i}]={v!r} is not a binary label; use 0/1, True/False or 'yes'/'no'")
+            out[i] = float(verdict)
     return out
 
 
@@ -158,6 +156,53 @@ def metrics_from_counts(tp: Any, fp: Any, fn: Any, tn: Any) -> dict[str, np.ndar
             "f1": f1, "cohen_kappa": kappa}
 
 
+def _point(name: str, y_true: Sequence, y_pred: Sequence) -> float:
+    return float(metrics_from_counts(**confusion(y_true, y_pred))[name])
+
+
+_BINARY = {"kind": "classification", "value_range": (0.0, 1.0), "higher_is_better": True}
+
+
+@register("accuracy", FAMILY, **_BINARY)
+def accuracy(y_true: Sequence, y_pred: Sequence) -> float:
+    """accuracy = (TP + TN) / n over the items with a prediction; NaN when there is none."""
+    return _point("accuracy", y_true, y_pred)
+
+
+@register("balanced_accuracy", FAMILY, **_BINARY)
+def balanced_accuracy(y_true: Sequence, y_pred: Sequence) -> float:
+    """balanced_accuracy = (TPR + TNR) / 2, TPR = TP / (TP + FN), TNR = TN / (TN + FP); NaN unless y_true has
+    both classes."""
+    return _point("balanced_accuracy", y_true, y_pred)
+
+
+@register("classification_precision", FAMILY, **_BINARY)
+def precision(y_true: Sequence, y_pred: Sequence) -> float:
+    """precision = TP / (TP + FP) of the positive class; NaN without positive predictions. Reported as
+    ``precision`` inside judge blocks (the registry's ``precision@k`` is the retrieval one)."""
+    return _point("precision", y_true, y_pred)
+
+
+@register("classification_recall", FAMILY, **_BINARY)
+def recall(y_true: Sequence, y_pred: Sequence) -> float:
+    """recall = TPR = TP / (TP + FN) of the positive class; NaN without positive labels. Reported as ``recall``
+    inside judge blocks (the registry's ``recall@k`` is the retrieval one)."""
+    return _point("recall", y_true, y_pred)
+
+
+@register("f1", FAMILY, **_BINARY, aliases=("f1_score",))
+def f1(y_true: Sequence, y_pred: Sequence) -> float:
+    """F1 = 2·TP / (2·TP + FP + FN) (= 2PR / (P + R)); 0 when TP = 0 < FP + FN; NaN when 2·TP + FP + FN = 0."""
+    return _point("f1", y_true, y_pred)
+
+
+@register("cohen_kappa", FAMILY, kind="classification", value_range=(-1.0, 1.0), higher_is_better=True)
+def cohen_kappa(y_true: Sequence, y_pred: Sequence) -> float:
+    """κ = (p_o − p_e) / (1 − p_e), p_o = accuracy, p_e = [(TP + FP)(TP + FN) + (FN + TN)(FP + TN)] / n²;
+    NaN when p_e = 1 (everything is one class)."""
+    return _point("cohen_kappa", y_true, y_pred)
+
+
 def _percentile_ci(samples: np.ndarray) -> tuple[list[float], int]:
     valid = samples[~np.isnan(samples)]
     if valid.size < 2:
@@ -227,6 +272,7 @@ def _rank_average(values: np.ndarray) -> np.ndarray:
     return rankdata(values, method="average", axis=-1)
 
 
+@register("roc_auc", FAMILY, **_BINARY)
 def roc_auc(y_true: Sequence, scores: Sequence) -> float:
     """ROC-AUC = P(s⁺ > s⁻) + ½·P(s⁺ = s⁻) over all (positive, negative) pairs (Mann–Whitney U / n⁺n⁻):
 
@@ -344,18 +390,15 @@ def judge_pipeline_metrics(ground_truth_show: Sequence, predicted_show: Sequence
     names = {"accuracy": "accuracy", "precision": "precision", "recall": "recall", "f1_score": "f1"}
     out: dict[str, Any] = {k: m[v]["mean"] for k, v in names.items()}
     out.update(report["confusion"])
-    lat = {"avg_latency_ms": math.nan, "p50_latency_ms": math.nan, "p95_latency_ms": math.nan}
+    lat = latency_summary([])
     if latencies_ms is not None:
         v = _scores(latencies_ms, "latencies_ms")
         if v.size != report["n"]:
             raise ValueError(f"latencies_ms has {v.size} items but ground_truth_show has {report['n']}; align them")
         if np.any(v < 0):
             raise ValueError("latencies_ms must be >= 0 (milliseconds per judge call)")
-        v = v[~np.isnan(v)]
-        if v.size:
-            lat = {"avg_latency_ms": float(v.mean()), "p50_latency_ms": float(np.percentile(v, 50)),
-                   "p95_latency_ms": float(np.percentile(v, 95))}
-    out.update(lat)
+        lat = latency_summary(v)
+    out.update({"avg_latency_ms": lat["mean"], "p50_latency_ms": lat["p50"], "p95_latency_ms": lat["p95"]})
     out.update({"n": report["n"], "n_valid": report["n_valid"], "n_failed": report["n_failed"]})
     out["ci95"] = {k: m[v]["ci95"] for k, v in names.items()}
     out["undefined"] = {k: m[v]["reason"] for k, v in names.items() if m[v]["reason"]}

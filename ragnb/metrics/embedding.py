@@ -21,6 +21,9 @@ import numpy as np
 import pandas as pd
 
 from ragnb.metrics.registry import register
+from ragnb.metrics.vectors import divide_by_norms
+
+FAMILY = "embedding"
 
 EPS = 1e-10
 DISTANCES = ("euclidean", "cosine")
@@ -68,12 +71,7 @@ def _prepare(E: np.ndarray, distance: str) -> np.ndarray:
         raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
     if distance == "euclidean":
         return E - E.mean(axis=0)
-    norms = np.linalg.norm(E, axis=1)
-    zero = np.flatnonzero(norms == 0)
-    if zero.size:
-        raise ValueError(f"cosine distance is undefined for zero vectors in rows {zero[:20].tolist()}; "
-                         "drop those rows or use distance='euclidean'")
-    return E / norms[:, None]
+    return divide_by_norms(E, "E", "drop those rows or use distance='euclidean'")
 
 
 def _finish(sq: np.ndarray, distance: str) -> np.ndarray:
@@ -180,52 +178,57 @@ def _spread_summary(s: np.ndarray) -> dict:
 # --------------------------------------------------------------------------- registered scalar metrics
 
 
-@register("total_samples", "embedding", higher_is_better=True)
+@register("total_samples", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=True)
 def total_samples(E) -> int:
-    """N, the number of vectors analysed (more samples → tighter estimates)."""
+    """N = number of rows of E, the vectors analysed (more samples → tighter estimates)."""
     return int(_as_matrix(E).shape[0])
 
 
-@register("avg_nn_distance", "embedding", higher_is_better=False)
-def avg_nn_distance(E, k: int = 5, distance: str = "euclidean") -> float:
-    """(1/(N·k)) Σ_i Σ_{j≤k} d_ij, d_ij = distance from e_i to its j-th nearest neighbour (self excluded).
-
-    Lower → locally more compact.
-    """
-    return _nn_summary(nn_distances(E, k, distance))["avg_nn_distance"]
-
-
-@register("std_nn_distance", "embedding", higher_is_better=False)
-def std_nn_distance(E, k: int = 5, distance: str = "euclidean") -> float:
-    """Population std (ddof=0) of the N·k values d_ij. Higher → uneven density ("holes")."""
-    return _nn_summary(nn_distances(E, k, distance))["std_nn_distance"]
+def _scalar(metric, name: str, higher_is_better: bool, formula: str):
+    """Register ``metric`` — one entry of a summary dict, under the same name — with ``formula`` as its doc."""
+    metric.__name__ = metric.__qualname__ = name
+    metric.__doc__ = formula
+    return register(name, FAMILY, kind="vectors", value_range=(0.0, math.inf),
+                    higher_is_better=higher_is_better)(metric)
 
 
-@register("density_score", "embedding", higher_is_better=True)
-def density_score(E, k: int = 5, distance: str = "euclidean") -> float:
-    """1 / (avg_nn_distance + ε), ε = 1e-10. Higher → denser space."""
-    return _nn_summary(nn_distances(E, k, distance))["density_score"]
+def _nn_metric(name: str, higher_is_better: bool, formula: str):
+    def metric(E, k: int = 5, distance: str = "euclidean") -> float:
+        return _nn_summary(nn_distances(E, k, distance))[name]
+
+    return _scalar(metric, name, higher_is_better, formula)
 
 
-@register("avg_spread", "embedding", higher_is_better=True)
-def avg_spread(E) -> float:
-    """(1/N) Σ_i ‖e_i − μ‖₂, μ = centroid. Higher → less collapsed around the centroid."""
-    return _spread_summary(centroid_distances(E))["avg_spread"]
+def _spread_metric(name: str, higher_is_better: bool, formula: str):
+    def metric(E) -> float:
+        return _spread_summary(centroid_distances(E))[name]
+
+    return _scalar(metric, name, higher_is_better, formula)
 
 
-@register("max_spread", "embedding", higher_is_better=False)
-def max_spread(E) -> float:
-    """max_i ‖e_i − μ‖₂. A value far above avg_spread flags outliers."""
-    return _spread_summary(centroid_distances(E))["max_spread"]
+def _pairwise_metric(name: str, higher_is_better: bool, formula: str):
+    def metric(E, distance: str = "euclidean") -> float:
+        return pairwise_stats(E, distance)[name]
+
+    return _scalar(metric, name, higher_is_better, formula)
 
 
-@register("spread_std", "embedding", higher_is_better=False)
-def spread_std(E) -> float:
-    """Population std (ddof=0) of ‖e_i − μ‖₂. Higher → uneven distance from the centroid."""
-    return _spread_summary(centroid_distances(E))["spread_std"]
+avg_nn_distance = _nn_metric("avg_nn_distance", False, """\
+(1/(N·k)) Σ_i Σ_{j≤k} d_ij, d_ij = distance from e_i to its j-th nearest neighbour (self excluded).
+Lower → locally more compact.""")
+std_nn_distance = _nn_metric("std_nn_distance", False, """\
+Population std (ddof=0) of the N·k values d_ij. Higher → uneven density ("holes").""")
+density_score = _nn_metric("density_score", True, """\
+1 / (avg_nn_distance + ε), ε = 1e-10. Higher → denser space.""")
+avg_spread = _spread_metric("avg_spread", True, """\
+(1/N) Σ_i ‖e_i − μ‖₂, μ = centroid. Higher → less collapsed around the centroid.""")
+max_spread = _spread_metric("max_spread", False, """\
+max_i ‖e_i − μ‖₂. A value far above avg_spread flags outliers.""")
+spread_std = _spread_metric("spread_std", False, """\
+Population std (ddof=0) of ‖e_i − μ‖₂. Higher → uneven distance from the centroid.""")
 
 
-@register("effective_dimensionality", "embedding", higher_is_better=True)
+@register("effective_dimensionality", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=True)
 def effective_dimensionality(E, variance_threshold: float = 0.95) -> int:
     """min m such that Σ_{i≤m} λ_i / Σ_i λ_i ≥ variance_threshold, λ = covariance eigenvalues, descending.
 
@@ -244,28 +247,14 @@ def effective_dimensionality(E, variance_threshold: float = 0.95) -> int:
     return int(np.searchsorted(ratio, variance_threshold - 1e-12) + 1)
 
 
-@register("avg_pairwise_distance", "embedding", higher_is_better=True)
-def avg_pairwise_distance(E, distance: str = "euclidean") -> float:
-    """2/(N(N−1)) Σ_{i<j} d(e_i, e_j). Low → anisotropic / collapsed space."""
-    return pairwise_stats(E, distance)["avg_pairwise_distance"]
-
-
-@register("std_pairwise_distance", "embedding", higher_is_better=False)
-def std_pairwise_distance(E, distance: str = "euclidean") -> float:
-    """Population std (ddof=0) of d(e_i, e_j) over the pairs i < j."""
-    return pairwise_stats(E, distance)["std_pairwise_distance"]
-
-
-@register("min_pairwise_distance", "embedding", higher_is_better=True)
-def min_pairwise_distance(E, distance: str = "euclidean") -> float:
-    """min_{i<j} d(e_i, e_j). 0 or near 0 → (near-)duplicate vectors in the data."""
-    return pairwise_stats(E, distance)["min_pairwise_distance"]
-
-
-@register("max_pairwise_distance", "embedding", higher_is_better=False)
-def max_pairwise_distance(E, distance: str = "euclidean") -> float:
-    """max_{i<j} d(e_i, e_j). Helps spot outliers."""
-    return pairwise_stats(E, distance)["max_pairwise_distance"]
+avg_pairwise_distance = _pairwise_metric("avg_pairwise_distance", True, """\
+2/(N(N−1)) Σ_{i<j} d(e_i, e_j). Low → anisotropic / collapsed space.""")
+std_pairwise_distance = _pairwise_metric("std_pairwise_distance", False, """\
+Population std (ddof=0) of d(e_i, e_j) over the pairs i < j.""")
+min_pairwise_distance = _pairwise_metric("min_pairwise_distance", True, """\
+min_{i<j} d(e_i, e_j). 0 or near 0 → (near-)duplicate vectors in the data.""")
+max_pairwise_distance = _pairwise_metric("max_pairwise_distance", False, """\
+max_{i<j} d(e_i, e_j). Helps spot outliers.""")
 
 
 # --------------------------------------------------------------------------- summary

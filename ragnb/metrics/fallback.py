@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragnb.metrics.registry import register
-from ragnb.metrics.text import unit_rows
+from ragnb.metrics.vectors import unit_rows
 
 FAMILY = "groundedness"
 LANGUAGES = ("auto", "en", "ru")
@@ -228,7 +228,7 @@ def best_match_cosines(answer_sentence_vecs, context_vecs) -> np.ndarray:
     return np.clip(A @ C.T, -1.0, 1.0).max(axis=1)
 
 
-@register("faithfulness_embedding", FAMILY)
+@register("faithfulness_embedding", FAMILY, kind="vectors", value_range=(0.0, 1.0), higher_is_better=True)
 def embedding_faithfulness(answer_sentence_vecs, context_vecs, *, center: float = SIGMOID_CENTER,
                            slope: float = SIGMOID_SLOPE) -> float:
     """Seed 004 level 2: F_emb = σ( (1/n) Σ_i max_j cos(a_i, c_j) ), σ = :func:`sigmoid`(center, slope).
@@ -240,7 +240,7 @@ def embedding_faithfulness(answer_sentence_vecs, context_vecs, *, center: float 
     return float(sigmoid(best_match_cosines(answer_sentence_vecs, context_vecs).mean(), center, slope))
 
 
-@register("faithfulness_word_overlap", FAMILY)
+@register("faithfulness_word_overlap", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def word_overlap_faithfulness(answer: str, contexts: Sequence[str], language: str = "auto") -> float:
     """Seed 004 level 3: F_wo = |W(answer) ∩ W(contexts)| / |W(answer)|.
 
@@ -301,7 +301,20 @@ def faithfulness_fallback(answer: str, contexts: Sequence[str], encoder=None, la
     return {"score": score, "method": method, "reason": why}
 
 
-@register("hallucination_rate", FAMILY, higher_is_better=False)
+@register("fallback_faithfulness", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True,
+          aliases=("faithfulness_fallback",))
+def fallback_faithfulness(answer: str, contexts: Sequence[str], *, encoder=None, language: str = "auto") -> float:
+    """The offline faithfulness chain without an LLM (see docs/metrics.md, Faithfulness):
+
+    F = F_emb = σ((1/n) Σ_i max_j cos(a_i, c_j)) when an ``encoder`` is given (:func:`embedding_faithfulness`),
+    else F = F_wo = |W(answer) ∩ W(contexts)| / |W(answer)| (:func:`word_overlap_faithfulness`).
+    Blank answer → NaN; no non-blank context → 0. Never graded by an LLM threshold; the ``method`` that
+    produced a value is in :func:`faithfulness_fallback`'s result.
+    """
+    return faithfulness_fallback(answer, contexts, encoder, language)["score"]
+
+
+@register("hallucination_rate", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=False)
 def hallucination_rate(faithfulness: float) -> float:
     """Seed 004: H = 1 − F (F = faithfulness from any level); NaN stays NaN."""
     if isinstance(faithfulness, bool) or not isinstance(faithfulness, (int, float, np.floating, np.integer)):
@@ -326,7 +339,7 @@ def _contains_related(sentence: str, ctx_sentences: list[str]) -> bool:
     return bool(s) and any(s in c or (c and c in s) for c in map(_norm_sentence, ctx_sentences))
 
 
-@register("context_utilization", FAMILY)
+@register("context_utilization", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def context_utilization(answer: str, contexts: Sequence[str], method: str = "contains", *, encoder=None,
                         threshold: float | None = None, language: str = "auto") -> float:
     """Seed 004: U = |{answer sentences related to some context sentence}| / |answer sentences|.

@@ -1,50 +1,279 @@
-"""Metric registry: canonical names such as ``ndcg@10`` parse back to (metric, params).
+"""Metric registry: every metric ragnb reports, declared once, as a contract.
 
-A metric is a small pure function registered under a base name; cut-off metrics take ``k``.
-Dispatch goes through this table, never through an if/elif chain of strings.
+Each entry states the metric's canonical name, its kind (the shape of its inputs, typed below as a
+``Protocol`` per kind), the range of its values, its direction (higher or lower is better) and, in the
+docstring of its function, its formula (see docs/metrics.md for the definitions in words).
+``tests/metrics/test_common.py`` checks every entry against that contract.
+
+Names
+    A base name ``[a-z][a-z0-9_]*``, plus ``@k`` for cut-off metrics: ``ndcg@10`` parses to (ndcg, 10) and
+    prints back as ``ndcg@10``. Base names are unique across the registry, whatever the family: the
+    retrieval metrics keep the plain names (``precision@k``, ``recall@k``), and a same-named quantity of
+    another family carries its family as a prefix (``classification_precision``). An entry may list
+    ``aliases``: keys under which a tier block reports it (``f1_score`` → ``f1``); an alias is a name too,
+    so it must be unique as well.
+
+Direction of a reported key (:func:`direction`)
+    ``faithfulness[gpt-x]`` (a per-model column) → faithfulness; ``hit_rate@5`` → hit_rate; then the key
+    itself, or without one ``doc_``/``avg_``/``mean_`` prefix (``avg_faithfulness`` → faithfulness). A key
+    that names no metric (a setting such as ``top_k``, ``consistency_runs``, a count such as ``n_items``)
+    has no direction: None.
+
+Kinds and their calls (positional data inputs; options are keyword arguments with defaults)
+    ranking         fn(table: RankedGains, k) → per-query values (NaN = undefined)
+    vectors         fn(vectors) or fn(a, b) on embedding matrices (rows = vectors) → value
+    text            fn(text, reference_or_contexts), fn(texts) or fn(score) → value
+    classification  fn(y_true, y_pred_or_scores) → value
+    session         fn(sessions) → result with ``.value``
+    timing          fn(values_ms) → value
+    llm             judge-derived: the formula over the judge's verdicts, or the judge call itself
+
+Metrics computed in a layer above ``ragnb.metrics`` (the LLM judge, the tiers) are *declared* here with
+:func:`declare`, which names the function that computes them by its import path (metrics never imports
+those layers); the common test checks that the path resolves.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import math
 import re
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Union, get_args
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import ArrayLike
+
+    from ragnb.metrics.retrieval import RankedGains
+
+Kind = Literal["ranking", "vectors", "text", "classification", "session", "timing", "llm"]
+KINDS: tuple[str, ...] = get_args(Kind)
+Direction = Literal["higher", "lower"]
 
 _NAME = re.compile(r"^(?P<base>[a-z][a-z0-9_]*)(?:@(?P<k>[0-9]+))?$")
+_MODEL_COLUMN = re.compile(r"\[.*\]$")
+_PREFIXES = re.compile(r"^(doc_|avg_|mean_)")
+
+
+# --------------------------------------------------------------------------- the typed call of each kind
+
+
+class Scored(Protocol):
+    """A result object whose headline number is ``value`` (e.g. :class:`ragnb.metrics.ux.SessionScores`)."""
+
+    @property
+    def value(self) -> float: ...
+
+
+class RankingMetric(Protocol):
+    def __call__(self, table: RankedGains, k: int | None, /) -> np.ndarray: ...
+
+
+class MatrixMetric(Protocol):
+    def __call__(self, vectors: ArrayLike, /) -> float | Scored: ...
+
+
+class MatrixPairMetric(Protocol):
+    def __call__(self, a: ArrayLike, b: ArrayLike, /) -> float | Scored: ...
+
+
+class TextPairMetric(Protocol):
+    def __call__(self, text: str | Sequence[str], reference: str | Sequence[str], /) -> float: ...
+
+
+class TextListMetric(Protocol):
+    def __call__(self, texts: Sequence[str], /) -> float: ...
+
+
+class ScoreTransform(Protocol):
+    def __call__(self, score: float, /) -> float: ...
+
+
+class ClassificationMetric(Protocol):
+    def __call__(self, y_true: Sequence[Any], y_pred: Sequence[Any], /) -> float: ...
+
+
+class SessionMetric(Protocol):
+    def __call__(self, sessions: Mapping[str, ArrayLike] | Sequence[ArrayLike], /) -> Scored: ...
+
+
+class TimingMetric(Protocol):
+    def __call__(self, values_ms: Sequence[float], /) -> float: ...
+
+
+class LLMMetric(Protocol):
+    def __call__(self, *judge_inputs: Any) -> float | Scored | Awaitable[Scored]: ...
+
+
+MetricFn = Union[RankingMetric, MatrixMetric, MatrixPairMetric, TextPairMetric, TextListMetric, ScoreTransform,
+                 ClassificationMetric, SessionMetric, TimingMetric, LLMMetric]
+
+# Per kind: the numbers of required positional data inputs allowed, and how many positional arguments the
+# function must accept (a ranking metric is always called as fn(table, k)). Checked at registration.
+_ARITY: dict[str, tuple[tuple[int, ...], int]] = {
+    "ranking": ((1, 2), 2), "vectors": ((1, 2), 1), "text": ((1, 2), 1), "classification": ((2,), 2),
+    "session": ((1,), 1), "timing": ((1,), 1), "llm": ((0, 1, 2, 3, 4, 5), 0),
+}
+
+
+# --------------------------------------------------------------------------- entries
 
 
 @dataclass(frozen=True)
 class Metric:
     name: str  # base name, e.g. "ndcg"
     family: str  # "retrieval", "embedding", ...
-    fn: Callable
+    kind: str  # one of KINDS
+    fn: MetricFn
     needs_k: bool
     higher_is_better: bool
+    value_range: tuple[float, float]  # (low, high); ±math.inf when unbounded
     doc: str
+    aliases: tuple[str, ...] = ()
+    computed_by: str | None = None  # import path of the computing function, for declared metrics
+
+    @property
+    def direction(self) -> Direction:
+        return "higher" if self.higher_is_better else "lower"
+
+    @property
+    def best(self) -> float:
+        """The best end of the range (may be ±inf)."""
+        return self.value_range[1] if self.higher_is_better else self.value_range[0]
 
 
 REGISTRY: dict[str, Metric] = {}
+ALIASES: dict[str, str] = {}  # alias → base name
 
 
-def register(name: str, family: str, *, needs_k: bool = False, higher_is_better: bool = True):
-    """Decorator: register ``fn`` under ``name`` (base name, without ``@k``)."""
+def _check_range(name: str, value_range: Any) -> tuple[float, float]:
+    try:
+        low, high = (float(v) for v in value_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"metric {name!r}: value_range must be (low, high), e.g. (0.0, 1.0) or (0.0, math.inf); "
+                         f"got {value_range!r}") from None
+    if math.isnan(low) or math.isnan(high) or not low < high:
+        raise ValueError(f"metric {name!r}: value_range {value_range!r} needs low < high (use math.inf if unbounded)")
+    return low, high
 
-    def wrap(fn: Callable) -> Callable:
-        if name in REGISTRY:
-            raise ValueError(f"metric {name!r} is registered twice")
-        REGISTRY[name] = Metric(name, family, fn, needs_k, higher_is_better, (fn.__doc__ or "").strip())
+
+def _check_arity(name: str, kind: str, fn: Any) -> None:
+    params = list(inspect.signature(fn).parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return
+    allowed, accepts = _ARITY[kind]
+    if len(required) not in allowed or len(positional) < accepts:
+        raise ValueError(f"metric {name!r} of kind {kind!r} must take {' or '.join(map(str, allowed))} "
+                         f"positional data input(s) (options as keywords with defaults) and accept {accepts}; "
+                         f"it requires {len(required)} and accepts {len(positional)}")
+
+
+def _add(metric: Metric) -> None:
+    if not _NAME.match(metric.name) or "@" in metric.name:
+        raise ValueError(f"metric name {metric.name!r} must be lower-case letters, digits and _ (no @k: pass "
+                         "needs_k=True instead)")
+    for n in (metric.name, *metric.aliases):
+        if n in REGISTRY or n in ALIASES:
+            raise ValueError(f"metric {n!r} is registered twice; a metric (or alias) is declared exactly once")
+        if not _NAME.match(n):
+            raise ValueError(f"alias {n!r} of {metric.name!r} must be lower-case letters, digits and _")
+    REGISTRY[metric.name] = metric
+    ALIASES.update({a: metric.name for a in metric.aliases})
+
+
+# The LLM-judged suites still call ``register(name, family)`` in their old place (ragnb.metrics.ragas and
+# .nvidia, moving to ragnb.llm.judges, where they pass kind and value_range themselves). Their declaration is
+# completed from this table until then; delete it once no module calls register() without ``kind``.
+_PENDING: dict[str, tuple[Kind, tuple[float, float]]] = {
+    name: ("llm", (0.0, 1.0)) for name in (
+        "faithfulness", "context_recall", "context_precision", "context_entity_recall", "noise_sensitivity_relevant",
+        "noise_sensitivity_irrelevant", "nv_context_relevance", "nv_response_groundedness", "nv_answer_accuracy")
+}
+_PENDING["response_relevancy"] = ("llm", (-1.0, 1.0))
+
+
+def register(name: str, family: str, *, kind: Kind | None = None, value_range: tuple[float, float] | None = None,
+             higher_is_better: bool | None = None, needs_k: bool = False, aliases: Sequence[str] = ()):
+    """Decorator: register ``fn`` under the base ``name`` (without ``@k``; ``needs_k=True`` for cut-offs).
+
+    ``kind`` (one of :data:`KINDS`, it fixes the call: see the module docstring), ``value_range`` (low, high)
+    with ``math.inf`` for an unbounded end, and ``higher_is_better`` are required. The function's docstring
+    must state the formula.
+    """
+    if kind is None and value_range is None and name in _PENDING:
+        kind, value_range = _PENDING[name]
+        higher_is_better = True if higher_is_better is None else higher_is_better
+    if kind is None or value_range is None or higher_is_better is None:
+        raise TypeError(f"register({name!r}, ...) needs kind=, value_range= and higher_is_better=")
+    if kind not in KINDS:
+        raise ValueError(f"metric {name!r}: kind must be one of {KINDS}, got {kind!r}")
+    low_high = _check_range(name, value_range)
+
+    def wrap(fn):
+        _check_arity(name, kind, fn)
+        _add(Metric(name, family, kind, fn, bool(needs_k), bool(higher_is_better), low_high,
+                    (fn.__doc__ or "").strip(), tuple(aliases)))
         return fn
 
     return wrap
 
 
+class _Deferred:
+    """The function of a declared metric, imported from ``computed_by`` (``"pkg.module:attr.attr"``) on use."""
+
+    def __init__(self, computed_by: str, formula: str):
+        self.computed_by = computed_by
+        self.__doc__ = formula
+
+    def resolve(self) -> Any:
+        module, _, attr = self.computed_by.partition(":")
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    def __call__(self, *judge_inputs: Any) -> Any:
+        return self.resolve()(*judge_inputs)
+
+
+def declare(name: str, family: str, *, kind: Kind, value_range: tuple[float, float], higher_is_better: bool,
+            computed_by: str, formula: str, needs_k: bool = False, aliases: Sequence[str] = ()) -> Metric:
+    """Register a metric computed outside ``ragnb.metrics`` (by the LLM judge or a tier), by reference.
+
+    ``computed_by`` = ``"module:function"`` (``"module:Class.method"``) of the function that computes it;
+    ``formula`` = its definition (what a registered function's docstring holds).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"metric {name!r}: kind must be one of {KINDS}, got {kind!r}")
+    if ":" not in computed_by:
+        raise ValueError(f"metric {name!r}: computed_by must be 'module:function', got {computed_by!r}")
+    metric = Metric(name, family, kind, _Deferred(computed_by, formula), bool(needs_k), bool(higher_is_better),
+                    _check_range(name, value_range), formula.strip(), tuple(aliases), computed_by)
+    _add(metric)
+    return metric
+
+
+# --------------------------------------------------------------------------- lookup
+
+
+def _known() -> str:
+    return ", ".join(sorted(f"{n}@k" if r.needs_k else n for n, r in REGISTRY.items()))
+
+
 def parse_name(name: str) -> tuple[Metric, int | None]:
-    """``"ndcg@10"`` → (the ndcg Metric, 10). Raises ValueError naming the fix for unknown names."""
+    """``"ndcg@10"`` → (the ndcg Metric, 10); an alias resolves to its metric. ValueError naming the fix."""
+    load_all()
     m = _NAME.match(name.strip())
-    if not m or m.group("base") not in REGISTRY:
-        known = ", ".join(sorted(f"{n}@k" if r.needs_k else n for n, r in REGISTRY.items()))
-        raise ValueError(f"unknown metric {name!r}; known metrics: {known}")
-    metric = REGISTRY[m.group("base")]
+    base = m.group("base") if m else None
+    base = ALIASES.get(base, base)
+    if base not in REGISTRY:
+        raise ValueError(f"unknown metric {name!r}; known metrics: {_known()}")
+    metric = REGISTRY[base]
     k = int(m.group("k")) if m.group("k") else None
     if metric.needs_k and (k is None or k < 1):
         raise ValueError(f"metric {name!r} needs a cut-off ≥ 1, e.g. '{metric.name}@10'")
@@ -57,5 +286,91 @@ def canonical_name(base: str, k: int | None = None) -> str:
     return f"{base}@{k}" if k is not None else base
 
 
-def names(family: str | None = None) -> list[str]:
-    return sorted(n for n, m in REGISTRY.items() if family is None or m.family == family)
+def get(name: str) -> Metric:
+    """The entry of ``name``: a base name or alias (``"ndcg"``, ``"f1_score"``) or a full name (``"ndcg@10"``)."""
+    if "@" in name:
+        return parse_name(name)[0]
+    load_all()
+    base = name.strip()
+    base = ALIASES.get(base, base)
+    if base not in REGISTRY:
+        raise ValueError(f"unknown metric {name!r}; known metrics: {_known()}")
+    return REGISTRY[base]
+
+
+def names(family: str | None = None, kind: str | None = None) -> list[str]:
+    """Base names, sorted; only those of ``family`` and/or ``kind`` when given."""
+    load_all()
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    return sorted(n for n, m in REGISTRY.items()
+                  if (family is None or m.family == family) and (kind is None or m.kind == kind))
+
+
+def resolve(key: str) -> Metric | None:
+    """The metric a reported key names (see the module docstring), or None for settings and counts."""
+    load_all()
+    base = _MODEL_COLUMN.sub("", key.strip()).split("@", 1)[0].casefold()
+    for candidate in (base, _PREFIXES.sub("", base)):
+        candidate = ALIASES.get(candidate, candidate)
+        if candidate in REGISTRY:
+            return REGISTRY[candidate]
+    return None
+
+
+def direction(key: str) -> Direction | None:
+    """``"higher"`` / ``"lower"`` is better for the metric a reported key names; None if it names none.
+
+    Loads every metric module first (:func:`load_all`), so the answer never depends on import order.
+    """
+    metric = resolve(key)
+    return metric.direction if metric is not None else None
+
+
+# --------------------------------------------------------------------------- loading
+
+# Every module that registers or declares metrics. A module listed as a tuple is the same metrics under
+# another layout: the first that imports is used (the LLM-judged suites move from ragnb.metrics to
+# ragnb.llm.judges).
+METRIC_MODULES: tuple[str | tuple[str, ...], ...] = (
+    "ragnb.metrics.retrieval",
+    "ragnb.metrics.text",
+    "ragnb.metrics.fallback",
+    "ragnb.metrics.embedding",
+    "ragnb.metrics.classification",
+    "ragnb.metrics.ux",
+    "ragnb.metrics.stats",
+    "ragnb.metrics.declared",
+    ("ragnb.llm.judges.ragas", "ragnb.metrics.ragas"),
+    ("ragnb.llm.judges.nvidia", "ragnb.metrics.nvidia"),
+)
+_loaded = False
+_loading = False
+
+
+def _import_first(candidates: tuple[str, ...]) -> None:
+    for module in candidates:
+        try:
+            importlib.import_module(module)
+            return
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module.startswith(exc.name):  # a missing dependency, not a missing layout
+                raise
+    raise ModuleNotFoundError(f"none of the metric modules {candidates} exists; fix METRIC_MODULES")
+
+
+def load_all() -> dict[str, Metric]:
+    """Import every metric module (registration happens at import) and return the full registry.
+
+    Every lookup of this module calls it, so no caller sees a half-filled registry, whatever it imported.
+    """
+    global _loaded, _loading
+    if not (_loaded or _loading):  # _loading: a lookup made while the modules are being imported
+        _loading = True
+        try:
+            for entry in METRIC_MODULES:
+                _import_first(entry if isinstance(entry, tuple) else (entry,))
+            _loaded = True
+        finally:
+            _loading = False
+    return REGISTRY

@@ -1,10 +1,17 @@
-"""Aggregation with honest uncertainty: mean, bootstrap 95% CI, and counts of what was left out."""
+"""Aggregation with honest uncertainty (mean, bootstrap 95% CI, counts of what was left out) and latency summaries."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from ragnb.metrics.registry import register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def bootstrap_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
@@ -70,3 +77,49 @@ def summary_frame(summary: dict) -> "pd.DataFrame":
         if col in frame:
             frame[col] = frame[col].astype("Int64")  # counts stay integers even where a row has none
     return frame
+
+
+# --------------------------------------------------------------------------- latency
+
+
+def latency_summary(values_ms: Iterable[float | None]) -> dict[str, float | int]:
+    """``{"mean", "p50", "p95", "n"}`` of durations in milliseconds; callers name the keys they report.
+
+    mean = (1/n) Σ t_i; p50, p95 = numpy's percentiles with linear interpolation; n = durations used.
+    A missing duration (None/NaN: a call that was never timed) is left out; none left → NaN values, n = 0.
+    """
+    v = np.asarray([math.nan if x is None else x for x in values_ms], dtype=float).ravel()
+    if np.isinf(v).any() or (v < 0).any():
+        raise ValueError("durations must be finite and >= 0 milliseconds; fix the timing that produced them")
+    v = v[~np.isnan(v)]
+    if not v.size:
+        return {"mean": math.nan, "p50": math.nan, "p95": math.nan, "n": 0}
+    return {"mean": float(v.mean()), "p50": float(np.percentile(v, 50)), "p95": float(np.percentile(v, 95)),
+            "n": int(v.size)}
+
+
+_TIMING = {"kind": "timing", "value_range": (0.0, math.inf), "higher_is_better": False}
+
+
+@register("latency_ms", "latency", **_TIMING, aliases=("latency_answer_ms", "latency_retrieve_ms"))
+def mean_latency_ms(values_ms: Sequence[float]) -> float:
+    """Mean latency: (1/n) Σ t_i over the n timed calls (ms); NaN when none was timed.
+
+    Tier blocks report it per item stage (``latency_answer_ms``, ``latency_retrieve_ms``) and as
+    ``avg_latency_ms``.
+    """
+    return latency_summary(values_ms)["mean"]
+
+
+@register("p50_latency_ms", "latency", **_TIMING)
+def p50_latency_ms(values_ms: Sequence[float]) -> float:
+    """Median latency: p50 = the 50th percentile of the timed calls' t_i (ms), linear interpolation; NaN when
+    none was timed."""
+    return latency_summary(values_ms)["p50"]
+
+
+@register("p95_latency_ms", "latency", **_TIMING)
+def p95_latency_ms(values_ms: Sequence[float]) -> float:
+    """p95 = the 95th percentile of the timed calls' t_i (ms), linear interpolation between order statistics;
+    NaN when none was timed."""
+    return latency_summary(values_ms)["p95"]

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb.metrics.registry import register
+from ragnb.metrics.vectors import as_vector_rows
 from ragnb.metrics.stats import aggregate
 
 FAMILY = "text"
@@ -135,22 +136,25 @@ def rouge(prediction: str, reference: str, *, language: str = "auto", use_stemme
     return {t: float(scores[t].fmeasure) for t in ROUGE_TYPES}
 
 
-@register("rouge1", FAMILY)
+@register("rouge1", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def rouge1(prediction: str, reference: str, *, language: str = "auto", use_stemmer: bool = False) -> float:
-    """ROUGE-1 F: unigram overlap F-measure (see :func:`rouge`), 0–1."""
+    """ROUGE-1 F over unigrams g: F = 2PR / (P + R), P = Σ_g min(c_H(g), c_R(g)) / Σ_g c_H(g),
+    R = Σ_g min(c_H(g), c_R(g)) / Σ_g c_R(g) (see :func:`rouge`), 0–1."""
     return rouge(prediction, reference, language=language, use_stemmer=use_stemmer)["rouge1"]
 
 
-@register("rouge2", FAMILY)
+@register("rouge2", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def rouge2(prediction: str, reference: str, *, language: str = "auto", use_stemmer: bool = False) -> float:
-    """ROUGE-2 F: bigram overlap F-measure (see :func:`rouge`), 0–1."""
+    """ROUGE-2 F: F = 2PR / (P + R) with P and R the clipped bigram overlap over the prediction's and the
+    reference's bigrams (see :func:`rouge`), 0–1."""
     return rouge(prediction, reference, language=language, use_stemmer=use_stemmer)["rouge2"]
 
 
 # Registry names are lower-case (``registry._NAME``), hence "rougel"; the dict key stays rouge-score's "rougeL".
-@register("rougel", FAMILY)
+@register("rougel", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def rouge_l(prediction: str, reference: str, *, language: str = "auto", use_stemmer: bool = False) -> float:
-    """ROUGE-L F: longest-common-subsequence F-measure (see :func:`rouge`), 0–1."""
+    """ROUGE-L F: F = 2PR / (P + R), P = LCS(H, R) / |H|, R = LCS(H, R) / |R| (longest common subsequence of
+    the token lists; see :func:`rouge`), 0–1."""
     return rouge(prediction, reference, language=language, use_stemmer=use_stemmer)["rougeL"]
 
 
@@ -164,7 +168,7 @@ def _bleu(sentence: bool, lowercase: bool, tokenize: str | None):
     return BLEU(effective_order=sentence, lowercase=lowercase, tokenize=tokenize)
 
 
-@register("bleu", FAMILY)
+@register("bleu", FAMILY, kind="text", value_range=(0.0, 100.0), higher_is_better=True)
 def bleu(prediction: str, reference: str, *, lowercase: bool = False, tokenize: str | None = None) -> float:
     """Sentence BLEU, 0–100: sacrebleu ``BLEU(effective_order=True).sentence_score(prediction, [reference])``.
 
@@ -181,12 +185,10 @@ def bleu(prediction: str, reference: str, *, lowercase: bool = False, tokenize: 
 
 def corpus_bleu(predictions: Sequence[str], references: Sequence[str], *, lowercase: bool = False,
                 tokenize: str | None = None) -> dict:
-    """Corpus BLEU, 0–100: sacrebleu ``BLEU().corpus_score(predictions, [references])``.
+    """Corpus BLEU with its counts (the score is :func:`corpus_bleu_score`'s).
 
-    n-gram matches and lengths are summed over all pairs before the precisions and the brevity penalty
-    are taken, so this is *not* the mean of sentence BLEU. Pairs with a blank reference are left out and
-    counted. Returns ``{score, n, n_used, n_blank_reference, signature}`` (signature = sacrebleu's, for
-    reproducibility); score is NaN when no pair is usable.
+    Returns ``{score, n, n_used, n_blank_reference, signature}`` (signature = sacrebleu's, for
+    reproducibility); pairs with a blank reference are left out and counted.
     """
     p, r = _check_pairs(predictions, references)
     keep = [i for i, ref in enumerate(r) if ref.strip()]
@@ -196,45 +198,20 @@ def corpus_bleu(predictions: Sequence[str], references: Sequence[str], *, lowerc
             "signature": str(scorer.get_signature())}
 
 
-# --------------------------------------------------------------------------- embedding similarity
+@register("corpus_bleu", FAMILY, kind="text", value_range=(0.0, 100.0), higher_is_better=True)
+def corpus_bleu_score(predictions: Sequence[str], references: Sequence[str], *, lowercase: bool = False,
+                      tokenize: str | None = None) -> float:
+    """Corpus BLEU, 0–100: sacrebleu ``BLEU().corpus_score(predictions, [references])``.
 
-
-def as_vector_rows(x, field: str) -> np.ndarray:
-    """Embeddings as a finite float64 N × D matrix (one D-vector = one row); ValueError names ``field``."""
-    a = np.asarray(x)
-    if a.dtype.kind not in "biuf":
-        raise ValueError(f"{field} must be numeric vectors, got dtype {a.dtype}")
-    a = a.astype(np.float64, copy=False)
-    if a.ndim == 1:
-        a = a[None, :]
-    if a.ndim != 2 or a.shape[1] < 1:
-        raise ValueError(f"{field} must be N × D (or one D-vector), got shape {a.shape}")
-    if not np.isfinite(a).all():
-        raise ValueError(f"{field} has NaN/inf in rows {np.flatnonzero(~np.isfinite(a).all(axis=1))[:20].tolist()}")
-    return a
-
-
-def unit_rows(x, field: str, allow_empty: bool = False, one_vector_ok: bool = True) -> np.ndarray:
-    """Rows of an N × D embedding matrix scaled to unit length (float64), for cosine similarity.
-
-    ValueError naming ``field`` for: non-numeric data, a shape that is not N × D (a single D-vector counts as
-    one row when ``one_vector_ok``), no rows (unless ``allow_empty``), NaN/inf, and zero vectors (their angle
-    is undefined).
+    BLEU = BP · exp(Σ_{n≤4} ¼ log p_n) with p_n = Σ_pairs clipped n-gram matches / Σ_pairs hypothesis n-grams
+    and BP = 1 if c > r else exp(1 − r/c), c and r the summed hypothesis and reference lengths: counts are
+    pooled over the pairs first, so this is *not* the mean of sentence BLEU. Pairs with a blank reference
+    are left out; NaN when no pair is usable.
     """
-    a = np.asarray(x)
-    if not one_vector_ok and a.ndim != 2 and a.size:
-        raise ValueError(f"{field} must be 2-D (N × D), got shape {a.shape}; reshape a single vector with v[None, :]")
-    if a.size == 0:
-        if allow_empty:
-            return np.zeros((0, a.shape[-1] if a.ndim == 2 else 0))
-        raise ValueError(f"{field} must be a non-empty N × D matrix; it has no rows (shape {a.shape})")
-    a = as_vector_rows(a, field)
-    norms = np.linalg.norm(a, axis=1)
-    zero = np.flatnonzero(norms == 0)
-    if zero.size:
-        raise ValueError(f"{field} has zero vectors in row(s) {zero[:20].tolist()}: cosine similarity is "
-                         "undefined; drop or re-embed those rows")
-    return a / norms[:, None]
+    return corpus_bleu(predictions, references, lowercase=lowercase, tokenize=tokenize)["score"]
+
+
+# --------------------------------------------------------------------------- embedding similarity
 
 
 def _cosine_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -267,19 +244,19 @@ def semantic_similarity(a_vecs, b_vecs, measure: str = "cosine") -> np.ndarray:
     return np.linalg.norm(A - B, axis=1)
 
 
-@register("semantic_similarity", FAMILY)
+@register("semantic_similarity", FAMILY, kind="vectors", value_range=(-1.0, 1.0), higher_is_better=True)
 def cosine_similarity(a_vec, b_vec) -> float:
     """cos(e_sys, e_gt) = e_sys·e_gt / (‖e_sys‖ ‖e_gt‖), −1…1 (seed 000 §6.4.2)."""
     return float(semantic_similarity(a_vec, b_vec, "cosine")[0])
 
 
-@register("dot_similarity", FAMILY)
+@register("dot_similarity", FAMILY, kind="vectors", value_range=(-math.inf, math.inf), higher_is_better=True)
 def dot_similarity(a_vec, b_vec) -> float:
     """e_sys · e_gt (equals cosine on normalised embeddings)."""
     return float(semantic_similarity(a_vec, b_vec, "dot")[0])
 
 
-@register("euclidean_distance", FAMILY, higher_is_better=False)
+@register("euclidean_distance", FAMILY, kind="vectors", value_range=(0.0, math.inf), higher_is_better=False)
 def euclidean_distance(a_vec, b_vec) -> float:
     """‖e_sys − e_gt‖₂; lower = closer."""
     return float(semantic_similarity(a_vec, b_vec, "euclidean")[0])
@@ -320,7 +297,7 @@ def normalize_response(text: str) -> str:
     return _SPACE.sub(" ", unicodedata.normalize("NFC", text).casefold()).strip()
 
 
-@register("response_exact_match_rate", FAMILY)
+@register("response_exact_match_rate", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def exact_match_rate(responses: Sequence[str], *, normalize: bool = True) -> float:
     """Share of repeat runs whose response equals the first run's, for one question.
 
@@ -338,7 +315,8 @@ def exact_match_rate(responses: Sequence[str], *, normalize: bool = True) -> flo
     return sum(f(y) == first for y in rs[1:]) / (len(rs) - 1)
 
 
-@register("response_semantic_consistency", FAMILY)
+@register("response_semantic_consistency", FAMILY, kind="vectors", value_range=(-1.0, 1.0),
+          higher_is_better=True)
 def semantic_consistency(vectors) -> float:
     """Mean pairwise cosine of the R responses' embeddings: 2/(R(R−1)) Σ_{i<j} cos(e_i, e_j), −1…1.
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb.metrics.registry import register
-from ragnb.metrics.text import unit_rows
+from ragnb.metrics.vectors import unit_rows
 
 FAMILY = "ux"
 DEFAULT_TAU = 0.85  # seed 000 §10.3.1
@@ -69,8 +69,46 @@ class CacheHits:
     tau: float
     note: str | None  # why (part of) the result is undefined, else None
 
+    @property
+    def value(self) -> float:
+        """The headline number (= ``rate``), as every registered metric result names it."""
+        return self.rate
 
-@register("cache_hit_rate", FAMILY)
+
+def _best_matches(Q: np.ndarray, C: np.ndarray, qids: list | None,
+                  cids: list | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per query row: (max cosine over the cache rows, its cache row or −1, number of rows compared), in
+    blocks of queries. With both id lists, a cache row whose id equals the query's id is not compared;
+    a query left with nothing to compare gets NaN, −1, 0."""
+    nq, nc = Q.shape[0], C.shape[0]
+    best_sim, best_idx = np.full(nq, np.nan), np.full(nq, -1)
+    n_compared = np.zeros(nq, dtype=np.int64)
+    if nc == 0:
+        return best_sim, best_idx, n_compared
+    position: dict[str, list[int]] = {}
+    if qids is not None and cids is not None:
+        for j, cid in enumerate(cids):
+            position.setdefault(cid, []).append(j)
+    step = max(1, _BLOCK_ELEMS // nc)
+    for s in range(0, nq, step):
+        e = min(nq, s + step)
+        sims = np.clip(Q[s:e] @ C.T, -1.0, 1.0)
+        compared = np.full(e - s, nc)
+        for r in range(e - s):
+            same = position.get(qids[s + r]) if position else None
+            if same:
+                sims[r, same] = -np.inf  # never the maximum, never a hit
+                compared[r] -= len(same)
+        arg = np.argmax(sims, axis=1)
+        top = sims[np.arange(e - s), arg]
+        ok = compared > 0
+        best_sim[s:e] = np.where(ok, top, np.nan)
+        best_idx[s:e] = np.where(ok, arg, -1)
+        n_compared[s:e] = compared
+    return best_sim, best_idx, n_compared
+
+
+@register("cache_hit_rate", FAMILY, kind="vectors", value_range=(0.0, 1.0), higher_is_better=True)
 def cache_hit_rate(
     query_vectors,
     cache_vectors,
@@ -100,41 +138,17 @@ def cache_hit_rate(
     qids = _ids(query_ids, Q.shape[0], "query_ids", unique=True)
     cids = _ids(cache_ids, C.shape[0], "cache_ids", unique=False)
     index = pd.Index(qids if qids is not None else range(Q.shape[0]), name="query_id")
-    nq, nc = Q.shape[0], C.shape[0]
-    best_sim = np.full(nq, np.nan)
-    best_idx = np.full(nq, -1)
-    n_compared = np.zeros(nq, dtype=np.int64)
     note = None
-    if nc == 0:
+    if C.shape[0] == 0:
         note = ("the cache is empty (no logged questions with the cache score and an embedding): "
                 "cache_hit_rate is undefined (NaN), not 0")
-    else:
-        if C.shape[1] != Q.shape[1]:
-            raise ValueError(f"query_vectors have dimension {Q.shape[1]} but cache_vectors {C.shape[1]}; "
-                             "embed both with the same model")
-        position: dict[str, list[int]] = {}
-        if exclude_same_id and qids is not None and cids is not None:
-            for j, cid in enumerate(cids):
-                position.setdefault(cid, []).append(j)
-        step = max(1, _BLOCK_ELEMS // nc)
-        for s in range(0, nq, step):
-            e = min(nq, s + step)
-            sims = np.clip(Q[s:e] @ C.T, -1.0, 1.0)
-            compared = np.full(e - s, nc)
-            for r in range(e - s):
-                same = position.get(qids[s + r]) if position else None
-                if same:
-                    sims[r, same] = -np.inf  # never the maximum, never a hit
-                    compared[r] -= len(same)
-            arg = np.argmax(sims, axis=1)
-            top = sims[np.arange(e - s), arg]
-            ok = compared > 0
-            best_sim[s:e] = np.where(ok, top, np.nan)
-            best_idx[s:e] = np.where(ok, arg, -1)
-            n_compared[s:e] = compared
-        if (n_compared == 0).any():
-            note = (f"{int((n_compared == 0).sum())} quer(ies) had no cache entry other than themselves: "
-                    "their hit is undefined (NaN) and counted as failed")
+    elif C.shape[1] != Q.shape[1]:
+        raise ValueError(f"query_vectors have dimension {Q.shape[1]} but cache_vectors {C.shape[1]}; "
+                         "embed both with the same model")
+    best_sim, best_idx, n_compared = _best_matches(Q, C, qids if exclude_same_id else None, cids)
+    if C.shape[0] and (n_compared == 0).any():
+        note = (f"{int((n_compared == 0).sum())} quer(ies) had no cache entry other than themselves: "
+                "their hit is undefined (NaN) and counted as failed")
     hit = np.where(np.isnan(best_sim), np.nan, (best_sim > tau).astype(float))
     best_id = [None if i < 0 else (cids[i] if cids is not None else str(i)) for i in best_idx]
     per_query = pd.DataFrame({"max_similarity": best_sim, "best_cache_id": best_id,
@@ -180,7 +194,7 @@ def _session_items(sessions) -> list[tuple[str, object]]:
     return items
 
 
-@register("context_preservation", FAMILY)
+@register("context_preservation", FAMILY, kind="session", value_range=(-1.0, 1.0), higher_is_better=True)
 def context_preservation(sessions: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> SessionScores:
     """Seed 000 §10.3.2, per session S = [q_1 … q_n] (turns in order):
 
@@ -214,12 +228,13 @@ def context_preservation(sessions: Mapping[str, np.ndarray] | Sequence[np.ndarra
                          int(np.isnan(means).sum()))
 
 
-@register("multi_turn_consistency", FAMILY)
+@register("multi_turn_consistency", FAMILY, kind="session", value_range=(-1.0, 1.0), higher_is_better=True)
 def multi_turn_consistency(sessions: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> SessionScores:
     """Seed 000 §10.3.3: a proxy for the consistency of intents across a dialogue. "In the current version"
     the seed computes it with the same procedure as :func:`context_preservation` — mean cosine of
     consecutive turns, averaged per session, then over sessions — and logs it as a separate UX metric.
-    ragnb does exactly that, so both values are always equal; it is kept as its own name so that run records
+    ragnb does exactly that — MultiTurnConsistency(S) = 1/(|S|−1) · Σ_i cos(e_{q_i}, e_{q_{i+1}}) — so both
+    values are always equal; it is kept as its own name so that run records
     stay comparable with the seed's and a later, different definition can replace it without renaming.
     """
     return context_preservation(sessions)

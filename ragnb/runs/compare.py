@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import fnmatch
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -22,6 +21,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from ragnb.io import comma_list, to_jsonable
+from ragnb.metrics.registry import direction
 from ragnb.runs.history import (  # noqa: F401  (latest_run, resolve_outputs: read here by the dashboard notebook)
     Alignment, align, blocks_of, find_run, floats, is_numeric, latest_run, paired_stems, per_item_path,
     read_per_item, resolve_outputs, sort_runs,
@@ -35,49 +35,17 @@ from ragnb.spec import THRESHOLDS, canonical_metric, current_key, label_of
 # Metric direction
 # --------------------------------------------------------------------------------------------
 
-_LOWER_WORDS = ("latency", "duration", "error", "hallucination", "failure", "failed", "noise_sensitivity",
-                "brier", "calibration_error", "ece", "mean_abs_diff", "cost")
-_HIGHER_WORDS = ("accuracy", "kappa", "auc", "f1", "precision", "recall", "consistency", "agreement", "hit_rate",
-                 "mrr", "ndcg", "score", "faithfulness", "relevance", "relevancy", "similarity", "bleu", "rouge",
-                 "coverage", "utilization", "share_within_delta", "specificity")
-_SETTING = re.compile(r"(_runs$|_size$|^n_|_count$|^top_k$|^k$|^seed$)")
-_registry_loaded = False
-
-
-def _registry() -> dict:
-    """The metric registry with every metric module imported (registration happens at import)."""
-    global _registry_loaded
-    from ragnb.metrics import registry
-
-    if not _registry_loaded:
-        import importlib
-
-        for module in ("retrieval", "text", "fallback", "embedding", "ragas", "nvidia"):
-            importlib.import_module(f"ragnb.metrics.{module}")
-        _registry_loaded = True
-    return registry.REGISTRY
-
 
 def higher_is_better(metric: str, tier_key: str | None = None) -> bool | None:
-    """Whether a larger value of ``metric`` is better: the metric registry first (``hit_rate@1`` →
-    hit_rate, ``doc_mrr`` → mrr, ``avg_faithfulness`` → faithfulness), then name words (latency, error,
-    hallucination → lower is better; accuracy, recall, consistency → higher). None when unknown."""
+    """Whether a larger value of ``metric`` is better, from the metric registry
+    (:func:`ragnb.metrics.registry.direction`: ``hit_rate@1`` → hit_rate, ``doc_mrr``, ``avg_faithfulness`` →
+    faithfulness, ``faithfulness[gpt-x]`` → faithfulness); a thresholded metric is higher-is-better. None for
+    settings and counts (``consistency_runs``, ``n_items``) and for keys that name no registered metric."""
     name = canonical_metric(metric, tier_key)
     if name in THRESHOLDS:
         return True
-    base = re.sub(r"\[.*\]$", "", name).split("@", 1)[0]  # per-model columns such as faithfulness[gpt-x]
-    reg = _registry()
-    for candidate in (base, re.sub(r"^(doc_|avg_|mean_)", "", base)):
-        if candidate in reg:
-            return reg[candidate].higher_is_better
-    words = base.lower()
-    if _SETTING.search(words):  # consistency_runs, sample_size, n_items: settings and counts, not metrics
-        return None
-    if words.endswith("_ms") or words.endswith("_s") or any(w in words for w in _LOWER_WORDS):
-        return False
-    if any(w in words for w in _HIGHER_WORDS):
-        return True
-    return None
+    found = direction(name)
+    return None if found is None else found == "higher"
 
 
 def _is_metric(name: str, value: Any) -> bool:

@@ -1,0 +1,84 @@
+"""Metrics ragnb reports but computes above ``ragnb.metrics``: declared here, once, by reference.
+
+The LLM judge (``ragnb.llm``), the tiers and the analyses compute these; ``ragnb.metrics`` never imports
+those layers, so each entry names its computing function by import path (checked by the common metric
+test). Name, kind, range, direction and formula are the contract, as for every registered metric; the
+definitions in words are in docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+from ragnb.metrics.registry import declare
+
+_JUDGE = "ragnb.llm.judge"
+
+# --------------------------------------------------------------------------- LLM judge scores (Tier 2/3)
+
+declare("judge_faithfulness", "judge", kind="llm", value_range=(0.0, 1.0), higher_is_better=True,
+        computed_by=f"{_JUDGE}:Judge.faithfulness", aliases=("faithfulness_llm",), formula="""
+Direct judge faithfulness: s = agg_m s_m, s_m ∈ [0, 1] the score judge model m gives the answer against the
+context (0 unsupported, 0.5 partly, 1 fully supported), agg = mean | median | majority over the models.
+Graded by the 0.9 / 0.7 thresholds (see docs/metrics.md, Faithfulness). Blank input → NaN (no call).""")
+
+declare("answer_relevance", "judge", kind="llm", value_range=(0.0, 1.0), higher_is_better=True,
+        computed_by=f"{_JUDGE}:Judge.answer_relevance", formula="""
+Answer relevance: s = agg_m s_m, s_m ∈ [0, 1] how well judge model m finds the answer addresses the
+question (0 off-topic, 1 fully relevant). Blank input → NaN (no call).""")
+
+declare("answer_correctness", "judge", kind="llm", value_range=(1.0, 5.0), higher_is_better=True,
+        computed_by=f"{_JUDGE}:Judge.answer_correctness", formula="""
+Answer correctness: s = agg_m s_m, s_m ∈ {1, 2, 3, 4, 5} judge model m's grade of the answer against the
+reference (1 wrong … 5 fully correct); the mean over models may fall between grades. Blank input → NaN.""")
+
+declare("e2e_score", "judge", kind="llm", value_range=(0.0, 1.0), higher_is_better=True,
+        computed_by=f"{_JUDGE}:Judge.e2e_score", formula="""
+End-to-end score: s = agg_m s_m, s_m ∈ [0, 1] judge model m's overall verdict on the answer to the question
+given the reference. Graded by the 0.8 / 0.6 thresholds. Blank input → NaN (no call).""")
+
+# --------------------------------------------------------------------------- Tier Judge
+
+declare("judge_consistency", "judge", kind="llm", value_range=(0.0, 1.0), higher_is_better=True,
+        computed_by=f"{_JUDGE}:judge_consistency", aliases=("consistency_score",), formula="""
+consistency_score = mean_q c_q, c_q = 𝟙[|s_1(q) − s_2(q)| ≤ δ] (δ = 0.5 by default), s_1, s_2 two judgements
+of item q; an item with a failed judgement is NaN (excluded, counted).""")
+
+declare("error_rate", "judge", kind="llm", value_range=(0.0, 1.0), higher_is_better=False,
+        computed_by=f"{_JUDGE}:error_rate", formula="""
+error_rate = n_failed / n over the judgements (failed: no judge model gave a valid verdict); NaN when n = 0.
+Undefined items (blank input, no call) are not errors.""")
+
+declare("majority_class_accuracy", "classification", kind="classification", value_range=(0.5, 1.0),
+        higher_is_better=True, computed_by="ragnb.tiers.judging:run_tier_judge_pipeline", formula="""
+Accuracy of always answering the more common label: max(p, 1 − p), p = share of positive labels in y_true.
+The reference a show/no-show judge's accuracy must beat on skewed labels.""")
+
+# --------------------------------------------------------------------------- retrieval and end-to-end
+
+declare("retrieval_consistency", "retrieval", kind="ranking", value_range=(0.0, 1.0), higher_is_better=True,
+        computed_by="ragnb.rag.retrieval:consistency", formula="""
+Per query: (1/(R−1)) Σ_{r=2..R} 𝟙[top-k of run r = top-k of run 1], R = repeated retrievals
+(``consistency_runs``); R < 2 → NaN.""")
+
+declare("context_hit", "retrieval", kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True,
+        computed_by="ragnb.tiers.generation:run_tier3", formula="""
+context_hit@k = 𝟙[∃ i ≤ k : the i-th retrieved chunk id is a relevant chunk id of the item]; NaN when
+retrieval failed, the system gives no chunk ids or the item has no relevant chunk.""")
+
+# --------------------------------------------------------------------------- UX and analyses
+
+declare("context_break_rate", "ux", kind="session", value_range=(0.0, 1.0), higher_is_better=False,
+        computed_by="ragnb.tiers.ux:run_tier_ux", formula="""
+Share of consecutive turn pairs whose cosine similarity is below ``break_threshold`` (default 0.3):
+|{i : cos(e_{q_i}, e_{q_{i+1}}) < θ}| / |pairs| over all sessions' pairs.""")
+
+declare("utilization_rate", "analysis", kind="ranking", value_range=(0.0, 1.0), higher_is_better=True,
+        computed_by="ragnb.analysis.utilization:chunk_utilization", formula="""
+utilization_rate = used_chunks / total_chunks, used = chunks retrieved in some query's top k.""")
+
+declare("user_score", "analysis", kind="session", value_range=(1.0, 5.0), higher_is_better=True,
+        computed_by="ragnb.analysis.domain:domain_analysis", aliases=("mean_score",), formula="""
+Mean user rating: (1/n) Σ_i r_i over the n rated questions, r_i ∈ {1, …, 5}; NaN when none is rated.""")
+
+declare("low_score_share", "analysis", kind="session", value_range=(0.0, 1.0), higher_is_better=False,
+        computed_by="ragnb.analysis.domain:domain_analysis", formula="""
+low_score_share = |{i : r_i ≤ 2}| / n over the n rated questions (r_i ∈ {1, …, 5}); NaN when none is rated.""")
