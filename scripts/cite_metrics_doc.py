@@ -71,7 +71,7 @@ SEED001_WORDS = (
     (r"phase 1|embed", "README, Command reference"),
 )
 SEED001_FILES = (
-    (r"datasets/|cli/dataset|store/questions|tiers/judging", "README, Datasets"),
+    (r"datasets/|cli/dataset|store/questions|tiers/judg", "README, Datasets"),
     (r"store/schema|store/loaders|config\.py", "README, Using a production database"),
     (r"runs/record|runs/runner|config\.py", "README, Concepts"),
     (r"rag/embeddings", "README, Command reference"),
@@ -82,8 +82,10 @@ FILE_DEFAULT = (
     (r"metrics/embedding|tiers/tier0|notebooks/tier0", "Embedding geometry"),
     (r"metrics/retrieval|tiers/tier1|rag/retrieval|notebooks/tier1", "Retrieval"),
     (r"metrics/text", "Text and answer metrics"),
+    (r"ragas", SEED002),
+    (r"nvidia", SEED003),
     (r"llm/", "LLM judge scores"),
-    (r"tiers/judging|notebooks/tier_judge", "Tier Judge and Judge Pipeline"),
+    (r"tiers/judg|notebooks/tier_judge", "Tier Judge and Judge Pipeline"),
     (r"tiers/real_users|notebooks/real_users", "Real users"),
     (r"analysis/|notebooks/(utilization|topic|domain|vector)", "Analytics"),
     (r"runs/|reports/|notebooks/dashboard", "Conventions"),
@@ -110,7 +112,7 @@ _VERB = re.compile(r"[ \t]+(calls|defines|computes|names|says)\b")
 # "fallback").
 STOP_WORDS = frozenset("""applies apply is are was were be gives give uses use has have stands returns ignores
 which that with as for of to in on at by from when where while than so because over into per between after
-before about against under and or thresholds""".split())
+before about against under and or do does did not can cannot may must should will would need needs""".split())
 MAX_PHRASE_WORDS = 4
 _WORD = re.compile(r"(?:[ \t]|\n[ \t]*#?[ \t]*)*(``[^`\n]*``|\"[^\"\n]*\"|[^\s,;:()—+\"`]+)")
 
@@ -256,7 +258,8 @@ def target_of(cite: re.Match, before: str, after: str, path: str) -> str | None:
         # nothing in particular, and then it is dropped
         return _nearest(SEED001_WORDS, *_context(before, after, 0)) or _first(SEED001_FILES, path)
     if num == "002":
-        return f"{DOC}, {'LLM judge scores' if 'llm/' in path else SEED002}"
+        judge_api = re.search(r"llm/(result|judge\.py|config|api)", path) and "ragas" not in path
+        return f"{DOC}, {'LLM judge scores' if judge_api else SEED002}"
     if num == "003":
         return f"{DOC}, {SEED003}"
     section = _first(SEED004_FILES, path) or _enclosing(SEED004_WORDS, before) or \
