@@ -11,6 +11,7 @@ listed, as are citations the rules below do not recognise.
     python scripts/cite_metrics_doc.py            # dry run: print the diff and the warnings
     python scripts/cite_metrics_doc.py --write    # rewrite the files in place
     python scripts/cite_metrics_doc.py --write ragnb/metrics/ux.py   # only these files
+    python scripts/cite_metrics_doc.py tests/*.py                    # the tests cite the documents too
 
 Standard library only. Review the diff: the rules are mechanical (a citation becomes a pointer to the
 section that holds the definition; a possessive "seed 004's fallback" becomes "the fallback (see …)"),
