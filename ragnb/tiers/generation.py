@@ -43,7 +43,7 @@ import pandas as pd
 
 from ragnb.datasets.schema import Dataset, DatasetItem
 from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
-from ragnb.llm.client import LLMPermanentError, run_sync
+from ragnb.llm import LLMPermanentError, run_sync
 from ragnb.metrics.fallback import context_utilization, faithfulness_fallback, hallucination_rate, split_sentences
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.text import exact_match_rate, semantic_consistency, text_metrics

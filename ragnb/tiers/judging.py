@@ -450,7 +450,7 @@ async def _score_pass(items: list[JudgePipelineItem], stage: str, log: ItemLog |
 
 
 def _run(coro):
-    from ragnb.llm.client import run_sync
+    from ragnb.llm import run_sync
 
     return run_sync(coro)
 
