@@ -21,18 +21,23 @@ class Metric:
     needs_k: bool
     higher_is_better: bool
     doc: str
+    kind: str = ""  # "ranking", "vectors", "text", "classification", "session" or "llm"
+    value_range: tuple[float, float] | None = None
 
 
 REGISTRY: dict[str, Metric] = {}
 
 
-def register(name: str, family: str, *, needs_k: bool = False, higher_is_better: bool = True):
-    """Decorator: register ``fn`` under ``name`` (base name, without ``@k``)."""
+def register(name: str, family: str, *, kind: str = "", value_range: tuple[float, float] | None = None,
+             needs_k: bool = False, higher_is_better: bool = True):
+    """Decorator: register ``fn`` under ``name`` (base name, without ``@k``); ``kind`` says what it scores
+    (e.g. "llm" for LLM-judged per-sample scores), ``value_range`` its (low, high)."""
 
     def wrap(fn: Callable) -> Callable:
         if name in REGISTRY:
             raise ValueError(f"metric {name!r} is registered twice")
-        REGISTRY[name] = Metric(name, family, fn, needs_k, higher_is_better, (fn.__doc__ or "").strip())
+        REGISTRY[name] = Metric(name, family, fn, needs_k, higher_is_better, (fn.__doc__ or "").strip(), kind,
+                                value_range)
         return fn
 
     return wrap
