@@ -66,7 +66,8 @@ def test_context_relevance_rates_every_context_and_averages(llm_server):
     ratings = {"CTX-A": 2, "CTX-B": 1, "CTX-C": 0}
     llm_server.set_handler(judge(lambda model, text: next(v for k, v in ratings.items() if k in text)))
     cfg = JudgeConfig(models=["judge-a"])
-    r = ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS}, make_client(llm_server), cfg)
+    r = ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS},
+                                         make_client(llm_server), cfg)
 
     assert r.score == pytest.approx((1.0 + 0.5 + 0.0) / 3)
     assert (r.metric, r.method, r.status) == ("nv_context_relevance", "llm", "ok")
@@ -83,9 +84,11 @@ def test_context_relevance_rates_every_context_and_averages(llm_server):
 
 def test_context_relevance_without_contexts_is_zero_without_a_call(llm_server):
     cfg = JudgeConfig(models=["judge-a"])
-    r = ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": []}, make_client(llm_server), cfg)
+    r = ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": []},
+                                         make_client(llm_server), cfg)
     assert (r.score, r.method, r.status, r.details["shortcut"]) == (0.0, "heuristic", "ok", "no_contexts")
-    blank = ContextRelevance().evaluate_sync({"user_input": "  ", "retrieved_contexts": CONTEXTS}, make_client(llm_server), cfg)
+    blank = ContextRelevance().evaluate_sync({"user_input": "  ", "retrieved_contexts": CONTEXTS},
+                                             make_client(llm_server), cfg)
     assert math.isnan(blank.score) and blank.status == "undefined" and "user_input" in blank.reason
     assert llm_server.request_count == 0
 
@@ -93,7 +96,8 @@ def test_context_relevance_without_contexts_is_zero_without_a_call(llm_server):
 def test_context_relevance_failed_context_fails_the_model_instead_of_shrinking_the_mean(llm_server):
     llm_server.set_handler(judge(lambda model, text: "I cannot rate this." if "CTX-B" in text else 2))
     cfg = JudgeConfig(models=["judge-a"])
-    r = ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS}, make_client(llm_server), cfg)
+    r = ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS},
+                                         make_client(llm_server), cfg)
     assert math.isnan(r.score) and r.status == "failed"  # not (1 + 1) / 2 = 1.0, and never 0
     [ms] = r.model_scores
     assert ms.status == "failed" and "context 2" in ms.reason and "LLMOutputError" in ms.reason
@@ -273,7 +277,8 @@ def test_transient_errors_past_the_retries_fail_the_model(llm_server):
 def test_permanent_error_stops_the_run(llm_server):
     llm_server.set_handler(lambda body: error_reply(401, "invalid api key", type_="auth_error"))
     with pytest.raises(LLMPermanentError):
-        ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS}, make_client(llm_server),
+        ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS},
+                                         make_client(llm_server),
                                JudgeConfig(models=["judge-a"]))
 
 

@@ -75,7 +75,7 @@ def agreement(results: list[EvaluationResult], *, delta: float = 0.5, level: str
     * ``mean_abs_diff`` = mean of |s_i − s_j| over every (sample, model pair i<j) where both scored;
       ``pairwise_mean_abs_diff`` breaks it down per model pair.
     * ``share_within_delta`` = share of the samples with ≥ 2 scores whose max − min ≤ δ (all models agree
-      within δ; default δ = 0.5 as in seed 000 §8).
+      within δ; default δ = 0.5, see docs/metrics.md, Tier Judge).
     * ``krippendorff_alpha`` = :func:`krippendorff_alpha` with ``level`` "interval" for scores, "nominal"
       for pairwise verdicts (default chosen from the metric). α handles missing scores and any number of
       models, which Cohen's κ (two raters) and Fleiss' κ (complete data) do not.

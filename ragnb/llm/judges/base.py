@@ -83,8 +83,21 @@ class LLMMetric:
         return run_sync(self.evaluate(sample, client, config))
 
     def score(self, sample: Any, client: LLMClient, config: JudgeConfig | Mapping[str, Any] | None = None) -> float:
-        """Just the score (seed 002's ``singleTurnScore``); NaN when failed or undefined."""
+        """Just the score (``singleTurnScore``); NaN when failed or undefined."""
         return self.evaluate_sync(sample, client, config).score
+
+
+def pick_metric(metric: str | LLMMetric, catalogue: Mapping[str, LLMMetric], **options: Any) -> LLMMetric:
+    """``metric`` itself (an object of the catalogue's family), or a new object of the catalogue's metric
+    named ``metric`` built with ``options`` (the shared default object when there are none)."""
+    kinds = tuple({type(m) for m in catalogue.values()})
+    if isinstance(metric, kinds):
+        if options:
+            raise ValueError(f"options {sorted(options)} apply to a metric name; {metric!r} is built already")
+        return metric
+    if not isinstance(metric, str) or metric not in catalogue:
+        raise ValueError(f"metric {metric!r}: use one of {sorted(catalogue)} (or a metric object)")
+    return type(catalogue[metric])(**options) if options else catalogue[metric]
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""How to judge: the one configuration of every LLM-judged metric (seed-000 judge scores, ragas-style and
+"""How to judge: the one configuration of every LLM-judged metric (direct judge scores, ragas-style and
 NVIDIA-style metrics).
 
 ``JudgeConfig`` holds what is shared — judge models, aggregation over models, language, direct/reasoned
@@ -8,7 +8,7 @@ AnswerAccuracy's dual judge, …) is an argument of that metric's constructor, n
 ``temperature`` and ``max_tokens`` left at None take the metric's own declared value, else
 :data:`DEFAULT_TEMPERATURE` / :data:`DEFAULT_MAX_TOKENS`. Two families declare their own (kept so that
 requests, and with them the cache keys, stay what they were): ragas-style metrics ``max_tokens=2048``
-(statement lists are long), NVIDIA-style metrics ``temperature=0.1`` (NVIDIA's and seed 003's value).
+(statement lists are long), NVIDIA-style metrics ``temperature=0.1`` (NVIDIA's value).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class JudgeConfig:
 
     ``models``: judge model ids (several → per-model scores + aggregate; None → the comma-separated
     ``RAGNB_JUDGE_MODELS`` environment variable, read when the metric runs); ``aggregate``: mean | median |
-    majority over models (:func:`ragnb.llm.result.combine`); ``mode``: direct | reasoned (the seed-000
+    majority over models (:func:`ragnb.llm.result.combine`); ``mode``: direct | reasoned (the direct
     judge scores only: reasoned asks for the reasoning first); ``language``: en | ru — language of the
     prompts and explanations, the verdict is a number; ``temperature``, ``max_tokens``: None → the
     metric's own value (module docstring); ``seed``: sent with every call; ``swap_positions``: the pairwise

@@ -32,7 +32,7 @@ def _scores(values: Any, name: str) -> np.ndarray:
 
 
 def judge_consistency(first: Sequence[float], second: Sequence[float], delta: float = 0.5) -> np.ndarray:
-    """Per-item consistency of two judgements of the same items (seed 000 §8.4.1):
+    """Per-item consistency of two judgements of the same items (see docs/metrics.md, Tier Judge):
 
         c_q = 𝟙[|s_1(q) − s_2(q)| ≤ δ],   consistency_score = mean_q c_q,   δ = 0.5 by default
 
@@ -49,7 +49,7 @@ def judge_consistency(first: Sequence[float], second: Sequence[float], delta: fl
 
 
 def error_rate(results: Sequence[EvaluationResult]) -> dict[str, Any]:
-    """Share of failed judgements (seed 000 §8.3 ``error_rate``), with the counts behind it.
+    """Share of failed judgements (``error_rate``), with the counts behind it.
 
     error_rate = n_failed / n over items (status ``failed``: every judge model failed). ``undefined`` items
     (blank input, no call made) are counted apart and are not errors. Per model: ``by_model[m]`` =
@@ -126,7 +126,7 @@ def judge_reliability(first: list[EvaluationResult], second: list[EvaluationResu
 
     Per item: score_1, score_2, abs_diff, consistent (:func:`judge_consistency`), status_1/2, latency_ms_1/2
     (sum of the item's non-cached call latencies; NaN when all were cache hits) and ``consistent[<model>]``
-    per judge model. Summary (seed 000 §8.3): ``consistency_score`` and ``avg_<metric>`` (first pass) as
+    per judge model. Summary: ``consistency_score`` and ``avg_<metric>`` (first pass) as
     :func:`ragnb.metrics.stats.aggregate` dicts (mean, ci95, n, n_valid, n_failed); ``consistency_by_model``;
     ``error_rate`` (float) with ``errors`` (counts, :func:`error_rate`) and ``avg_latency_ms`` (float) with
     ``latency`` (:func:`judge_latency`), both over all 2·n judgements.

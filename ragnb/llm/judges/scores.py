@@ -261,19 +261,19 @@ class Judge:
         return result
 
     async def faithfulness(self, question: str, answer: str, context: str | Sequence[str]) -> EvaluationResult:
-        """Faithfulness of ``answer`` to ``context`` (a string or a list of passages), 0–1 (seed 000 §5.5.1)."""
+        """Faithfulness of ``answer`` to ``context`` (a string or a list of passages), 0–1."""
         return await self._scored("faithfulness", question=question, answer=answer, context=context)
 
     async def answer_relevance(self, question: str, answer: str) -> EvaluationResult:
-        """How fully ``answer`` addresses ``question``, 0–1 (seed 000 §5.5.2)."""
+        """How fully ``answer`` addresses ``question``, 0–1."""
         return await self._scored("answer_relevance", question=question, answer=answer)
 
     async def answer_correctness(self, question: str, answer: str, reference: str) -> EvaluationResult:
-        """Correctness of ``answer`` against the ``reference`` answer, integer 1–5 (seed 000 §5.3)."""
+        """Correctness of ``answer`` against the ``reference`` answer, integer 1–5."""
         return await self._scored("answer_correctness", question=question, answer=answer, reference=reference)
 
     async def e2e_score(self, question: str, answer: str, reference: str) -> EvaluationResult:
-        """End-to-end usefulness of ``answer`` given the ``reference`` answer, 0–1 (seed 000 §6.4.1)."""
+        """End-to-end usefulness of ``answer`` given the ``reference`` answer, 0–1."""
         return await self._scored("e2e_score", question=question, answer=answer, reference=reference)
 
     # -- pairwise --------------------------------------------------------------------------

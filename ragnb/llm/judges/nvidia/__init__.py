@@ -21,7 +21,7 @@ Every judge rating is an integer 0, 1 or 2, normalised to r / 2 ∈ {0, 0.5, 1}.
   of nothing is 0).
 * **nv_response_groundedness** (``response``, ``retrieved_contexts``): one rating of the response against
   the contexts joined with a blank line; score = r / 2. With ``use_heuristic_shortcuts`` (default):
-  blank response → 0.0; the response (stripped) occurs verbatim in a context → 1.0; beyond the seed (as in
+  blank response → 0.0; the response (stripped) occurs verbatim in a context → 1.0; (as in
   NVIDIA's original), no non-blank context → 0.0. Shortcuts make no LLM call and have
   ``method="heuristic"``.
 * **nv_answer_accuracy** (``response``, ``reference``, optional ``user_input``): score = r / 2 from one
@@ -276,13 +276,7 @@ METRICS: dict[str, NvidiaMetric] = {m.name: m for m in (ContextRelevance(), Resp
 
 def get_metric(metric: str | NvidiaMetric, **options: Any) -> NvidiaMetric:
     """A metric object from its name ("nv_answer_accuracy", …) and its options, or the object itself."""
-    if isinstance(metric, NvidiaMetric):
-        if options:
-            raise ValueError(f"options {sorted(options)} apply to a metric name; {metric!r} is built already")
-        return metric
-    if not isinstance(metric, str) or metric not in METRICS:
-        raise ValueError(f"metric {metric!r}: use one of {sorted(METRICS)} (or a metric object)")
-    return type(METRICS[metric])(**options) if options else METRICS[metric]
+    return base.pick_metric(metric, METRICS, **options)
 
 
 def evaluate_dataset(metric: str | NvidiaMetric, samples: Any, client: LLMClient,

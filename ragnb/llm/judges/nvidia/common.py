@@ -25,7 +25,7 @@ CONTEXT_RELEVANCE = "nv_context_relevance"
 RESPONSE_GROUNDEDNESS = "nv_response_groundedness"
 ANSWER_ACCURACY = "nv_answer_accuracy"
 
-# Field names follow ragas; the seed's Java names are accepted too.
+# Field names follow ragas; the camelCase names of the Java original are accepted too.
 _ALIASES = {
     "user_input": ("user_input", "userInput"),
     "retrieved_contexts": ("retrieved_contexts", "retrievedContexts"),
@@ -209,7 +209,7 @@ class NvidiaMetric(LLMMetric):
     """Base: one 0–2 rating pipeline per judge model (:meth:`score_model`), combined over models; a metric may
     answer without any call (:meth:`without_call`: heuristic shortcut or undefined input)."""
 
-    # NVIDIA's (and seed 003's) judge temperature; the other LLM metrics judge at 0.
+    # NVIDIA's judge temperature; the other LLM metrics judge at 0.
     temperature: ClassVar[float | None] = 0.1
 
     def without_call(self, inputs: dict[str, Any], config: JudgeConfig, t0: float) -> EvaluationResult | None:

@@ -83,17 +83,11 @@ METRICS: dict[str, RagasMetric] = {
 def get_metric(metric: str | RagasMetric, **options: Any) -> RagasMetric:
     """A metric object from its name ("faithfulness", "noise_sensitivity_irrelevant", …) and its options
     (e.g. ``get_metric("response_relevancy", encoder=enc)``), or the object itself."""
-    if isinstance(metric, RagasMetric):
-        if options:
-            raise ValueError(f"options {sorted(options)} apply to a metric name; {metric!r} is built already")
-        return metric
-    key = str(metric).strip().lower()
-    if key in ("noise_sensitivity_relevant", "noise_sensitivity_irrelevant"):
-        options = {"mode": key.rsplit("_", 1)[1], **options}
-        key = "noise_sensitivity"
-    if key not in METRICS:
-        raise ValueError(f"unknown ragas metric {metric!r}; known: {sorted(METRICS)}")
-    return type(METRICS[key])(**options) if options else METRICS[key]
+    if isinstance(metric, str):
+        metric = metric.strip().lower()
+        if metric in ("noise_sensitivity_relevant", "noise_sensitivity_irrelevant"):
+            metric, options = "noise_sensitivity", {"mode": metric.rsplit("_", 1)[1], **options}
+    return base.pick_metric(metric, METRICS, **options)
 
 
 def evaluate_dataset(metric: str | RagasMetric, samples: Any, client: LLMClient,

@@ -20,9 +20,10 @@ from ragnb.metrics.registry import register
 FAMILY = "llm"
 
 
-def register_formula(name: str, *, higher_is_better: bool = True) -> Callable[[Callable], Callable]:
-    """Register a ragas-style formula (verdicts → score in [0, 1]) as an LLM-judged metric."""
-    return register(name, FAMILY, kind="llm", value_range=(0.0, 1.0), higher_is_better=higher_is_better)
+def register_formula(name: str, *, higher_is_better: bool = True,
+                     value_range: tuple[float, float] = (0.0, 1.0)) -> Callable[[Callable], Callable]:
+    """Register a ragas-style formula (verdicts → score) as an LLM-judged metric."""
+    return register(name, FAMILY, kind="llm", value_range=value_range, higher_is_better=higher_is_better)
 
 
 TEXT = {

@@ -19,7 +19,7 @@ def average_precision(verdicts: Sequence[int]) -> float:
     """ContextPrecision = AP = Σ_k (precision@k · v_k) / Σ_k v_k, precision@k = (Σ_{i≤k} v_i) / k.
 
     ``verdicts``: v_k ∈ {0, 1}, usefulness of the context at rank k (1-based). No useful context → 0.0
-    (seed 002; ragas gives ≈0 through ε); no context at all → NaN. Example: [1, 0, 1] → (1/1 + 2/3) / 2.
+    (ragas gives ≈0 through ε); no context at all → NaN. Example: [1, 0, 1] → (1/1 + 2/3) / 2.
     """
     v = binary(verdicts, "verdicts")
     if not v:

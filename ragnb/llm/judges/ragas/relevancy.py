@@ -27,7 +27,7 @@ def cosine_to(question_vec, generated_vecs) -> np.ndarray:
     return g @ q / norms
 
 
-@register_formula("response_relevancy")
+@register_formula("response_relevancy", value_range=(-1.0, 1.0))  # a cosine mean
 def response_relevancy_score(question_vec, generated_vecs, noncommittal: bool = False) -> float:
     """ResponseRelevancy = (1/N) Σ_i cos(E(q), E(q_i)) · (1 − noncommittal).
 

@@ -24,7 +24,7 @@ def _is_missing_scalar(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Sample:
-    """One single-turn RAG interaction (seed 002's Sample).
+    """One single-turn RAG interaction (the ragas-style Sample).
 
     ============================ ========================================================================
     field                        needed by
@@ -39,7 +39,7 @@ class Sample:
     ============================ ========================================================================
 
     A blank string or an empty context list counts as missing; each metric's ``validate`` names the
-    missing fields. :meth:`from_dict` also accepts seed 002's camelCase names and ``question`` /
+    missing fields. :meth:`from_dict` also accepts camelCase names (``userInput``, …) and ``question`` /
     ``answer`` / ``ground_truth`` / ``contexts``.
     """
 
