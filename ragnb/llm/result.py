@@ -115,7 +115,7 @@ async def evaluate_with_models(metric: str, models: list[str], score_one, how: s
     import asyncio
     import time
 
-    from ragnb.llm.client import LLMOutputError, LLMTransientError
+    from ragnb.llm.replies import LLMOutputError, LLMTransientError
 
     if isinstance(models, str) or not models:
         raise ValueError(f"models must be a non-empty list of model ids, got {models!r}")

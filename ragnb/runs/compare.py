@@ -79,8 +79,9 @@ def _registry() -> dict:
     if not _registry_loaded:
         import importlib
 
-        for module in ("retrieval", "text", "fallback", "embedding", "ragas", "nvidia"):
-            importlib.import_module(f"ragnb.metrics.{module}")
+        for module in ("metrics.retrieval", "metrics.text", "metrics.fallback", "metrics.embedding",
+                       "llm.judges.ragas", "llm.judges.nvidia"):
+            importlib.import_module(f"ragnb.{module}")
         _registry_loaded = True
     return registry.REGISTRY
 

@@ -49,16 +49,15 @@ re-asked by the client; after the budget that model's ``ModelScore`` is ``failed
 median; majority = the most common value, ties between values → the smaller value (the conservative
 verdict). E.g. three models answering 0.5, 1.0, 0.0 → mean 0.5, median 0.5, majority 0.0.
 
-**Pairwise** (:mod:`ragnb.llm.judges.pairwise`, A/B/Tie). Per model, with ``swap_positions`` (default) the
-model is asked twice, once with (A=answer_a, B=answer_b) and once with the answers swapped; the swapped
-verdict is mapped back (A↔B). Same verdict both times → that verdict; different → ``"Tie"`` (the model's
-preference depends on position, so it has none). Over models: the verdict most models give; a tie between
-verdicts → ``"Tie"``. ``config.aggregate`` does not apply. The numeric score encodes the preference for
-answer A: A = 1.0, Tie = 0.5, B = 0.0; the verdict itself is in ``result.details["verdict"]``.
+**Pairwise** (A/B/Tie, with the answers' positions swapped): rules in :mod:`ragnb.llm.judges.pairwise`.
+
+**Registry.** The four scores are registered (kind "llm", family "judge") as ``judge_faithfulness`` — apart
+from the ragas-style statement ratio ``faithfulness`` — ``answer_relevance``, ``answer_correctness`` and
+``e2e_score``.
 
 **Per-call data.** ``ModelScore.calls`` = HTTP requests sent (re-asks and retries included, 0 when
 answered from the cache); ``details["reasks"]`` = re-asks needed; ``details["calls"]`` = one entry per chat
-call (latency, cached, attempts, tokens) — the input of :func:`judge_latency`.
+call (latency, cached, attempts, tokens) — the input of :func:`ragnb.llm.judges.reliability.judge_latency`.
 
 **Agreement and Tier Judge**: :mod:`ragnb.llm.judges.agreement` (how much the judge models agree,
 Krippendorff's α) and :mod:`ragnb.llm.judges.reliability` (consistency, error rate, latency).

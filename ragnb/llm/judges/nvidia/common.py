@@ -130,6 +130,8 @@ def parse_rating(obj: Any) -> tuple[int, str]:
 
 @dataclass
 class Rating:
+    """One 0–2 rating with the chat calls that produced it (re-asks included)."""
+
     rating: int
     explanation: str
     results: list[ChatResult]
@@ -163,7 +165,7 @@ def _failure_requests(exc: BaseException) -> int:
 
 
 async def rate_all(calls: Sequence[Awaitable[Rating]],
-                    labels: Sequence[str]) -> tuple[list[Rating | None], int, str]:
+                   labels: Sequence[str]) -> tuple[list[Rating | None], int, str]:
     """Run the calls concurrently; (ratings with None where a call failed, HTTP requests, failure reason).
 
     Output/transient failures become the reason; anything else (permanent errors, bugs) is raised after
@@ -180,7 +182,7 @@ async def rate_all(calls: Sequence[Awaitable[Rating]],
 
 
 def model_score(model: str, score: float, explanation: str, ratings: Sequence[Rating | None], requests: int,
-                 reason: str, **details: Any) -> ModelScore:
+                reason: str, **details: Any) -> ModelScore:
     info = {"ratings": [r.rating if r else None for r in ratings],
             "explanations": [r.explanation if r else None for r in ratings],
             "reasks": sum(len(r.results) - 1 for r in ratings if r), **details}

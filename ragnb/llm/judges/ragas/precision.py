@@ -86,7 +86,7 @@ class ContextPrecision(RagasMetric):
         ranks = [i for i in ids if verdicts[i]]
         if ranks:
             text = text_of(lang, "context_precision", against=TEXT[lang][against],
-                         ranks=", ".join(map(str, ranks)), n=len(ids), score=score)
+                           ranks=", ".join(map(str, ranks)), n=len(ids), score=score)
         else:
             text = text_of(lang, "context_precision_none", against=TEXT[lang][against], n=len(ids))
         return judge.ok(score, text)
