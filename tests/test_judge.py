@@ -1,4 +1,4 @@
-"""ragnb.llm.judge through the real LLMClient over HTTP against the scripted server (tests/llm_server.py)."""
+"""ragnb.llm.judges (direct scores, pairwise, agreement, Tier Judge) through the real LLMClient over HTTP against the scripted server (tests/llm_server.py)."""
 
 from __future__ import annotations
 
@@ -13,20 +13,11 @@ import pytest
 from llm_server import completion
 
 from ragnb.llm import ChatResult, LLMClient, LLMSettings
-from ragnb.llm.judge import (
-    SCALES,
-    Judge,
-    JudgeConfig,
-    agreement,
-    error_rate,
-    judge_consistency,
-    judge_latency,
-    judge_reliability,
-    krippendorff_alpha,
-    majority_verdict,
-    score_parser,
-    verdict_parser,
-)
+from ragnb.llm.judges.agreement import agreement, krippendorff_alpha
+from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.pairwise import majority_verdict, verdict_parser
+from ragnb.llm.judges.reliability import error_rate, judge_consistency, judge_latency, judge_reliability
+from ragnb.llm.judges.scores import SCALES, Judge, score_parser
 from ragnb.llm.result import EvaluationResult, ModelScore
 
 Q = "What is the capital of France?"
@@ -75,7 +66,7 @@ def requests_of(server, model):
 def test_three_models_scores_and_aggregates(llm_server, how, expected):
     route(llm_server, {"m1": reply(0.5, "half"), "m2": reply(1.0, "all"), "m3": reply(0.0, "none")})
     judge = make_judge(llm_server, ["m1", "m2", "m3"], aggregate=how, max_tokens=321)
-    r = judge.faithfulness_sync(Q, ANS, CTX)
+    r = judge.sync.faithfulness(Q, ANS, CTX)
 
     # mean = (0.5 + 1 + 0) / 3 = 0.5; median of {0, 0.5, 1} = 0.5; majority: all values once → the smallest, 0.0
     assert r.score == pytest.approx(expected)
@@ -97,7 +88,7 @@ def test_three_models_scores_and_aggregates(llm_server, how, expected):
 
 def test_majority_of_two_equal_scores_wins(llm_server):
     route(llm_server, {"m1": reply(1), "m2": reply(0), "m3": reply(1.0)})
-    r = make_judge(llm_server, ["m1", "m2", "m3"], aggregate="majority").answer_relevance_sync(Q, ANS)
+    r = make_judge(llm_server, ["m1", "m2", "m3"], aggregate="majority").sync.answer_relevance(Q, ANS)
     assert r.score == 1.0  # 1.0 twice, 0.0 once
 
 
@@ -115,9 +106,9 @@ def test_each_metric_prompt_scale_and_score(llm_server):
 
     llm_server.set_handler(handler)
     judge = make_judge(llm_server, ["m1", "m2"])
-    rel = judge.answer_relevance_sync(Q, ANS)
-    cor = judge.answer_correctness_sync(Q, ANS, REF)
-    e2e = judge.e2e_score_sync(Q, ANS, REF)
+    rel = judge.sync.answer_relevance(Q, ANS)
+    cor = judge.sync.answer_correctness(Q, ANS, REF)
+    e2e = judge.sync.e2e_score(Q, ANS, REF)
     assert (rel.metric, rel.score) == ("answer_relevance", 0.75)
     assert (cor.metric, cor.score) == ("answer_correctness", 4.5)  # (4 + 5) / 2
     assert [m.score for m in cor.model_scores] == [4.0, 5.0]
@@ -131,7 +122,7 @@ def test_each_metric_prompt_scale_and_score(llm_server):
 
 def test_context_list_is_sent_as_numbered_passages(llm_server):
     route(llm_server, {"m1": reply(1.0)})
-    make_judge(llm_server, ["m1"]).faithfulness_sync(Q, ANS, ["Paris is in France.", "  ", "It is the capital."])
+    make_judge(llm_server, ["m1"]).sync.faithfulness(Q, ANS, ["Paris is in France.", "  ", "It is the capital."])
     user = llm_server.chat_requests[0].messages[1]["content"]
     assert "[1] Paris is in France.\n\n[2] It is the capital." in user
 
@@ -143,7 +134,7 @@ def test_context_list_is_sent_as_numbered_passages(llm_server):
 
 def test_out_of_range_then_valid_is_reasked_and_counted(llm_server):
     route(llm_server, {"m1": [reply(1.7), reply(0.8)], "m2": reply(0.6)})
-    r = make_judge(llm_server, ["m1", "m2"]).faithfulness_sync(Q, ANS, CTX)
+    r = make_judge(llm_server, ["m1", "m2"]).sync.faithfulness(Q, ANS, CTX)
 
     assert r.status == "ok" and r.score == pytest.approx(0.7)  # (0.8 + 0.6) / 2
     m1, m2 = r.model_scores
@@ -159,14 +150,14 @@ def test_out_of_range_then_valid_is_reasked_and_counted(llm_server):
 
 def test_correctness_rejects_fractions_and_accepts_integers(llm_server):
     route(llm_server, {"m1": [reply(3.5), reply(3)]})
-    r = make_judge(llm_server, ["m1"]).answer_correctness_sync(Q, ANS, REF)
+    r = make_judge(llm_server, ["m1"]).sync.answer_correctness(Q, ANS, REF)
     assert r.score == 3.0 and r.model_scores[0].details["reasks"] == 1
     assert "integers 1, 2, 3, 4, 5" in requests_of(llm_server, "m1")[1].messages[3]["content"]
 
 
 def test_model_failing_every_reask_is_failed_and_others_count(llm_server):
     route(llm_server, {"bad": reply(5), "good": reply(0.4, "partly")})
-    r = make_judge(llm_server, ["bad", "good"]).faithfulness_sync(Q, ANS, CTX)
+    r = make_judge(llm_server, ["bad", "good"]).sync.faithfulness(Q, ANS, CTX)
 
     bad, good = r.model_scores
     assert bad.status == "failed" and math.isnan(bad.score)  # NaN, never 0
@@ -183,7 +174,7 @@ def test_model_failing_every_reask_is_failed_and_others_count(llm_server):
 
 def test_all_models_failing_gives_nan_and_failed(llm_server):
     route(llm_server, {"m1": "I cannot judge this.", "m2": json.dumps({"verdict": "good"})})
-    r = make_judge(llm_server, ["m1", "m2"], aggregate="median").answer_relevance_sync(Q, ANS)
+    r = make_judge(llm_server, ["m1", "m2"], aggregate="median").sync.answer_relevance(Q, ANS)
     assert r.status == "failed" and math.isnan(r.score)
     assert all(m.status == "failed" and math.isnan(m.score) for m in r.model_scores)
     assert "m1" in r.reason and "m2" in r.reason
@@ -193,13 +184,13 @@ def test_all_models_failing_gives_nan_and_failed(llm_server):
 
 def test_blank_input_is_undefined_without_a_call(llm_server):
     judge = make_judge(llm_server, ["m1"])
-    r = judge.faithfulness_sync(Q, "   ", CTX)
+    r = judge.sync.faithfulness(Q, "   ", CTX)
     assert (r.status, r.method) == ("undefined", "none") and math.isnan(r.score)
     assert "blank answer" in r.reason
-    assert judge.e2e_score_sync(Q, ANS, "").reason == "blank reference: nothing to judge"
+    assert judge.sync.e2e_score(Q, ANS, "").reason == "blank reference: nothing to judge"
     assert llm_server.chat_requests == []
     with pytest.raises(ValueError, match="answer must be a string"):
-        judge.answer_relevance_sync(Q, None)
+        judge.sync.answer_relevance(Q, None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,7 +202,7 @@ def test_reasoned_mode_sends_another_prompt_and_keeps_the_reasoning(llm_server):
     route(llm_server, {"m1": [reply(0.5, "short"),  # no reasoning → re-ask in reasoned mode
                               reply(1.0, "Fully supported.", reasoning="Step 1: Paris is in the context.")]})
     judge = make_judge(llm_server, ["m1"], mode="reasoned")
-    r = judge.faithfulness_sync(Q, ANS, CTX)
+    r = judge.sync.faithfulness(Q, ANS, CTX)
     assert r.score == 1.0 and r.explanation == "Fully supported."
     assert r.model_scores[0].details["reasoning"] == "Step 1: Paris is in the context."
     assert r.model_scores[0].details["reasks"] == 1 and r.details["mode"] == "reasoned"
@@ -227,7 +218,7 @@ def test_reasoned_mode_sends_another_prompt_and_keeps_the_reasoning(llm_server):
 def test_russian_prompt_is_sent_and_the_score_stays_a_number(llm_server):
     route(llm_server, {"m1": reply(0.5, "Ответ частично подтверждается контекстом.")})
     judge = make_judge(llm_server, ["m1"], language="ru")
-    r = judge.faithfulness_sync("Какая столица Франции?", "Париж.", "Париж — столица Франции.")
+    r = judge.sync.faithfulness("Какая столица Франции?", "Париж.", "Париж — столица Франции.")
     assert r.score == 0.5 and r.explanation == "Ответ частично подтверждается контекстом."
     assert r.details["language"] == "ru"
     system, user = llm_server.chat_requests[0].messages
@@ -279,7 +270,7 @@ def pairwise_handler(prefers: dict[str, str]):
 
 def test_pairwise_with_swap_consistent_and_inconsistent_models(llm_server):
     llm_server.set_handler(pairwise_handler({"m1": "Paris", "m2": "A", "m3": "Paris"}))
-    r = make_judge(llm_server, ["m1", "m2", "m3"]).pairwise_sync(Q, PARIS, LYON)
+    r = make_judge(llm_server, ["m1", "m2", "m3"]).sync.pairwise(Q, PARIS, LYON)
 
     m1, m2, m3 = r.model_scores
     # m1, m3: A in the original order, B with the answers swapped → mapped back to A both times → A.
@@ -300,13 +291,13 @@ def test_pairwise_with_swap_consistent_and_inconsistent_models(llm_server):
 
 def test_pairwise_without_swap_asks_once_and_models_tied_give_tie(llm_server):
     llm_server.set_handler(pairwise_handler({"m1": "Paris", "m2": "A", "m3": "Lyon"}))
-    r = make_judge(llm_server, ["m1", "m2", "m3"], swap_positions=False).pairwise_sync(Q, PARIS, LYON)
+    r = make_judge(llm_server, ["m1", "m2", "m3"], swap_positions=False).sync.pairwise(Q, PARIS, LYON)
     assert len(llm_server.chat_requests) == 3
     assert [m.details["verdict"] for m in r.model_scores] == ["A", "A", "B"]
     assert r.details["verdict"] == "A"
 
     llm_server.requests.clear()
-    r = make_judge(llm_server, ["m1", "m3"]).pairwise_sync(Q, PARIS, LYON, reference="Paris")
+    r = make_judge(llm_server, ["m1", "m3"]).sync.pairwise(Q, PARIS, LYON, reference="Paris")
     assert [m.details["verdict"] for m in r.model_scores] == ["A", "B"]
     assert r.details["verdict"] == "Tie" and r.score == 0.5  # one A, one B → Tie
     assert all("Reference answer" in q.messages[1]["content"] for q in llm_server.chat_requests)
@@ -315,7 +306,7 @@ def test_pairwise_without_swap_asks_once_and_models_tied_give_tie(llm_server):
 def test_pairwise_invalid_verdict_reasked_then_failed(llm_server):
     bad = json.dumps({"verdict": "Answer A", "explanation": "x"})
     route(llm_server, {"m1": [bad, json.dumps({"verdict": "tie", "explanation": "same"})], "m2": bad})
-    r = make_judge(llm_server, ["m1", "m2"], swap_positions=False).pairwise_sync(Q, PARIS, LYON)
+    r = make_judge(llm_server, ["m1", "m2"], swap_positions=False).sync.pairwise(Q, PARIS, LYON)
     m1, m2 = r.model_scores
     assert m1.details["verdict"] == "Tie" and m1.details["reasks"] == 1
     assert m2.status == "failed" and math.isnan(m2.score)
@@ -467,8 +458,8 @@ def test_judge_latency_hand_example_excludes_cache_hits():
 def test_cache_hits_send_nothing_and_are_left_out_of_latency(llm_server, tmp_path):
     route(llm_server, {"m1": reply(0.9)})
     judge = make_judge(llm_server, ["m1"], cache_dir=tmp_path)
-    first = judge.faithfulness_sync(Q, ANS, CTX)
-    second = judge.faithfulness_sync(Q, ANS, CTX)
+    first = judge.sync.faithfulness(Q, ANS, CTX)
+    second = judge.sync.faithfulness(Q, ANS, CTX)
     assert len(llm_server.chat_requests) == 1
     assert second.score == 0.9 and second.model_scores[0].calls == 0
     lat = judge_latency([first, second])
@@ -498,8 +489,8 @@ def test_judge_reliability_two_passes_over_http(llm_server):
     llm_server.set_handler(handler)
     judge = make_judge(llm_server, ["m1", "m2"], cache=False)
     samples = [{"id": i, "question": f"item-{i}", "answer": ANS, "context": CTX} for i in range(4)]
-    first = judge.evaluate_many_sync("faithfulness", samples)
-    second = judge.evaluate_many_sync("faithfulness", samples)
+    first = judge.sync.evaluate_many("faithfulness", samples)
+    second = judge.sync.evaluate_many("faithfulness", samples)
 
     # pass 1 (mean of m1, m2): 1.0, 0.5, 0.0, failed; pass 2: 0.75, 0.75, 1.0, 0.5 (m2 failed)
     assert [r.score for r in first[:3]] == [1.0, 0.5, 0.0] and first[3].status == "failed"
@@ -528,13 +519,13 @@ def test_evaluate_many_keeps_order_and_checks_samples(llm_server):
     llm_server.set_handler(lambda req: completion(reply(0.1 * int(re.search(
         r"q(\d)", req["messages"][1]["content"]).group(1)))))
     judge = make_judge(llm_server, ["m1"])
-    rs = judge.evaluate_many_sync("answer_relevance", [{"question": f"q{i}", "answer": "a", "extra": 1}
+    rs = judge.sync.evaluate_many("answer_relevance", [{"question": f"q{i}", "answer": "a", "extra": 1}
                                                         for i in range(5)])
     assert [r.score for r in rs] == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])
     with pytest.raises(ValueError, match=r"no \['answer'\]"):
-        judge.evaluate_many_sync("answer_relevance", [{"question": "q"}])
+        judge.sync.evaluate_many("answer_relevance", [{"question": "q"}])
     with pytest.raises(ValueError, match="metric"):
-        judge.evaluate_many_sync("rouge", [])
+        judge.sync.evaluate_many("rouge", [])
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,16 +13,14 @@ import pytest
 from llm_server import completion, error_reply
 
 from ragnb.llm import LLMClient, LLMPermanentError, LLMSettings
-from ragnb.metrics import nvidia
-from ragnb.metrics.nvidia import (
-    AnswerAccuracyConfig,
-    ContextRelevanceConfig,
-    ResponseGroundednessConfig,
-    answer_accuracy_sync,
-    context_relevance_sync,
+from ragnb.llm.judges import nvidia
+from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.nvidia import (
+    AnswerAccuracy,
+    ContextRelevance,
+    ResponseGroundedness,
     evaluate_dataset,
     parse_rating,
-    response_groundedness_sync,
 )
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import summary_frame
@@ -67,8 +65,9 @@ CONTEXTS = ["CTX-A: Photosynthesis converts light energy into chemical energy.",
 def test_context_relevance_rates_every_context_and_averages(llm_server):
     ratings = {"CTX-A": 2, "CTX-B": 1, "CTX-C": 0}
     llm_server.set_handler(judge(lambda model, text: next(v for k, v in ratings.items() if k in text)))
-    cfg = ContextRelevanceConfig(models=["judge-a"])
-    r = context_relevance_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS}, make_client(llm_server), cfg)
+    cfg = JudgeConfig(models=["judge-a"])
+    r = ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS},
+                                         make_client(llm_server), cfg)
 
     assert r.score == pytest.approx((1.0 + 0.5 + 0.0) / 3)
     assert (r.metric, r.method, r.status) == ("nv_context_relevance", "llm", "ok")
@@ -84,18 +83,21 @@ def test_context_relevance_rates_every_context_and_averages(llm_server):
 
 
 def test_context_relevance_without_contexts_is_zero_without_a_call(llm_server):
-    cfg = ContextRelevanceConfig(models=["judge-a"])
-    r = context_relevance_sync({"user_input": QUESTION, "retrieved_contexts": []}, make_client(llm_server), cfg)
+    cfg = JudgeConfig(models=["judge-a"])
+    r = ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": []},
+                                         make_client(llm_server), cfg)
     assert (r.score, r.method, r.status, r.details["shortcut"]) == (0.0, "heuristic", "ok", "no_contexts")
-    blank = context_relevance_sync({"user_input": "  ", "retrieved_contexts": CONTEXTS}, make_client(llm_server), cfg)
+    blank = ContextRelevance().evaluate_sync({"user_input": "  ", "retrieved_contexts": CONTEXTS},
+                                             make_client(llm_server), cfg)
     assert math.isnan(blank.score) and blank.status == "undefined" and "user_input" in blank.reason
     assert llm_server.request_count == 0
 
 
 def test_context_relevance_failed_context_fails_the_model_instead_of_shrinking_the_mean(llm_server):
     llm_server.set_handler(judge(lambda model, text: "I cannot rate this." if "CTX-B" in text else 2))
-    cfg = ContextRelevanceConfig(models=["judge-a"])
-    r = context_relevance_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS}, make_client(llm_server), cfg)
+    cfg = JudgeConfig(models=["judge-a"])
+    r = ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS},
+                                         make_client(llm_server), cfg)
     assert math.isnan(r.score) and r.status == "failed"  # not (1 + 1) / 2 = 1.0, and never 0
     [ms] = r.model_scores
     assert ms.status == "failed" and "context 2" in ms.reason and "LLMOutputError" in ms.reason
@@ -113,7 +115,7 @@ def test_response_groundedness_one_call_on_the_joined_contexts(llm_server):
     llm_server.set_handler(judge(lambda model, text: 1))
     contexts = ["Paris is the capital of France.", "The Eiffel Tower is in Paris."]
     sample = {"response": "Paris is the capital of France and has 12 million people.", "retrieved_contexts": contexts}
-    r = response_groundedness_sync(sample, make_client(llm_server), ResponseGroundednessConfig(models=["judge-a"]))
+    r = ResponseGroundedness().evaluate_sync(sample, make_client(llm_server), JudgeConfig(models=["judge-a"]))
     assert r.score == 0.5 and r.method == "llm"
     [text] = prompts(llm_server)
     assert "Paris is the capital of France.\n\nThe Eiffel Tower is in Paris." in text
@@ -132,14 +134,14 @@ def test_groundedness_shortcuts_make_no_call(llm_server, response, contexts, sco
     llm_server.set_handler(judge(lambda model, text: 1))
     sample = {"response": response, "retrieved_contexts": contexts}
     client = make_client(llm_server)
-    r = response_groundedness_sync(sample, client, ResponseGroundednessConfig(models=["judge-a", "judge-b"]))
+    r = ResponseGroundedness().evaluate_sync(sample, client, JudgeConfig(models=["judge-a", "judge-b"]))
     assert (r.score, r.method, r.status, r.details["shortcut"]) == (score, "heuristic", "ok", shortcut)
     assert r.model_scores == [] and r.explanation and r.details["llm_requests"] == 0
     assert llm_server.request_count == 0
 
     # without shortcuts the judge decides (rating 1 → 0.5), one call per model
-    off = ResponseGroundednessConfig(models=["judge-a", "judge-b"], use_heuristic_shortcuts=False)
-    r = response_groundedness_sync(sample, client, off)
+    off = JudgeConfig(models=["judge-a", "judge-b"])
+    r = ResponseGroundedness(use_heuristic_shortcuts=False).evaluate_sync(sample, client, off)
     assert (r.score, r.method) == (0.5, "llm")
     assert llm_server.request_count == 2
 
@@ -147,7 +149,7 @@ def test_groundedness_shortcuts_make_no_call(llm_server, response, contexts, sco
 def test_case_or_word_changes_are_not_an_exact_match(llm_server):
     llm_server.set_handler(judge(lambda model, text: 2))
     sample = {"response": "paris is the capital of france", "retrieved_contexts": ["Paris is the capital of France."]}
-    r = response_groundedness_sync(sample, make_client(llm_server), ResponseGroundednessConfig(models=["judge-a"]))
+    r = ResponseGroundedness().evaluate_sync(sample, make_client(llm_server), JudgeConfig(models=["judge-a"]))
     assert (r.score, r.method) == (1.0, "llm") and llm_server.request_count == 1
 
 
@@ -167,7 +169,7 @@ def reference_first(text: str) -> bool:
 @pytest.mark.parametrize("rating, score", [(0, 0.0), (1, 0.5), (2, 1.0)])
 def test_answer_accuracy_single_judge(llm_server, rating, score):
     llm_server.set_handler(judge(lambda model, text: rating))
-    r = answer_accuracy_sync(AA_SAMPLE, make_client(llm_server), AnswerAccuracyConfig(models=["judge-a"]))
+    r = AnswerAccuracy().evaluate_sync(AA_SAMPLE, make_client(llm_server), JudgeConfig(models=["judge-a"]))
     assert r.score == score and r.details["mode"] == "single"
     [text] = prompts(llm_server)
     assert not reference_first(text) and AA_SAMPLE["user_input"] in text
@@ -176,8 +178,8 @@ def test_answer_accuracy_single_judge(llm_server, rating, score):
 @pytest.mark.parametrize("r1, r2", [(a, b) for a in range(3) for b in range(3)])
 def test_answer_accuracy_dual_judge_averages_the_two_templates(llm_server, r1, r2):
     llm_server.set_handler(judge(lambda model, text: r2 if reference_first(text) else r1))
-    cfg = AnswerAccuracyConfig(models=["judge-a"], use_dual_judge=True)
-    r = answer_accuracy_sync(AA_SAMPLE, make_client(llm_server), cfg)
+    cfg = JudgeConfig(models=["judge-a"])
+    r = AnswerAccuracy(use_dual_judge=True).evaluate_sync(AA_SAMPLE, make_client(llm_server), cfg)
     assert r.score == pytest.approx((r1 / 2 + r2 / 2) / 2)  # e.g. 2 and 1 → (1.0 + 0.5) / 2 = 0.75
     texts = prompts(llm_server)
     assert len(texts) == 2 and sorted(reference_first(t) for t in texts) == [False, True]
@@ -192,8 +194,9 @@ def test_answer_accuracy_dual_judge_confirm_mode_takes_the_confirmed_rating(llm_
         return '{"rating": 2, "explanation": "first judge says it is complete"}'
 
     llm_server.set_handler(judge(rule))
-    cfg = AnswerAccuracyConfig(models=["judge-a"], use_dual_judge=True, dual_judge_mode="confirm")
-    r = answer_accuracy_sync(AA_SAMPLE, make_client(llm_server), cfg)
+    cfg = JudgeConfig(models=["judge-a"])
+    r = AnswerAccuracy(use_dual_judge=True, dual_judge_mode="confirm").evaluate_sync(AA_SAMPLE, make_client(llm_server),
+                                                                                  cfg)
     assert r.score == 0.5  # confirmed rating 1 / 2, not the average
     first, second = prompts(llm_server)
     assert "first judge says" not in first and "RATING: 2" in second
@@ -202,8 +205,8 @@ def test_answer_accuracy_dual_judge_confirm_mode_takes_the_confirmed_rating(llm_
 
 
 def test_answer_accuracy_blank_reference_is_undefined(llm_server):
-    r = answer_accuracy_sync({**AA_SAMPLE, "reference": " "}, make_client(llm_server),
-                             AnswerAccuracyConfig(models=["judge-a"]))
+    r = AnswerAccuracy().evaluate_sync({**AA_SAMPLE, "reference": " "}, make_client(llm_server),
+                             JudgeConfig(models=["judge-a"]))
     assert math.isnan(r.score) and r.status == "undefined" and r.method == "none"
     assert llm_server.request_count == 0
 
@@ -211,7 +214,7 @@ def test_answer_accuracy_blank_reference_is_undefined(llm_server):
 def test_answer_accuracy_question_is_optional(llm_server):
     llm_server.set_handler(judge(lambda model, text: 2))
     sample = {"response": RESPONSE, "reference": REFERENCE}
-    r = answer_accuracy_sync(sample, make_client(llm_server), AnswerAccuracyConfig(models=["judge-a"]))
+    r = AnswerAccuracy().evaluate_sync(sample, make_client(llm_server), JudgeConfig(models=["judge-a"]))
     assert r.score == 1.0 and "(no question given)" in prompts(llm_server)[0]
 
 
@@ -239,7 +242,7 @@ def test_parse_rating_rejects(obj):
 
 def test_out_of_scale_rating_is_reasked(llm_server):
     llm_server.script(completion('{"rating": 3, "explanation": "very good"}'), reply(2, "ok"))
-    r = answer_accuracy_sync(AA_SAMPLE, make_client(llm_server), AnswerAccuracyConfig(models=["judge-a"]))
+    r = AnswerAccuracy().evaluate_sync(AA_SAMPLE, make_client(llm_server), JudgeConfig(models=["judge-a"]))
     assert r.score == 1.0
     first, second = llm_server.chat_requests
     assert len(second.messages) == 3 and "0, 1 or 2" in second.messages[-1]["content"]
@@ -250,7 +253,7 @@ def test_out_of_scale_rating_is_reasked(llm_server):
 def test_unusable_rating_after_the_budget_is_failed_never_zero(llm_server, content):
     llm_server.set_handler(judge(lambda model, text: content))
     client = make_client(llm_server, reask_budget=2)
-    r = answer_accuracy_sync(AA_SAMPLE, client, AnswerAccuracyConfig(models=["judge-a"]))
+    r = AnswerAccuracy().evaluate_sync(AA_SAMPLE, client, JudgeConfig(models=["judge-a"]))
     assert math.isnan(r.score) and r.status == "failed" and "LLMOutputError" in r.reason
     assert llm_server.request_count == 3  # 1 ask + 2 re-asks
     assert r.model_scores[0].status == "failed" and r.model_scores[0].calls == 3
@@ -258,15 +261,15 @@ def test_unusable_rating_after_the_budget_is_failed_never_zero(llm_server, conte
 
 def test_dual_judge_with_one_failed_template_fails_the_model(llm_server):
     llm_server.set_handler(judge(lambda model, text: "no idea" if reference_first(text) else 2))
-    cfg = AnswerAccuracyConfig(models=["judge-a"], use_dual_judge=True)
-    r = answer_accuracy_sync(AA_SAMPLE, make_client(llm_server), cfg)
+    cfg = JudgeConfig(models=["judge-a"])
+    r = AnswerAccuracy(use_dual_judge=True).evaluate_sync(AA_SAMPLE, make_client(llm_server), cfg)
     assert math.isnan(r.score) and "template 2" in r.reason
 
 
 def test_transient_errors_past_the_retries_fail_the_model(llm_server):
     llm_server.set_handler(lambda body: error_reply(503, "overloaded", type_="server_error"))
     client = make_client(llm_server, max_retries=1)
-    r = answer_accuracy_sync(AA_SAMPLE, client, AnswerAccuracyConfig(models=["judge-a"]))
+    r = AnswerAccuracy().evaluate_sync(AA_SAMPLE, client, JudgeConfig(models=["judge-a"]))
     assert math.isnan(r.score) and r.status == "failed" and "LLMTransientError" in r.reason
     assert llm_server.request_count == 2
 
@@ -274,8 +277,9 @@ def test_transient_errors_past_the_retries_fail_the_model(llm_server):
 def test_permanent_error_stops_the_run(llm_server):
     llm_server.set_handler(lambda body: error_reply(401, "invalid api key", type_="auth_error"))
     with pytest.raises(LLMPermanentError):
-        context_relevance_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS}, make_client(llm_server),
-                               ContextRelevanceConfig(models=["judge-a"]))
+        ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS},
+                                         make_client(llm_server),
+                               JudgeConfig(models=["judge-a"]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -288,8 +292,8 @@ MODEL_RATINGS = {"judge-a": 2, "judge-b": 1, "judge-c": 1}
 @pytest.mark.parametrize("how, score", [("mean", (1.0 + 0.5 + 0.5) / 3), ("median", 0.5), ("majority", 0.5)])
 def test_models_aggregate(llm_server, how, score):
     llm_server.set_handler(judge(lambda model, text: MODEL_RATINGS[model]))
-    cfg = ResponseGroundednessConfig(models=list(MODEL_RATINGS), aggregate=how)
-    r = response_groundedness_sync({"response": "Paris is big.", "retrieved_contexts": ["Paris is a city."]},
+    cfg = JudgeConfig(models=list(MODEL_RATINGS), aggregate=how)
+    r = ResponseGroundedness().evaluate_sync({"response": "Paris is big.", "retrieved_contexts": ["Paris is a city."]},
                                    make_client(llm_server), cfg)
     assert r.score == pytest.approx(score)
     assert [(m.model, m.score) for m in r.model_scores] == [("judge-a", 1.0), ("judge-b", 0.5), ("judge-c", 0.5)]
@@ -299,18 +303,18 @@ def test_models_aggregate(llm_server, how, score):
 def test_models_times_contexts_and_dual_judge_call_counts(llm_server):
     llm_server.set_handler(judge(lambda model, text: MODEL_RATINGS[model]))
     client = make_client(llm_server)
-    r = context_relevance_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS[:2]}, client,
-                               ContextRelevanceConfig(models=["judge-a", "judge-b"]))
+    r = ContextRelevance().evaluate_sync({"user_input": QUESTION, "retrieved_contexts": CONTEXTS[:2]}, client,
+                               JudgeConfig(models=["judge-a", "judge-b"]))
     assert llm_server.request_count == 2 * 2 and r.details["llm_requests"] == 4
     assert r.score == pytest.approx((1.0 + 0.5) / 2)
-    answer_accuracy_sync(AA_SAMPLE, client, AnswerAccuracyConfig(models=list(MODEL_RATINGS), use_dual_judge=True))
+    AnswerAccuracy(use_dual_judge=True).evaluate_sync(AA_SAMPLE, client, JudgeConfig(models=list(MODEL_RATINGS)))
     assert llm_server.request_count == 4 + 2 * 3
 
 
 def test_a_failing_model_is_listed_not_averaged(llm_server):
     llm_server.set_handler(judge(lambda model, text: "garbage" if model == "judge-bad" else 1))
-    cfg = AnswerAccuracyConfig(models=["judge-a", "judge-bad"])
-    r = answer_accuracy_sync(AA_SAMPLE, make_client(llm_server), cfg)
+    cfg = JudgeConfig(models=["judge-a", "judge-bad"])
+    r = AnswerAccuracy().evaluate_sync(AA_SAMPLE, make_client(llm_server), cfg)
     assert r.score == 0.5 and r.status == "ok" and "judge-bad failed" in r.reason
     assert [m.status for m in r.model_scores] == ["ok", "failed"]
 
@@ -322,14 +326,14 @@ def test_a_failing_model_is_listed_not_averaged(llm_server):
 
 def test_russian_prompts_and_explanations(llm_server):
     llm_server.set_handler(judge(lambda model, text: '{"rating": 2, "explanation": "Ответ полностью верен."}'))
-    cfg = AnswerAccuracyConfig(models=["judge-a"], language="ru")
-    r = answer_accuracy_sync({"user_input": "Столица Франции?", "response": "Париж.", "reference": "Париж — столица."},
+    cfg = JudgeConfig(models=["judge-a"], language="ru")
+    r = AnswerAccuracy().evaluate_sync({"user_input": "Столица Франции?", "response": "Париж.", "reference": "Париж — столица."},
                              make_client(llm_server), cfg)
     assert r.score == 1.0 and r.explanation == "Ответ полностью верен."
     text = prompts(llm_server)[0]
     assert "ЭТАЛОННЫЙ ОТВЕТ" in text and "по-русски" in text and "Столица Франции?" in text
-    s = response_groundedness_sync({"response": "", "retrieved_contexts": ["x"]}, make_client(llm_server),
-                                   ResponseGroundednessConfig(models=["judge-a"], language="ru"))
+    s = ResponseGroundedness().evaluate_sync({"response": "", "retrieved_contexts": ["x"]}, make_client(llm_server),
+                                   JudgeConfig(models=["judge-a"], language="ru"))
     assert s.explanation.startswith("Пустой ответ")
 
 
@@ -339,9 +343,9 @@ def test_async_api(llm_server):
     async def main():
         async with make_client(llm_server) as client:
             return await asyncio.gather(
-                nvidia.answer_accuracy(AA_SAMPLE, client, AnswerAccuracyConfig(models=["judge-a"])),
-                nvidia.context_relevance({"user_input": QUESTION, "retrieved_contexts": CONTEXTS}, client,
-                                         ContextRelevanceConfig(models=["judge-a"])))
+                AnswerAccuracy().evaluate(AA_SAMPLE, client, JudgeConfig(models=["judge-a"])),
+                ContextRelevance().evaluate({"user_input": QUESTION, "retrieved_contexts": CONTEXTS}, client,
+                                            JudgeConfig(models=["judge-a"])))
 
     accuracy, relevance = asyncio.run(main())
     assert accuracy.score == 0.5 and relevance.score == 0.5 and llm_server.request_count == 4
@@ -349,30 +353,30 @@ def test_async_api(llm_server):
 
 def test_rerun_with_the_disk_cache_sends_no_request(llm_server, tmp_path):
     llm_server.set_handler(judge(lambda model, text: 2 if reference_first(text) else 1))
-    cfg = AnswerAccuracyConfig(models=["judge-a"], use_dual_judge=True)
-    first = answer_accuracy_sync(AA_SAMPLE, make_client(llm_server, cache_dir=tmp_path), cfg)
-    again = answer_accuracy_sync(AA_SAMPLE, make_client(llm_server, cache_dir=tmp_path), cfg)
+    cfg, metric = JudgeConfig(models=["judge-a"]), AnswerAccuracy(use_dual_judge=True)
+    first = metric.evaluate_sync(AA_SAMPLE, make_client(llm_server, cache_dir=tmp_path), cfg)
+    again = metric.evaluate_sync(AA_SAMPLE, make_client(llm_server, cache_dir=tmp_path), cfg)
     assert first.score == again.score == 0.75
     assert llm_server.request_count == 2 and again.model_scores[0].calls == 0
 
 
 def test_metrics_are_registered():
-    for name, fn in [("nv_context_relevance", nvidia.context_relevance),
-                     ("nv_response_groundedness", nvidia.response_groundedness),
-                     ("nv_answer_accuracy", nvidia.answer_accuracy)]:
+    for name, fn in [("nv_context_relevance", nvidia.context_relevance_score),
+                     ("nv_response_groundedness", nvidia.response_groundedness_score),
+                     ("nv_answer_accuracy", nvidia.answer_accuracy_score)]:
         metric, k = parse_name(name)
         assert metric.fn is fn and metric.family == "nvidia" and k is None
 
 
 @pytest.mark.parametrize("make, fragment", [
-    (lambda: AnswerAccuracyConfig(models=[]), "models"),
-    (lambda: AnswerAccuracyConfig(models="judge-a"), "models"),
-    (lambda: AnswerAccuracyConfig(models=["a", "a"]), "more than once"),
-    (lambda: AnswerAccuracyConfig(models=["a"], aggregate="max"), "aggregate"),
-    (lambda: AnswerAccuracyConfig(models=["a"], language="de"), "language"),
-    (lambda: AnswerAccuracyConfig(models=["a"], dual_judge_mode="vote"), "dual_judge_mode"),
-    (lambda: ResponseGroundednessConfig(models=["a"], use_heuristic_shortcuts="yes"), "use_heuristic_shortcuts"),
-    (lambda: ContextRelevanceConfig(models=["a"], temperature=3), "temperature"),
+    (lambda: JudgeConfig(models=[]), "models"),
+    (lambda: JudgeConfig(models="judge-a"), "models"),
+    (lambda: JudgeConfig(models=["a", "a"]), "more than once"),
+    (lambda: JudgeConfig(models=["a"], aggregate="max"), "aggregate"),
+    (lambda: JudgeConfig(models=["a"], language="de"), "language"),
+    (lambda: AnswerAccuracy(dual_judge_mode="vote"), "dual_judge_mode"),
+    (lambda: ResponseGroundedness(use_heuristic_shortcuts="yes"), "use_heuristic_shortcuts"),
+    (lambda: JudgeConfig(models=["a"], temperature=3), "temperature"),
 ])
 def test_bad_config_is_a_clear_error(make, fragment):
     with pytest.raises(ValueError, match=fragment):
@@ -380,19 +384,17 @@ def test_bad_config_is_a_clear_error(make, fragment):
 
 
 @pytest.mark.parametrize("call, sample, fragment", [
-    (context_relevance_sync, {"retrieved_contexts": ["x"]}, "user_input"),
-    (context_relevance_sync, {"user_input": "q", "retrieved_contexts": "one string"}, "wrap it"),
-    (context_relevance_sync, {"user_input": "q", "retrieved_contexts": ["a", 3]}, "positions [1]"),
-    (response_groundedness_sync, {"response": None, "retrieved_contexts": []}, "response must be a string"),
-    (answer_accuracy_sync, {"response": "a"}, "reference"),
+    (ContextRelevance, {"retrieved_contexts": ["x"]}, "user_input"),
+    (ContextRelevance, {"user_input": "q", "retrieved_contexts": "one string"}, "wrap it"),
+    (ContextRelevance, {"user_input": "q", "retrieved_contexts": ["a", 3]}, "positions [1]"),
+    (ResponseGroundedness, {"response": None, "retrieved_contexts": []}, "response must be a string"),
+    (AnswerAccuracy, {"response": "a"}, "reference"),
 ])
 def test_bad_sample_is_a_clear_error(llm_server, call, sample, fragment):
-    cfg_cls = {context_relevance_sync: ContextRelevanceConfig, response_groundedness_sync: ResponseGroundednessConfig,
-               answer_accuracy_sync: AnswerAccuracyConfig}[call]
     with pytest.raises(ValueError, match=re.escape(fragment)):
-        call(sample, make_client(llm_server), cfg_cls(models=["judge-a"]))
-    with pytest.raises(ValueError, match="AnswerAccuracyConfig"):
-        answer_accuracy_sync(AA_SAMPLE, make_client(llm_server), ContextRelevanceConfig(models=["judge-a"]))
+        call().evaluate_sync(sample, make_client(llm_server), JudgeConfig(models=["judge-a"]))
+    with pytest.raises(ValueError, match="JudgeConfig"):
+        AnswerAccuracy().evaluate_sync(AA_SAMPLE, make_client(llm_server), ["judge-a"])
     assert llm_server.request_count == 0
 
 
@@ -419,7 +421,7 @@ def dataset_rule(model, text):
 
 def test_evaluate_dataset_items_and_summary(llm_server):
     llm_server.set_handler(judge(dataset_rule))
-    cfg = ResponseGroundednessConfig(models=["judge-a"])
+    cfg = JudgeConfig(models=["judge-a"])
     items, summary = evaluate_dataset("nv_response_groundedness", groundedness_dataset(), make_client(llm_server), cfg,
                                       n_boot=200)
 
@@ -446,8 +448,8 @@ def test_evaluate_dataset_accepts_a_dataframe_and_the_function(llm_server):
     llm_server.set_handler(judge(lambda model, text: MODEL_RATINGS[model]))
     frame = pd.DataFrame({"user_input": [QUESTION, QUESTION],
                           "retrieved_contexts": [CONTEXTS[:1], CONTEXTS[:2]]})
-    cfg = ContextRelevanceConfig(models=["judge-a", "judge-b"], aggregate="median")
-    items, summary = evaluate_dataset(nvidia.context_relevance, frame, make_client(llm_server), cfg, n_boot=50)
+    cfg = JudgeConfig(models=["judge-a", "judge-b"], aggregate="median")
+    items, summary = evaluate_dataset(ContextRelevance(), frame, make_client(llm_server), cfg, n_boot=50)
     assert items["score"].tolist() == [0.75, 0.75]  # median of 1.0 and 0.5 = 0.75 per item
     assert items["score[judge-a]"].tolist() == [1.0, 1.0] and items["score[judge-b]"].tolist() == [0.5, 0.5]
     assert summary["counts"]["llm_requests"] == 2 * (1 + 2)
@@ -458,7 +460,7 @@ def test_evaluate_dataset_validates_every_sample_before_calling(llm_server):
     samples[2] = {"id": "q3", "retrieved_contexts": ["x"]}  # no response
     with pytest.raises(ValueError, match="sample 2: .*response"):
         evaluate_dataset("nv_response_groundedness", samples, make_client(llm_server),
-                         ResponseGroundednessConfig(models=["judge-a"]))
+                         JudgeConfig(models=["judge-a"]))
     with pytest.raises(ValueError, match="nv_answer_accuracy"):
-        evaluate_dataset("faithfulness", samples, make_client(llm_server), ResponseGroundednessConfig(models=["a"]))
+        evaluate_dataset("faithfulness", samples, make_client(llm_server), JudgeConfig(models=["a"]))
     assert llm_server.request_count == 0

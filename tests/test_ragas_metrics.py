@@ -1,4 +1,4 @@
-"""Ragas-style metrics (ragnb.metrics.ragas) against the scripted OpenAI-compatible server (tests/llm_server.py).
+"""Ragas-style metrics (ragnb.llm.judges.ragas) against the scripted OpenAI-compatible server (tests/llm_server.py).
 
 Every score is checked against a value computed by hand from the scripted verdicts (arithmetic in the
 comments). Replies are routed by the task heading of the prompt (first line), the text in the prompt and
@@ -17,7 +17,8 @@ from llm_server import Reply, completion
 
 from ragnb.llm import LLMClient, LLMSettings
 from ragnb.llm.result import EvaluationResult
-from ragnb.metrics import ragas as rg
+from ragnb.llm.judges import ragas as rg
+from ragnb.llm.judges.config import JudgeConfig
 from ragnb.metrics.registry import REGISTRY
 from ragnb.metrics.stats import summary_frame
 
@@ -87,7 +88,7 @@ def faithfulness_handler(verdicts_by_model: dict[str, dict[int, int]], statement
     return handle
 
 
-CFG = rg.FaithfulnessConfig(models=["judge-a"])
+CFG = JudgeConfig(models=["judge-a"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -218,7 +219,7 @@ def test_zero_statements_is_undefined(llm_server):
 
 def test_russian_prompts_and_explanation(llm_server):
     llm_server.set_handler(faithfulness_handler({"judge-a": {1: 1, 2: 1, 3: 0, 4: 1}}))
-    cfg = rg.FaithfulnessConfig(models=["judge-a"], language="ru")
+    cfg = JudgeConfig(models=["judge-a"], language="ru")
     res = rg.Faithfulness().evaluate_sync(SAMPLE, make_client(llm_server), cfg)
     assert res.score == pytest.approx(0.75)
     assert res.explanation.startswith("3 из 4 утверждений ответа подтверждаются")
@@ -238,7 +239,7 @@ def test_two_models_are_averaged_and_a_failed_model_is_listed_not_averaged(llm_s
     llm_server.set_handler(lambda body: completion("not json") if body["model"] == "judge-c" else base(body))
     client = make_client(llm_server)
 
-    res = rg.Faithfulness().evaluate_sync(SAMPLE, client, rg.FaithfulnessConfig(models=["judge-a", "judge-b"]))
+    res = rg.Faithfulness().evaluate_sync(SAMPLE, client, JudgeConfig(models=["judge-a", "judge-b"]))
     # judge-a: 3/4 = 0.75; judge-b: 2/4 = 0.5; mean = (0.75 + 0.5) / 2 = 0.625
     assert res.score == pytest.approx(0.625)
     assert {m.model: m.score for m in res.model_scores} == {"judge-a": 0.75, "judge-b": 0.5}
@@ -315,7 +316,7 @@ def test_context_precision_one_call_by_id_and_strategies(llm_server):
     client = make_client(llm_server)
     metric = rg.ContextPrecision()
 
-    res = metric.evaluate_sync(P_SAMPLE, client, rg.ContextPrecisionConfig(models=["judge-a"]))
+    res = metric.evaluate_sync(P_SAMPLE, client, JudgeConfig(models=["judge-a"]))
     # verdicts [1, 0, 1] → (1/1 + 2/3) / 2 = 0.8333
     assert res.score == pytest.approx(0.8333333)
     assert res.details["per_model"]["judge-a"]["strategy"] == "reference_based"  # auto: the reference exists
@@ -325,16 +326,16 @@ def test_context_precision_one_call_by_id_and_strategies(llm_server):
     assert '"id": 3' in sent and "Food prices rose this year." in sent
     assert "ranks 1, 3 of 3" in res.explanation
 
-    res = metric.evaluate_sync(P_SAMPLE, client, {"models": ["judge-a"], "strategy": "RESPONSE_BASED"})
+    res = rg.ContextPrecision(strategy="RESPONSE_BASED").evaluate_sync(P_SAMPLE, client, {"models": ["judge-a"]})
     assert res.score == pytest.approx(0.8333333)
     assert P_SAMPLE.response in prompt_of(llm_server.chat_requests[-1].body)
 
     no_ref = rg.Sample(user_input=P_SAMPLE.user_input, response=P_SAMPLE.response,
                        retrieved_contexts=P_SAMPLE.retrieved_contexts)
-    res = metric.evaluate_sync(no_ref, client, rg.ContextPrecisionConfig(models=["judge-a"]))
+    res = metric.evaluate_sync(no_ref, client, JudgeConfig(models=["judge-a"]))
     assert res.details["per_model"]["judge-a"]["strategy"] == "response_based"
     with pytest.raises(ValueError, match="reference"):
-        metric.evaluate_sync(no_ref, client, rg.ContextPrecisionConfig(models=["judge-a"], strategy="reference_based"))
+        rg.ContextPrecision(strategy="reference_based").evaluate_sync(no_ref, client, JudgeConfig(models=["judge-a"]))
 
 
 def test_context_precision_sync_score(llm_server):
@@ -356,7 +357,7 @@ def test_context_recall_sentences_split_by_ragnb(llm_server):
                        retrieved_contexts=["Хлоропласты — органеллы, где происходит фотосинтез.",
                                            "Во время фотосинтеза выделяется кислород."])
     llm_server.set_handler(lambda body: js(verdicts({1: 1, 2: 0, 3: 1, 4: 1, 7: 1})))
-    res = rg.ContextRecall().evaluate_sync(sample, make_client(llm_server), rg.ContextRecallConfig(models=["m"]))
+    res = rg.ContextRecall().evaluate_sync(sample, make_client(llm_server), JudgeConfig(models=["m"]))
 
     # 4 sentences, verdicts 1, 0, 1, 1 (id 7 is unknown → ignored) → 3 / 4 = 0.75
     assert res.score == pytest.approx(0.75)
@@ -404,8 +405,8 @@ def test_context_entity_recall_russian_forms(llm_server):
     llm_server.set_handler(handle)
     client = make_client(llm_server)
 
-    res = rg.ContextEntityRecall().evaluate_sync(
-        sample, client, rg.ContextEntityRecallConfig(models=["m"], match_context_text=False))
+    res = rg.ContextEntityRecall(match_context_text=False).evaluate_sync(
+        sample, client, JudgeConfig(models=["m"]))
     # distinct reference entities: Наполеон, Москва (= Москву), 1812, Кремль, Эйфелева башня, 1889 → 6
     # covered by context entities: Москва←Москвы, 1812←"1812 году", Эйфелева башня←Эйфелевой башни,
     # 1889←"1889 года" → 4 / 6
@@ -416,7 +417,7 @@ def test_context_entity_recall_russian_forms(llm_server):
     assert by["Москва"] == "Москвы" and by["Наполеон"] is None and by["Кремль"] is None
     assert len(llm_server.chat_requests) == 2
 
-    res = rg.ContextEntityRecall().evaluate_sync(sample, client, rg.ContextEntityRecallConfig(models=["m"]))
+    res = rg.ContextEntityRecall().evaluate_sync(sample, client, JudgeConfig(models=["m"]))
     # + Кремль found in the contexts' text ("у стен Кремля") → 5 / 6; Наполеон is nowhere
     assert res.score == pytest.approx(5 / 6)
     assert "Наполеон" in res.explanation
@@ -473,8 +474,8 @@ def ns_handler(body):
 ])
 def test_noise_sensitivity_both_modes(llm_server, mode, expected):
     llm_server.set_handler(ns_handler)
-    res = rg.NoiseSensitivity().evaluate_sync(NS_SAMPLE, make_client(llm_server),
-                                              rg.NoiseSensitivityConfig(models=["m"], mode=mode))
+    res = rg.NoiseSensitivity(mode=mode).evaluate_sync(NS_SAMPLE, make_client(llm_server),
+                                                       JudgeConfig(models=["m"]))
     assert res.score == pytest.approx(expected)
     assert res.metric == f"noise_sensitivity_{mode}"
     # 4 calls for K = 3 contexts; ragas: 2K + 3 = 9
@@ -509,8 +510,8 @@ RR_GENERATED = ["Where is France located?", "What is the capital of France?", "I
 
 def test_response_relevancy_one_call_real_encoder(llm_server, encoder):
     llm_server.set_handler(lambda body: js({"noncommittal": 0, "questions": RR_GENERATED}))
-    res = rg.ResponseRelevancy().evaluate_sync(RR_SAMPLE, make_client(llm_server),
-                                               rg.ResponseRelevancyConfig(models=["m"], encoder=encoder))
+    res = rg.ResponseRelevancy(encoder=encoder).evaluate_sync(RR_SAMPLE, make_client(llm_server),
+                                                              JudgeConfig(models=["m"]))
     # expected = mean_i cos(E(q), E(q_i)), computed here independently of ragnb
     q = encoder.model.encode([RR_QUESTION])[0].astype(np.float64)
     g = encoder.model.encode(RR_GENERATED).astype(np.float64)
@@ -531,8 +532,8 @@ def test_response_relevancy_duplicates_are_reasked_and_noncommittal_is_zero(llm_
                                                          "what is the capital of France", RR_GENERATED[0]]})
         return js({"noncommittal": 0, "questions": RR_GENERATED})
     llm_server.set_handler(handle)
-    cfg = rg.ResponseRelevancyConfig(models=["m"], encoder=encoder)
-    res = rg.ResponseRelevancy().evaluate_sync(RR_SAMPLE, make_client(llm_server), cfg)
+    cfg = JudgeConfig(models=["m"])
+    res = rg.ResponseRelevancy(encoder=encoder).evaluate_sync(RR_SAMPLE, make_client(llm_server), cfg)
     correction = llm_server.chat_requests[1].body["messages"][-1]["content"]
     assert "expected 3 distinct questions, got 2 distinct (1 repeated)" in correction
     assert res.status == "ok" and res.details["per_model"]["m"]["questions"] == RR_GENERATED
@@ -565,11 +566,11 @@ def test_sample_validation_names_the_missing_fields(llm_server):
     s = rg.Sample.from_dict({"userInput": "q", "answer": "a", "ground_truth": "g", "contexts": ("c1", "c2"), "id": 7})
     assert s == rg.Sample("q", "a", "g", ("c1", "c2"))
     with pytest.raises(ValueError, match="unknown option"):
-        rg.Faithfulness().make_config({"models": ["m"], "mode": "relevant"})
+        JudgeConfig.make({"models": ["m"], "strategy": "auto"})
     with pytest.raises(ValueError, match="mode 'sideways'"):
-        rg.NoiseSensitivityConfig(mode="sideways")
+        rg.NoiseSensitivity(mode="sideways")
     with pytest.raises(ValueError, match="no judge model"):
-        rg.FaithfulnessConfig().judge_models()
+        JudgeConfig().judge_models()
     assert llm_server.chat_requests == []
 
 

@@ -283,7 +283,7 @@ async def _generate_all(client: Any, model: str, chunks: list[dict], language: s
                         progress: bool) -> list[dict]:
     from tqdm.auto import tqdm
 
-    from ragnb.llm.client import LLMOutputError, LLMTransientError
+    from ragnb.llm import LLMOutputError, LLMTransientError
     from ragnb.llm.prompts import prompt
 
     bar = tqdm(total=len(chunks), desc="synthetic questions", unit="chunk", disable=not progress)
@@ -320,7 +320,7 @@ def generate_synthetic(corpus: Any, client: Any, model: str, max_questions: int,
     chunk counts as failed and is listed in ``metadata.failures`` (never silently dropped). A refused request
     (bad key, unknown model) stops the whole mode. Item ids are ``syn-<chunk id>``.
     """
-    from ragnb.llm.client import LLMPermanentError, run_sync
+    from ragnb.llm import LLMPermanentError, run_sync
 
     _check_language(language)
     _check_count(max_questions, "max_questions", allow_zero=False)

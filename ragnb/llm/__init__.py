@@ -1,5 +1,8 @@
 """LLM access for judges and generation: async OpenAI-compatible client, disk cache, usage ledger.
 
+The LLM-judged metrics live in :mod:`ragnb.llm.judges` (one :class:`~ragnb.llm.judges.config.JudgeConfig`,
+one :class:`~ragnb.llm.result.EvaluationResult`).
+
 Typical use::
 
     from ragnb.llm import LLMClient, LLMSettings, run_sync
@@ -12,21 +15,11 @@ Typical use::
 """
 
 from ragnb.llm.cache import LLMCache, cache_key
-from ragnb.llm.client import (
-    OPENAI_BASE_URL,
-    OPENROUTER_BASE_URL,
-    ChatResult,
-    LLMClient,
-    LLMError,
-    LLMOutputError,
-    LLMPermanentError,
-    LLMSettings,
-    LLMTransientError,
-    backoff_delay,
-    extract_json,
-    parse_retry_after,
-    run_sync,
-)
+from ragnb.llm.client import LLMClient
+from ragnb.llm.replies import ChatResult, LLMError, LLMOutputError, LLMPermanentError, LLMTransientError, extract_json
+from ragnb.llm.retry import backoff_delay, parse_retry_after
+from ragnb.llm.settings import OPENAI_BASE_URL, OPENROUTER_BASE_URL, LLMSettings
+from ragnb.llm.sync import SyncView, run_sync
 from ragnb.llm.usage import CallRecord, UsageLedger
 
 __all__ = [
@@ -41,6 +34,7 @@ __all__ = [
     "LLMPermanentError",
     "LLMSettings",
     "LLMTransientError",
+    "SyncView",
     "UsageLedger",
     "backoff_delay",
     "cache_key",

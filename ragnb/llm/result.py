@@ -1,7 +1,7 @@
-"""What every judged metric returns (seed 002's EvaluationResult), and how several judge models combine.
+"""What every judged metric returns (:class:`EvaluationResult`), and how several judge models combine.
 
 A metric run on one sample yields an :class:`EvaluationResult`: the score, an explanation, the score of each
-judge model, how long it took, and — beyond the seed — how the score was produced (``method``), whether it
+judge model, how long it took, and how the score was produced (``method``), whether it
 is defined (``status``), and the counts that make a statement-level score auditable (statements sent,
 verdicts missing or extra). A failed or undefined result has ``score = NaN`` and a ``reason``; it is never 0.
 """
@@ -34,7 +34,7 @@ class ModelScore:
 
 @dataclass
 class EvaluationResult:
-    """Score of one metric on one sample (seed 002: score, explanation, per-model scores, duration)."""
+    """Score of one metric on one sample (score, explanation, per-model scores, duration)."""
 
     metric: str
     score: float
@@ -115,7 +115,7 @@ async def evaluate_with_models(metric: str, models: list[str], score_one, how: s
     import asyncio
     import time
 
-    from ragnb.llm.client import LLMOutputError, LLMTransientError
+    from ragnb.llm.replies import LLMOutputError, LLMTransientError
 
     if isinstance(models, str) or not models:
         raise ValueError(f"models must be a non-empty list of model ids, got {models!r}")

@@ -35,16 +35,14 @@ _BUCKET_KEYS = (
 
 
 @dataclass(frozen=True)
-class CallRecord:
-    """One logical LLM call (one ``chat``), successful or failed.
+class CallStats:
+    """What one LLM call cost: tokens, latency, price, whether the cache answered, HTTP requests sent.
 
-    ``attempts`` is the number of HTTP requests it sent (0 for a cache hit). ``latency_s`` is the duration
-    of the successful HTTP request (not the backoff waits); ~0 for cache hits. ``cost_usd`` is None when the
-    model has no entry in the price table (or the endpoint reported no usage). A failed call
-    (``failed=True``) has no tokens or cost but its HTTP requests are counted.
+    ``attempts`` is the number of HTTP requests (0 for a cache hit). ``latency_s`` is the duration of the
+    successful HTTP request (not the backoff waits); ~0 for cache hits. ``cost_usd`` is None when the model
+    has no entry in the price table (or the endpoint reported no usage).
     """
 
-    metric: str
     model: str
     tokens_in: int
     tokens_out: int
@@ -52,6 +50,14 @@ class CallRecord:
     cost_usd: float | None
     cached: bool
     attempts: int
+
+
+@dataclass(frozen=True)
+class CallRecord(CallStats):
+    """One logical LLM call (one ``chat``) of ``metric``, successful or failed. A failed call
+    (``failed=True``) has no tokens or cost but its HTTP requests are counted."""
+
+    metric: str = ""
     failed: bool = False
 
 

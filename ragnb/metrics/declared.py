@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ragnb.metrics.registry import declare
 
-_JUDGE = "ragnb.llm.judge"
+_JUDGE = "ragnb.llm.judges.scores"
+_RELIABILITY = "ragnb.llm.judges.reliability"
 
 # --------------------------------------------------------------------------- LLM judge scores (Tier 2/3)
 
@@ -38,12 +39,12 @@ given the reference. Graded by the 0.8 / 0.6 thresholds. Blank input → NaN (no
 # --------------------------------------------------------------------------- Tier Judge
 
 declare("judge_consistency", "judge", kind="llm", value_range=(0.0, 1.0), higher_is_better=True,
-        computed_by=f"{_JUDGE}:judge_consistency", aliases=("consistency_score",), formula="""
+        computed_by=f"{_RELIABILITY}:judge_consistency", aliases=("consistency_score",), formula="""
 consistency_score = mean_q c_q, c_q = 𝟙[|s_1(q) − s_2(q)| ≤ δ] (δ = 0.5 by default), s_1, s_2 two judgements
 of item q; an item with a failed judgement is NaN (excluded, counted).""")
 
 declare("error_rate", "judge", kind="llm", value_range=(0.0, 1.0), higher_is_better=False,
-        computed_by=f"{_JUDGE}:error_rate", formula="""
+        computed_by=f"{_RELIABILITY}:error_rate", formula="""
 error_rate = n_failed / n over the judgements (failed: no judge model gave a valid verdict); NaN when n = 0.
 Undefined items (blank input, no call) are not errors.""")
 

@@ -189,27 +189,14 @@ def _add(metric: Metric) -> None:
 # The LLM-judged suites still call ``register(name, family)`` in their old place (ragnb.metrics.ragas and
 # .nvidia, moving to ragnb.llm.judges, where they pass kind and value_range themselves). Their declaration is
 # completed from this table until then; delete it once no module calls register() without ``kind``.
-_PENDING: dict[str, tuple[Kind, tuple[float, float]]] = {
-    name: ("llm", (0.0, 1.0)) for name in (
-        "faithfulness", "context_recall", "context_precision", "context_entity_recall", "noise_sensitivity_relevant",
-        "noise_sensitivity_irrelevant", "nv_context_relevance", "nv_response_groundedness", "nv_answer_accuracy")
-}
-_PENDING["response_relevancy"] = ("llm", (-1.0, 1.0))
-
-
-def register(name: str, family: str, *, kind: Kind | None = None, value_range: tuple[float, float] | None = None,
-             higher_is_better: bool | None = None, needs_k: bool = False, aliases: Sequence[str] = ()):
+def register(name: str, family: str, *, kind: Kind, value_range: tuple[float, float], higher_is_better: bool,
+             needs_k: bool = False, aliases: Sequence[str] = ()):
     """Decorator: register ``fn`` under the base ``name`` (without ``@k``; ``needs_k=True`` for cut-offs).
 
     ``kind`` (one of :data:`KINDS`, it fixes the call: see the module docstring), ``value_range`` (low, high)
     with ``math.inf`` for an unbounded end, and ``higher_is_better`` are required. The function's docstring
     must state the formula.
     """
-    if kind is None and value_range is None and name in _PENDING:
-        kind, value_range = _PENDING[name]
-        higher_is_better = True if higher_is_better is None else higher_is_better
-    if kind is None or value_range is None or higher_is_better is None:
-        raise TypeError(f"register({name!r}, ...) needs kind=, value_range= and higher_is_better=")
     if kind not in KINDS:
         raise ValueError(f"metric {name!r}: kind must be one of {KINDS}, got {kind!r}")
     low_high = _check_range(name, value_range)
@@ -329,10 +316,9 @@ def direction(key: str) -> Direction | None:
 
 # --------------------------------------------------------------------------- loading
 
-# Every module that registers or declares metrics. A module listed as a tuple is the same metrics under
-# another layout: the first that imports is used (the LLM-judged suites move from ragnb.metrics to
-# ragnb.llm.judges).
-METRIC_MODULES: tuple[str | tuple[str, ...], ...] = (
+# Every module that registers or declares metrics (the LLM-judged suites register from ragnb.llm.judges,
+# imported here lazily so that ragnb.metrics never imports ragnb.llm at import time).
+METRIC_MODULES: tuple[str, ...] = (
     "ragnb.metrics.retrieval",
     "ragnb.metrics.text",
     "ragnb.metrics.fallback",
@@ -341,22 +327,11 @@ METRIC_MODULES: tuple[str | tuple[str, ...], ...] = (
     "ragnb.metrics.ux",
     "ragnb.metrics.stats",
     "ragnb.metrics.declared",
-    ("ragnb.llm.judges.ragas", "ragnb.metrics.ragas"),
-    ("ragnb.llm.judges.nvidia", "ragnb.metrics.nvidia"),
+    "ragnb.llm.judges.ragas",
+    "ragnb.llm.judges.nvidia",
 )
 _loaded = False
 _loading = False
-
-
-def _import_first(candidates: tuple[str, ...]) -> None:
-    for module in candidates:
-        try:
-            importlib.import_module(module)
-            return
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not module.startswith(exc.name):  # a missing dependency, not a missing layout
-                raise
-    raise ModuleNotFoundError(f"none of the metric modules {candidates} exists; fix METRIC_MODULES")
 
 
 def load_all() -> dict[str, Metric]:
@@ -368,8 +343,8 @@ def load_all() -> dict[str, Metric]:
     if not (_loaded or _loading):  # _loading: a lookup made while the modules are being imported
         _loading = True
         try:
-            for entry in METRIC_MODULES:
-                _import_first(entry if isinstance(entry, tuple) else (entry,))
+            for module in METRIC_MODULES:
+                importlib.import_module(module)
             _loaded = True
         finally:
             _loading = False

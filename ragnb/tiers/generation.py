@@ -43,7 +43,7 @@ import pandas as pd
 
 from ragnb.datasets.schema import Dataset, DatasetItem
 from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
-from ragnb.llm.client import LLMPermanentError, run_sync
+from ragnb.llm import LLMPermanentError, run_sync
 from ragnb.metrics.fallback import context_utilization, faithfulness_fallback, hallucination_rate, split_sentences
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.text import exact_match_rate, semantic_consistency, text_metrics
@@ -90,7 +90,8 @@ def make_judge(client: Any, judge_models: str, aggregate: str = "mean", mode: st
     ``client``: :attr:`ragnb.tiers.common.LLMSetup.client` (None offline); ``judge_models``: comma-separated
     model ids. The configuration is validated even when no judge can be built, so a typo fails early.
     """
-    from ragnb.llm.judge import Judge, JudgeConfig
+    from ragnb.llm.judges import JudgeConfig
+    from ragnb.llm.judges.scores import Judge
 
     models = parse_models(judge_models)
     if models:
@@ -431,7 +432,7 @@ def _summary(tier: str, frame: pd.DataFrame, extra: dict, judge_metrics: tuple[s
 def _run(tier: str, dataset: Dataset, system: Any, encoder: Any, *, judge: Any, judge_metrics: Sequence[str],
          consistency_runs: int, top_k: int, language: str, concurrency: int, n_boot: int,
          log_path: str | Path | None, progress: Callable[[int, int], None] | None) -> GenerationResult:
-    from ragnb.llm.judge import SCALES
+    from ragnb.llm.judges.scores import SCALES
 
     if not isinstance(dataset, Dataset) or not dataset.items:
         raise ValueError("dataset must be a ragnb Dataset with at least one item (see ragnb.tiers.common.open_dataset)")
@@ -567,7 +568,7 @@ def run_tier2(dataset: Dataset, system: Any, encoder: Any, *, judge: Any = None,
 
     ``system``: anything with ``answer(question, contexts)`` (:func:`ragnb.rag.system.load_system`); ``encoder``:
     the embedding model for the faithfulness fallback and the similarity metrics; ``judge``: a
-    :class:`ragnb.llm.judge.Judge` or None (offline: see the module docstring); ``log_path``: the
+    :class:`ragnb.llm.judges.scores.Judge` or None (offline: see the module docstring); ``log_path``: the
     :class:`~ragnb.runs.itemlog.ItemLog` JSONL that makes the run resumable. Summary keys: ``faithfulness``,
     ``hallucination_rate``, ``context_utilization``, [``answer_relevance``, ``answer_correctness`` (1–5) with a
     judge], ``rouge1``, ``rouge2``, ``rougel``, ``bleu`` (mean sentence BLEU, 0–100), ``corpus_bleu``,

@@ -450,7 +450,7 @@ async def _score_pass(items: list[JudgePipelineItem], stage: str, log: ItemLog |
 
 
 def _run(coro):
-    from ragnb.llm.client import run_sync
+    from ragnb.llm import run_sync
 
     return run_sync(coro)
 
@@ -515,20 +515,22 @@ def run_tier_judge(
     client the judge is the seed-004 fallback (``encoder``: embedding similarity; None: word overlap), which
     ignores ``modes`` and is deterministic.
 
-    Per mode (seed 000 §8.3, via :func:`ragnb.llm.judge.judge_reliability`):
+    Per mode (seed 000 §8.3, via :func:`ragnb.llm.judges.reliability.judge_reliability`):
         consistency_score = mean_q 𝟙[|s₁(q) − s₂(q)| ≤ δ]   (an item with a failed pass: NaN, excluded, counted)
         error_rate        = failed judgements / all 2·n judgements
         avg_latency_ms    = mean latency of the judge calls that reached the endpoint (cache hits excluded)
         avg_faithfulness  = mean first-pass score
     plus ``calibration`` of the first-pass scores against ``ground_truth_show`` (ROC-AUC with CI, best
     threshold by Youden's J, accuracy / balanced accuracy / precision / recall / F1 / κ at
-    ``show_threshold``) and, with several models, :func:`ragnb.llm.judge.agreement`.
+    ``show_threshold``) and, with several models, :func:`ragnb.llm.judges.agreement.agreement`.
 
     The summary's top level holds the first mode's ``consistency_score``, ``error_rate``,
     ``avg_latency_ms``, ``avg_faithfulness``, ``roc_auc``, ``balanced_accuracy`` and ``cohen_kappa``
     (the seed-000 threshold applies to consistency_score); ``by_mode`` holds every mode.
     """
-    from ragnb.llm.judge import MODES, agreement, judge_consistency, judge_reliability
+    from ragnb.llm.judges.agreement import agreement
+    from ragnb.llm.judges.config import MODES
+    from ragnb.llm.judges.reliability import judge_consistency, judge_reliability
 
     items = _items(items)
     _require_context(items, "Tier Judge")
@@ -570,7 +572,8 @@ def run_tier_judge(
             first = _run(_score_pass(items, f"{mode}|1", log, concurrency, encoder=encoder))
             second = _run(_score_pass(items, f"{mode}|2", log, concurrency, encoder=encoder))
         else:
-            from ragnb.llm.judge import Judge, JudgeConfig
+            from ragnb.llm.judges import JudgeConfig
+            from ragnb.llm.judges.scores import Judge
 
             def judge(cache: bool) -> Any:
                 return Judge(client, JudgeConfig(models=models, aggregate=aggregate, mode=mode, language=language,
@@ -830,7 +833,8 @@ def run_tier_judge_pipeline(
     if baseline:
         judge = None
         if client is not None:
-            from ragnb.llm.judge import Judge, JudgeConfig
+            from ragnb.llm.judges import JudgeConfig
+            from ragnb.llm.judges.scores import Judge
 
             judge = Judge(client, JudgeConfig(models=models, aggregate=aggregate, mode=mode, language=language))
         results = _run(_score_pass(items, "pipeline", log, concurrency, judge=judge, encoder=encoder))

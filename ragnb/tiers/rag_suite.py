@@ -149,33 +149,18 @@ def offline_metrics(samples: list[dict], encoder: Any, language: str = "auto") -
 
 def _llm_metric(name: str, models: list[str], aggregate_how: str, language: str, encoder: Any):
     """(async evaluate(sample, client) -> EvaluationResult, settings that the score depends on)."""
-    common = {"models": list(models), "aggregate": aggregate_how, "language": language}
+    from ragnb.llm.judges import JudgeConfig, nvidia, ragas
+
+    config = JudgeConfig(models=list(models), aggregate=aggregate_how, language=language)
     if name in RAGAS_METRICS:
-        from ragnb.metrics import ragas
-
-        metric = ragas.get_metric(name)
-        options = dict(common)
-        if name == "response_relevancy":
-            options["encoder"] = encoder
-        config = metric.make_config(options)
-
-        async def evaluate(sample: dict, client: Any):
-            return await metric.evaluate(sample, client, config)
-
-        return evaluate, {"metric": name, **config.as_dict()}
-    from ragnb.metrics import nvidia
-
-    fn, cfg_cls = {
-        "nv_context_relevance": (nvidia.context_relevance, nvidia.ContextRelevanceConfig),
-        "nv_response_groundedness": (nvidia.response_groundedness, nvidia.ResponseGroundednessConfig),
-        "nv_answer_accuracy": (nvidia.answer_accuracy, nvidia.AnswerAccuracyConfig),
-    }[name]
-    config = cfg_cls(**common)
+        metric = ragas.get_metric(name, encoder=encoder) if name == "response_relevancy" else ragas.get_metric(name)
+    else:
+        metric = nvidia.get_metric(name)
 
     async def evaluate(sample: dict, client: Any):
-        return await fn(sample, client, config)
+        return await metric.evaluate(sample, client, config)
 
-    return evaluate, {"metric": name, **config.as_dict()}
+    return evaluate, {"metric": name, **metric.settings(config)}
 
 
 def _needs_reference(name: str) -> bool:

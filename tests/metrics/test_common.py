@@ -327,7 +327,7 @@ def test_register_rejects_an_incomplete_or_inconsistent_declaration():
         """v = x"""
         return x
 
-    with pytest.raises(TypeError, match="kind="):
+    with pytest.raises(TypeError, match="kind"):
         registry.register("x_test_metric", "test")(one)
     with pytest.raises(ValueError, match="kind must be one of"):
         registry.register("x_test_metric", "test", kind="nope", value_range=(0, 1), higher_is_better=True)

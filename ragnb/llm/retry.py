@@ -1,0 +1,74 @@
+"""When to retry a failed request and how long to wait: ``Retry-After`` headers, exponential backoff, and
+telling a permanent refusal (bad key, no quota) from a transient one."""
+
+from __future__ import annotations
+
+import email.utils
+import random
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import openai
+
+from ragnb.llm.settings import LLMSettings
+
+TRANSIENT_STATUS = frozenset({408, 409, 429})
+
+def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (delta-seconds or HTTP date); None if absent."""
+    if headers is None:
+        return None
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms:
+        try:
+            return max(float(raw_ms) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(float(raw), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    current = datetime.now(timezone.utc).timestamp() if now is None else now
+    return max(when.timestamp() - current, 0.0)
+
+
+def backoff_delay(retry_number: int, settings: LLMSettings, retry_after: float | None = None,
+                  rand: Callable[[], float] = random.random) -> float:
+    """Wait before retry ``retry_number`` (1-based): ``Retry-After`` if given, else exponential with jitter;
+    both capped at ``backoff_max_s``."""
+    if retry_after is not None:
+        return min(retry_after, settings.backoff_max_s)
+    base = settings.backoff_initial_s * settings.backoff_multiplier ** (retry_number - 1)
+    base = min(base, settings.backoff_max_s)
+    return min(base * (1.0 + settings.jitter * (2.0 * rand() - 1.0)), settings.backoff_max_s)
+
+
+def provider_message(exc: openai.APIError) -> tuple[str, str | None]:
+    body = exc.body
+    message, code = None, getattr(exc, "code", None)
+    if isinstance(body, dict):
+        message = body.get("message")
+        code = code or body.get("code") or body.get("type")
+        if not message and isinstance(body.get("error"), str):
+            message = body["error"]
+    elif isinstance(body, str) and body.strip():
+        message = body.strip()[:500]
+    return str(message or exc.message), (str(code) if code is not None else None)
+
+
+def is_insufficient_quota(exc: openai.APIStatusError) -> bool:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    marks = {str(getattr(exc, "code", "") or ""), str(getattr(exc, "type", "") or ""),
+             str(body.get("code") or ""), str(body.get("type") or "")}
+    return "insufficient_quota" in marks
+
