@@ -3,7 +3,7 @@
 A dataset file is either a JSON array of items (the seed's layout) or an object
 ``{"name": ..., "type": ..., "metadata": {...}, "items": [...]}``. Unknown extra item fields (annotation
 fields, ``is_relevant_chunk_matched``, ``user_score`` …) are kept. The generation modes live in
-:mod:`ragnb.datasets.modes` (``ragnb dataset …``).
+:mod:`ragnb.datasets.build` and the modules it names (``ragnb dataset …``).
 
 Relevance: ``relevant_chunk_ids`` (or graded ``relevance``) names the chunks that answer the question. When
 an item has no ``relevant_chunk_ids`` key at all, its ``chunk_id`` is the relevant chunk (the seed's
