@@ -75,23 +75,27 @@ QUESTION_FIELDS = (
 
 
 @dataclass(frozen=True)
-class ChunkColumns:
-    table: str = "chunk"
+class _Columns:
+    """The columns both tables have (``table`` may be ``schema.table``)."""
+
+    table: str
     id: str = "id"
     url: str = "confluence_url"
-    text: str = "text"
     embedding: str = "embedding"
 
 
 @dataclass(frozen=True)
-class QuestionColumns:
+class ChunkColumns(_Columns):
+    table: str = "chunk"
+    text: str = "text"
+
+
+@dataclass(frozen=True)
+class QuestionColumns(_Columns):
     table: str = "question_answer"
-    id: str = "id"
     question: str = "question"
     answer: str = "answer"
-    url: str = "confluence_url"
     score: str = "score"
-    embedding: str = "embedding"
     user_id: str = "user_id"
     session_id: str = "session_id"
     created_at: str = "created_at"

@@ -681,25 +681,26 @@ def resolve_judge_system(system: Any) -> tuple[Any | None, str]:
     if system is None or system == "baseline":
         return None, "baseline"
     if isinstance(system, str):
-        if system.startswith("http:"):
+        from ragnb.rag.system import parse_system_spec
+
+        kind, target = parse_system_spec(system)
+        if kind == "http":
             from ragnb.rag.system import HttpSystem
 
-            obj = HttpSystem.from_file(system[len("http:"):])
+            obj = HttpSystem.from_file(target)
             if not obj.judge_url:
                 raise ValueError(f"system {system!r}: the file has no judge_url; add it to evaluate the service's "
                                  "show/no-show judge, or use system='baseline'")
-        elif ":" in system:
+        else:  # "python": "baseline" was handled above
             from ragnb.rag.system import load_python_system
 
             try:
-                obj = load_python_system(system, methods=("judge",))
+                obj = load_python_system(target, methods=("judge",))
             except ValueError as exc:
                 if "lacks" not in str(exc):
                     raise
                 raise ValueError(f"system {system!r} has no judge(question, answer) method returning show (True) / "
                                  "no-show (False); add one, or use system='baseline'") from None
-        else:
-            raise ValueError(f"system {system!r}: use 'baseline', 'package.module:attribute' or 'http:FILE.yaml'")
         label = system
     else:
         obj, label = system, getattr(system, "name", None) or type(system).__name__
