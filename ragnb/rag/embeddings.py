@@ -57,10 +57,9 @@ class Encoder:
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
         self.max_seq_length = int(self.model.max_seq_length)
-        from ragnb.rag.embedding_cache import EmbeddingCache, cache_dir
+        from ragnb.rag.embedding_cache import open_cache
 
-        folder = cache_dir()
-        self.cache = EmbeddingCache(folder, self.name, self.dim) if folder is not None else None
+        self.cache = open_cache(self.name, self.dim)
         self.encoded_texts = 0  # texts that went through the model (not served by the cache) in this process
 
     def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
