@@ -194,6 +194,44 @@ def _review_item(it: DatasetItem, rv: dict, base: dict | None, drop_unreviewed: 
     return out
 
 
+@dataclass
+class _Tally:
+    """What import-annotation keeps and drops, and the counts of its report."""
+
+    kept: list[DatasetItem] = field(default_factory=list)
+    dropped: list[dict] = field(default_factory=list)
+    fixed: Counter = field(default_factory=Counter)
+    adjusted: Counter = field(default_factory=Counter)
+    status: Counter = field(default_factory=Counter)
+    fixed_items: list[str] = field(default_factory=list)
+    unreviewed: int = 0
+
+    def add(self, index: int, it: DatasetItem, review: _Review, drop_rejected: bool) -> None:
+        self.unreviewed += review.unreviewed
+        if review.reasons and drop_rejected:
+            self.dropped.append({"id": it.id, "index": index, "reasons": review.reasons})
+            return
+        if review.reasons:
+            review.data["review_reasons"] = review.reasons
+        review.data["review_status"] = review.status
+        self.status[review.status] += 1
+        self.fixed.update(review.fixed)
+        self.adjusted.update(review.adjusted)
+        if review.fixed:
+            self.fixed_items.append(it.id)
+        self.kept.append(DatasetItem.model_validate(review.data))
+
+    def report(self, source: str, items_in: int, removed: list[str]) -> dict[str, Any]:
+        reason_counts = Counter(r for d in self.dropped for r in d["reasons"])
+        return {
+            "annotation": source, "items_in": items_in, "kept": len(self.kept), "dropped": len(self.dropped),
+            "dropped_by_reason": dict(sorted(reason_counts.items())), "dropped_items": self.dropped,
+            "status": dict(sorted(self.status.items())), "fixed": dict(sorted(self.fixed.items())),
+            "fixed_items": self.fixed_items, "adjusted": dict(sorted(self.adjusted.items())),
+            "unreviewed": self.unreviewed, "removed_from_file": removed,
+        }
+
+
 def import_annotation(path: str | Path, drop_rejected: bool = True, drop_unreviewed: bool = False) -> BuildResult:
     """Mode "import-annotation": turn a reviewed annotation file into a dataset.
 
@@ -218,37 +256,14 @@ def import_annotation(path: str | Path, drop_rejected: bool = True, drop_unrevie
     if baseline is None:
         warnings.append(f"{source} has no metadata.review_baseline (not made by export-annotation): edited fields "
                         "cannot be recognised as corrections, so every rejection drops its item")
-    kept: list[DatasetItem] = []
-    dropped: list[dict] = []
-    fixed, adjusted, status_counts = Counter(), Counter(), Counter()
-    fixed_items: list[str] = []
-    unreviewed = 0
+    tally = _Tally()
     for i, (it, rv) in enumerate(zip(ds.items, reviews)):
-        review = _review_item(it, rv, (baseline or {}).get(it.id), drop_unreviewed)
-        unreviewed += review.unreviewed
-        if review.reasons and drop_rejected:
-            dropped.append({"id": it.id, "index": i, "reasons": review.reasons})
-            continue
-        if review.reasons:
-            review.data["review_reasons"] = review.reasons
-        review.data["review_status"] = review.status
-        status_counts[review.status] += 1
-        fixed.update(review.fixed)
-        adjusted.update(review.adjusted)
-        if review.fixed:
-            fixed_items.append(it.id)
-        kept.append(DatasetItem.model_validate(review.data))
-    reason_counts = Counter(r for d in dropped for r in d["reasons"])
+        tally.add(i, it, _review_item(it, rv, (baseline or {}).get(it.id), drop_unreviewed), drop_rejected)
     removed = sorted(set(baseline or {}) - {it.id for it in ds.items})
-    report = {
-        "annotation": source, "items_in": len(ds.items), "kept": len(kept), "dropped": len(dropped),
-        "dropped_by_reason": dict(sorted(reason_counts.items())), "dropped_items": dropped,
-        "status": dict(sorted(status_counts.items())), "fixed": dict(sorted(fixed.items())),
-        "fixed_items": fixed_items, "adjusted": dict(sorted(adjusted.items())), "unreviewed": unreviewed,
-        "removed_from_file": removed,
-    }
-    if not kept:
-        raise ValueError(f"{source}: every item was dropped ({dict(reason_counts)}); nothing to write — "
+    report = tally.report(source, len(ds.items), removed)
+    if not tally.kept:
+        reasons = dict(Counter(r for d in tally.dropped for r in d["reasons"]))
+        raise ValueError(f"{source}: every item was dropped ({reasons}); nothing to write — "
                          "check the review fields, or use --keep-rejected")
     meta = mode_metadata("import-annotation", annotation=source, source_dataset=ds.metadata.get("source_dataset"),
                          source_type=ds.metadata.get("source_type"),
@@ -256,5 +271,5 @@ def import_annotation(path: str | Path, drop_rejected: bool = True, drop_unrevie
                          drop_rejected=drop_rejected, drop_unreviewed=drop_unreviewed, counts=report)
     if removed:
         warnings.append(f"{len(removed)} exported item(s) were deleted from the annotation file by hand")
-    return BuildResult(Dataset(name="manual", type="manual", items=kept, metadata=meta),
+    return BuildResult(Dataset(name="manual", type="manual", items=tally.kept, metadata=meta),
                        FILE_PREFIX["import-annotation"], report, warnings)
