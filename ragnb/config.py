@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from ragnb.io import read_text
+
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 SCHEMA_VERSION = "2.0"  # run-record schema (seed 001)
 
@@ -140,7 +142,7 @@ def read_yaml_mapping(path: str | Path, label: str, expected: str) -> dict:
     if not p.is_file():
         raise ValueError(f"{label} {p} not found")
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        raw = yaml.safe_load(read_text(p, "YAML file")) or {}
     except yaml.YAMLError as exc:
         raise ValueError(f"{p} is not valid YAML: {exc}") from None
     if not isinstance(raw, dict):

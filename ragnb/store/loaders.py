@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import pandas as pd
 import sqlalchemy as sa
 
-from ragnb.io import is_json_lines, iter_json_records
+from ragnb.io import is_json_lines, iter_json_records, read_text
 from ragnb.store.engine import Database
 from ragnb.store.schema import ensure_schema
 
@@ -189,11 +189,7 @@ def folder_records(folder: Path, chunk_size: int = 200, overlap: int = 40) -> li
     rows = []
     for f in files:
         rel = f.relative_to(folder).as_posix()
-        try:
-            text = f.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"{f}: not UTF-8 text (byte {exc.start}); convert it to UTF-8") from None
-        for n, piece in enumerate(chunk_text(text, chunk_size, overlap)):
+        for n, piece in enumerate(chunk_text(read_text(f, "text file"), chunk_size, overlap)):
             rows.append({"id": f"{rel}#{n}", "url": rel, "text": piece})
     return rows
 
