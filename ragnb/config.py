@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from ragnb.io import read_text
+
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 SCHEMA_VERSION = "2.0"  # run-record schema (seed 001)
 
@@ -75,23 +77,27 @@ QUESTION_FIELDS = (
 
 
 @dataclass(frozen=True)
-class ChunkColumns:
-    table: str = "chunk"
+class _Columns:
+    """The columns both tables have (``table`` may be ``schema.table``)."""
+
+    table: str
     id: str = "id"
     url: str = "confluence_url"
-    text: str = "text"
     embedding: str = "embedding"
 
 
 @dataclass(frozen=True)
-class QuestionColumns:
+class ChunkColumns(_Columns):
+    table: str = "chunk"
+    text: str = "text"
+
+
+@dataclass(frozen=True)
+class QuestionColumns(_Columns):
     table: str = "question_answer"
-    id: str = "id"
     question: str = "question"
     answer: str = "answer"
-    url: str = "confluence_url"
     score: str = "score"
-    embedding: str = "embedding"
     user_id: str = "user_id"
     session_id: str = "session_id"
     created_at: str = "created_at"
@@ -136,7 +142,7 @@ def read_yaml_mapping(path: str | Path, label: str, expected: str) -> dict:
     if not p.is_file():
         raise ValueError(f"{label} {p} not found")
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        raw = yaml.safe_load(read_text(p, "YAML file")) or {}
     except yaml.YAMLError as exc:
         raise ValueError(f"{p} is not valid YAML: {exc}") from None
     if not isinstance(raw, dict):

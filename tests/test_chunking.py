@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ragnb.analysis import chunk_build as cb
+from ragnb.analysis import chunk_corpus as cc
 from ragnb.analysis import chunking as ch
 from ragnb.store.loaders import chunk_text
 
@@ -66,8 +68,8 @@ P1 = "Alpha beta gamma delta epsilon"
 P2 = "Zeta eta theta iota kappa"
 
 
-def hand_article() -> ch.Article:
-    return ch.build_article("https://w.org/greek", [("p1", P1), ("p2", P2)])
+def hand_article() -> cc.Article:
+    return cc.build_article("https://w.org/greek", [("p1", P1), ("p2", P2)])
 
 
 def test_article_offsets():
@@ -78,7 +80,7 @@ def test_article_offsets():
 
 
 def test_chunks_have_the_spans_of_their_words():
-    chunks = ch.chunk_article(hand_article(), ch.ChunkConfig(4, 1), "t-")
+    chunks = cc.chunk_article(hand_article(), cc.ChunkConfig(4, 1), "t-")
     # size 4, overlap 1 → windows of words [0:4], [3:7], [6:10]
     assert [c.text for c in chunks] == ["Alpha beta gamma delta", "delta epsilon Zeta eta", "eta theta iota kappa"]
     assert [c.text for c in chunks] == chunk_text(hand_article().text, 4, 1)
@@ -99,29 +101,29 @@ def test_chunks_have_the_spans_of_their_words():
 ])
 def test_relevance_rule(answer, gold, expected):
     art = hand_article()
-    chunks = ch.chunk_article(art, ch.ChunkConfig(4, 1), "t-")
+    chunks = cc.chunk_article(art, cc.ChunkConfig(4, 1), "t-")
     span = next(p for p in art.paragraphs if p.id == gold)
-    assert ch.relevant_chunk_ids(chunks, art.url, span.start, span.end, answer) == expected
-    assert ch.relevant_chunk_ids(chunks, "https://other.org", span.start, span.end, answer) == []
+    assert cc.relevant_chunk_ids(chunks, art.url, span.start, span.end, answer) == expected
+    assert cc.relevant_chunk_ids(chunks, "https://other.org", span.start, span.end, answer) == []
 
 
 def test_qrels_mark_questions_without_a_relevant_chunk():
     from ragnb.datasets.schema import DatasetItem
 
     art = hand_article()
-    chunks = ch.chunk_article(art, ch.ChunkConfig(4, 1), "t-")
+    chunks = cc.chunk_article(art, cc.ChunkConfig(4, 1), "t-")
     items = [DatasetItem(id="q1", question="?", ground_truth_answer="eta theta", chunk_id="p2"),
              DatasetItem(id="q2", question="?", ground_truth_answer="Alpha", chunk_id="p2"),
              DatasetItem(id="q3", question="?", ground_truth_answer="x", chunk_id="elsewhere")]
-    questions, unmapped = ch.gold_questions(items, [art])
+    questions, unmapped = cc.gold_questions(items, [art])
     assert [q.id for q in questions] == ["q1", "q2"] and unmapped == ["q3"]
-    assert ch.qrels_for(chunks, questions) == {"q1": {"t-c0002": 1}, "q2": {ch.NO_RELEVANT: 1}}
+    assert cc.qrels_for(chunks, questions) == {"q1": {"t-c0002": 1}, "q2": {cc.NO_RELEVANT: 1}}
 
 
 def test_grouping_orders_paragraphs_naturally():
     rows = [{"id": "d10", "url": "u", "text": "ten"}, {"id": "d2", "url": "u", "text": "two"},
             {"id": "x", "url": None, "text": "alone"}, {"id": "e", "url": "u", "text": "  "}]
-    arts = ch.group_articles(rows)
+    arts = cc.group_articles(rows)
     assert [(a.url, a.text) for a in arts] == [("(no url: x)", "alone"), ("u", "two\n\nten")]
     assert ch.select_articles(arts, 1) == arts[:1] and ch.select_articles(arts, 0) == arts
     with pytest.raises(ValueError, match="max_articles"):
@@ -155,14 +157,14 @@ def test_db_articles_group_the_chunk_table(fresh_db):
 # --------------------------------------------------------------------------------------------
 
 
-def test_cache_encodes_each_text_once_per_model(fresh_db, encoder):
+def test_cache_encodes_each_text_once_per_model(encoder):
     counting = CountingEncoder(encoder)
     texts = ["первый текст", "second text", "первый текст", "third"]
-    vecs, rep = ch.embed_with_cache(fresh_db, counting, texts)
+    vecs, rep = cb.embed_with_cache(counting, texts)
     assert (rep.n_texts, rep.n_unique, rep.n_encoded, rep.n_from_cache, counting.encoded) == (4, 3, 3, 0, 3)
     assert rep.timing == "measured" and rep.seconds_recorded == 0
     np.testing.assert_allclose(vecs, encoder.encode(texts), atol=1e-6)
-    again, rep2 = ch.embed_with_cache(fresh_db, counting, texts + ["fourth"])
+    again, rep2 = cb.embed_with_cache(counting, texts + ["fourth"])
     assert (rep2.n_encoded, rep2.n_from_cache, counting.encoded) == (1, 3, 4)
     assert rep2.timing == "mixed" and rep2.seconds_recorded == pytest.approx(rep.seconds_measured)
     np.testing.assert_array_equal(again[:4], vecs)
@@ -172,18 +174,18 @@ def test_second_build_encodes_nothing_and_sizes_add_up(fresh_db, encoder):
     counting = CountingEncoder(encoder)
     articles = ch.demo_articles("en")[:1]
     words = len(articles[0].text.split())
-    small, large = ch.ChunkConfig(60, 0), ch.ChunkConfig(60, 30)
-    first = ch.build_config(fresh_db, counting, articles, large)
+    small, large = cc.ChunkConfig(60, 0), cc.ChunkConfig(60, 30)
+    first = cb.build_config(fresh_db, counting, articles, large)
     n_large = len(first.chunks)
     assert n_large == len(chunk_text(articles[0].text, 60, 30)) == -(-(words - 30) // 30)
     assert counting.encoded == n_large and first.timings["embedding_timing"] == "measured"
-    again = ch.build_config(fresh_db, counting, articles, large)
+    again = cb.build_config(fresh_db, counting, articles, large)
     assert counting.encoded == n_large  # nothing encoded the second time
     assert again.timings["n_encoded"] == 0 and again.timings["n_from_cache"] == n_large
     assert again.timings["embedding_timing"] == "cache" and again.timings["embedding_s_measured"] == 0
     np.testing.assert_array_equal(again.vectors, first.vectors)
 
-    other = ch.build_config(fresh_db, counting, articles, small)
+    other = cb.build_config(fresh_db, counting, articles, small)
     assert len(other.chunks) < n_large
     for b in (again, other):
         size = b.size
@@ -194,7 +196,7 @@ def test_second_build_encodes_nothing_and_sizes_add_up(fresh_db, encoder):
     assert again.size["total_bytes"] > other.size["total_bytes"]  # more chunks → bigger
     tokens = encoder.token_counts([c.text for c in other.chunks])
     assert other.truncation["share_truncated"] == pytest.approx(np.mean(tokens > encoder.max_seq_length))
-    ch.drop_tables(fresh_db, [small, large], cache=True)
+    cb.drop_tables(fresh_db, [small, large], cache=True)
 
 
 # --------------------------------------------------------------------------------------------

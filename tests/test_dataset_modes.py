@@ -14,7 +14,7 @@ from llm_server import completion
 
 from ragnb.cli.main import build_cli
 from ragnb.datasets.schema import Dataset, DatasetItem, load_dataset, save_dataset
-from ragnb.datasets.modes import sample_positions
+from ragnb.datasets.synthetic import sample_positions
 from ragnb.store.loaders import insert_rows
 from ragnb.store.vectors import embed_table
 

@@ -90,6 +90,52 @@ def page_hits(
     return out
 
 
+def _check_inputs(ids: list[str], questions: Sequence[str], vectors: np.ndarray, score_list: list,
+                  top1: np.ndarray, hits, n_topics: int, max_listed: int) -> np.ndarray:
+    """ValueError unless there is one of each per question; returns the page hits (NaN when not given)."""
+    n = len(ids)
+    if not (n == len(questions) == len(vectors) == len(score_list) == len(top1)):
+        raise ValueError(f"{n} ids, {len(questions)} questions, {len(vectors)} vectors, {len(score_list)} scores and "
+                         f"{len(top1)} top-1 similarities: give one of each per question")
+    if len(set(ids)) != n:
+        raise ValueError("question ids must be unique")
+    check_n_topics(n_topics, n)
+    if max_listed < 0:
+        raise ValueError(f"max_listed = {max_listed}; use 0 or a positive number of gap questions to list")
+    hit = np.full(n, np.nan) if hits is None else np.asarray(hits, dtype=float).ravel()
+    if hit.size != n:
+        raise ValueError(f"{hit.size} page hits for {n} questions")
+    return hit
+
+
+def _topic_entry(t: int, row: pd.Series, members: np.ndarray, gaps: np.ndarray, hit: np.ndarray, top1: np.ndarray,
+                 representative_questions: list[str]) -> dict:
+    """One topic of the summary: its score counts and mean (``row`` of :func:`scores_by_topic`), gaps, page
+    hits and top-1 similarity over its ``members``."""
+    h = hit[members]
+    return {
+        "topic_id": t, "question_count": int(row["n"]),
+        "score_counts": {str(k): int(row[f"score_{k}"]) for k in SCORES} | {"missing": int(row["score_missing"])},
+        "mean_score": {"mean": row["mean_score"], "ci95": [row["ci95_low"], row["ci95_high"]],
+                       "n": int(row["n"]), "n_valid": int(row["n"] - row["score_missing"]),
+                       "n_failed": int(row["score_missing"])},
+        "low_score_share": row["low_score_share"],
+        "gap_count": int(gaps[members].sum()), "gap_share": float(gaps[members].mean()),
+        "page_hit_rate": float(np.nanmean(h)) if np.isfinite(h).any() else float("nan"),
+        "n_page_labelled": int(np.isfinite(h).sum()),
+        "mean_top1_score": float(np.nanmean(top1[members])) if np.isfinite(top1[members]).any() else float("nan"),
+        "representative_questions": representative_questions,
+    }
+
+
+def _listed_gaps(per_q: pd.DataFrame, max_listed: int) -> list[dict]:
+    """The ``max_listed`` gap questions with the lowest top-1 similarity (no similarity first)."""
+    listed = per_q[per_q["is_gap"]].sort_values("top1_score", na_position="first").head(max_listed)
+    return [{"question_id": i, "question": r["question"], "topic_id": int(r["topic_id"]),
+             "top1_score": r["top1_score"], "score": None if pd.isna(r["score"]) else int(r["score"])}
+            for i, r in listed.iterrows()]
+
+
 def domain_analysis(
     question_ids: Sequence[str],
     questions: Sequence[str],
@@ -121,17 +167,7 @@ def domain_analysis(
     n = len(ids)
     top1 = np.asarray(top1_scores, dtype=float).ravel()
     score_list = list(scores)
-    if not (n == len(questions) == len(vectors) == len(score_list) == len(top1)):
-        raise ValueError(f"{n} ids, {len(questions)} questions, {len(vectors)} vectors, {len(score_list)} scores and "
-                         f"{len(top1)} top-1 similarities: give one of each per question")
-    if len(set(ids)) != n:
-        raise ValueError("question ids must be unique")
-    check_n_topics(n_topics, n)
-    if max_listed < 0:
-        raise ValueError(f"max_listed = {max_listed}; use 0 or a positive number of gap questions to list")
-    hit = np.full(n, np.nan) if hits is None else np.asarray(hits, dtype=float).ravel()
-    if hit.size != n:
-        raise ValueError(f"{hit.size} page hits for {n} questions")
+    hit = _check_inputs(ids, questions, vectors, score_list, top1, hits, n_topics, max_listed)
 
     cl = cluster_questions(vectors, n_topics, seed=seed, n_init=n_init)
     gaps, gap_info = knowledge_gaps(top1, gap_threshold, gap_quantile)
@@ -144,25 +180,8 @@ def domain_analysis(
         "score": pd.array([None if np.isnan(v) else int(v) for v in values], dtype="Int64"),
         "top1_score": top1, "is_gap": gaps, "page_hit": hit, "centroid_similarity": cl.similarity,
     }, index=pd.Index(ids, name="question_id"))
-
-    topics = []
-    for t, row in by_topic.iterrows():
-        members = cl.labels == t
-        h = hit[members]
-        topics.append({
-            "topic_id": int(t), "question_count": int(row["n"]),
-            "score_counts": {str(k): int(row[f"score_{k}"]) for k in SCORES} | {"missing": int(row["score_missing"])},
-            "mean_score": {"mean": row["mean_score"], "ci95": [row["ci95_low"], row["ci95_high"]],
-                           "n": int(row["n"]), "n_valid": int(row["n"] - row["score_missing"]),
-                           "n_failed": int(row["score_missing"])},
-            "low_score_share": row["low_score_share"],
-            "gap_count": int(gaps[members].sum()), "gap_share": float(gaps[members].mean()),
-            "page_hit_rate": float(np.nanmean(h)) if np.isfinite(h).any() else float("nan"),
-            "n_page_labelled": int(np.isfinite(h).sum()),
-            "mean_top1_score": float(np.nanmean(top1[members])) if np.isfinite(top1[members]).any() else float("nan"),
-            "representative_questions": [str(questions[i]) for i in reps[int(t)]],
-        })
-    listed = per_q[per_q["is_gap"]].sort_values("top1_score", na_position="first").head(max_listed)
+    topics = [_topic_entry(int(t), row, cl.labels == t, gaps, hit, top1, [str(questions[i]) for i in reps[int(t)]])
+              for t, row in by_topic.iterrows()]
     scored = values[~np.isnan(values)]
     summary = {
         "n_topics": int(n_topics),
@@ -172,9 +191,7 @@ def domain_analysis(
         "low_score_share": float((scored <= 2).mean()) if scored.size else float("nan"),
         "gap": gap_info,
         "topics": topics,
-        "knowledge_gaps": [{"question_id": i, "question": r["question"], "topic_id": int(r["topic_id"]),
-                            "top1_score": r["top1_score"], "score": None if pd.isna(r["score"]) else int(r["score"])}
-                           for i, r in listed.iterrows()],
+        "knowledge_gaps": _listed_gaps(per_q, max_listed),
         "silhouette": cl.silhouette,
     }
     return per_q, summary

@@ -12,14 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ragnb.rag.retrieval import MemoryRetriever, PgVectorRetriever, Retriever
+from ragnb.rag.retrieval import Retriever, build_retriever, check_backend
 from ragnb.store.questions import fetch_question_log
 from ragnb.store.schema import tables
 from ragnb.store.vectors import check_space, fetch_vectors
 from ragnb.tiers.common import Corpus, open_dataset
 
 SOURCES = ("auto", "dataset", "log")
-BACKENDS = ("memory", "pgvector")
 
 
 @dataclass
@@ -109,13 +108,9 @@ class ChunkIndex:
 def open_chunks(ctx: Corpus, backend: str = "memory", index_mode: str = "auto") -> ChunkIndex:
     """Chunk ids and urls via one :func:`fetch_vectors`; ``backend="memory"`` searches that matrix exactly
     in-process, ``"pgvector"`` searches in the database (``index_mode`` auto/exact/hnsw)."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend = {backend!r}; use 'memory' (exact, in-process) or 'pgvector' (in the database)")
+    check_backend(backend)
     ids, urls, vectors = fetch_vectors(ctx.db, "chunks")
     if not ids:
         raise ValueError("the corpus has no embedded chunks; run `ragnb embed --chunks` first")
-    if backend == "memory":
-        retriever: Retriever = MemoryRetriever(ids, vectors, urls)
-    else:
-        retriever = PgVectorRetriever(ctx.db, mode=index_mode, dim=ctx.encoder.dim)
+    retriever = build_retriever(backend, ctx.db, dim=ctx.encoder.dim, index_mode=index_mode, chunks=(ids, urls, vectors))
     return ChunkIndex(list(ids), dict(zip(ids, urls)), retriever)

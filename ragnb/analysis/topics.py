@@ -142,6 +142,20 @@ def representatives(clustering: Clustering, n: int = 3) -> dict[int, list[int]]:
     return out
 
 
+def _coverage_entry(row: dict, cl: Clustering, representative_questions: list[str],
+                    representative_ids: list[str]) -> dict:
+    """One topic of ``summary["topic_coverage"]`` from its row of :func:`coverage_by_topic`."""
+    t = row["topic_id"]
+    return {
+        "topic_id": t, "question_count": row["question_count"], "unique_chunks": row["unique_chunks"],
+        "unique_urls": row["unique_urls"], "chunks_per_question": row["chunks_per_question"],
+        "low_coverage": bool(row["low_coverage"]), "top_urls": row["top_urls"],
+        "mean_centroid_similarity": float(cl.similarity[cl.labels == t].mean()),
+        "representative_questions": representative_questions,
+        "representative_ids": representative_ids,
+    }
+
+
 def topic_coverage(
     question_ids: Sequence[str],
     questions: Sequence[str],
@@ -182,17 +196,8 @@ def topic_coverage(
         "retrieved": [" ".join(r) for r in retrieved],
     }, index=pd.Index(ids, name="question_id"))
 
-    entries = []
-    for row in topics.to_dict("records"):
-        t = row["topic_id"]
-        entries.append({
-            "topic_id": t, "question_count": row["question_count"], "unique_chunks": row["unique_chunks"],
-            "unique_urls": row["unique_urls"], "chunks_per_question": row["chunks_per_question"],
-            "low_coverage": bool(row["low_coverage"]), "top_urls": row["top_urls"],
-            "mean_centroid_similarity": float(cl.similarity[cl.labels == t].mean()),
-            "representative_questions": [str(questions[i]) for i in reps[t]],
-            "representative_ids": [ids[i] for i in reps[t]],
-        })
+    entries = [_coverage_entry(row, cl, [str(questions[i]) for i in reps[row["topic_id"]]],
+                               [ids[i] for i in reps[row["topic_id"]]]) for row in topics.to_dict("records")]
     summary = {
         "n_topics": int(n_topics),
         "total_questions": len(ids),

@@ -39,23 +39,7 @@ def gini(counts) -> float:
     return float(((2 * i - x.size - 1) * x).sum() / (x.size * total))
 
 
-def chunk_utilization(
-    chunk_ids: Sequence[str],
-    retrieved: Sequence[Sequence[str]],
-    chunk_urls: Mapping[str, str | None] | None = None,
-    top_k: int | None = None,
-) -> tuple[pd.DataFrame, dict]:
-    """Count, for every searchable chunk, the questions whose top-k contains it.
-
-    ``chunk_ids``: all chunks with an embedding (C_all); ``retrieved``: one ranked id list per question
-    (already cut to top-k — or pass ``top_k`` to cut here); ``chunk_urls``: chunk id → URL (optional).
-
-    Returns (per-chunk frame indexed by chunk id with ``url``, ``page_id``, ``retrieval_count`` = questions
-    retrieving it, ``query_share`` = retrieval_count / questions, ``top1_count``, ``best_rank``, ``used``;
-    summary with ``total_chunks``, ``used_chunks``, ``unused_chunks``, ``utilization_rate``, ``n_queries``,
-    ``top_k``, ``gini``, ``retrieval_count`` stats and ``max_query_share``).
-    """
-    ids = [str(c) for c in chunk_ids]
+def _check_inputs(ids: list[str], retrieved: Sequence[Sequence[str]], top_k: int | None) -> None:
     if not ids:
         raise ValueError("chunk_ids is empty: the corpus has no embedded chunks; run `ragnb embed --chunks` first")
     if len(set(ids)) != len(ids):
@@ -67,7 +51,11 @@ def chunk_utilization(
         raise ValueError("retrieved is empty: run at least one question")
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k = {top_k}; use a positive cut-off or None (lists are already top-k)")
-    known = set(ids)
+
+
+def _tally(retrieved: Sequence[Sequence[str]], known: set[str],
+           top_k: int | None) -> tuple[Counter, Counter, dict[str, int], int]:
+    """Per chunk: questions retrieving it, questions ranking it first, its best rank; and the deepest list."""
     count: Counter[str] = Counter()
     top1: Counter[str] = Counter()
     best: dict[str, int] = {}
@@ -88,6 +76,28 @@ def chunk_utilization(
             top1[ranked[0]] += 1
         for r, c in enumerate(ranked, start=1):
             best[c] = min(best.get(c, r), r)
+    return count, top1, best, depth
+
+
+def chunk_utilization(
+    chunk_ids: Sequence[str],
+    retrieved: Sequence[Sequence[str]],
+    chunk_urls: Mapping[str, str | None] | None = None,
+    top_k: int | None = None,
+) -> tuple[pd.DataFrame, dict]:
+    """Count, for every searchable chunk, the questions whose top-k contains it.
+
+    ``chunk_ids``: all chunks with an embedding (C_all); ``retrieved``: one ranked id list per question
+    (already cut to top-k — or pass ``top_k`` to cut here); ``chunk_urls``: chunk id → URL (optional).
+
+    Returns (per-chunk frame indexed by chunk id with ``url``, ``page_id``, ``retrieval_count`` = questions
+    retrieving it, ``query_share`` = retrieval_count / questions, ``top1_count``, ``best_rank``, ``used``;
+    summary with ``total_chunks``, ``used_chunks``, ``unused_chunks``, ``utilization_rate``, ``n_queries``,
+    ``top_k``, ``gini``, ``retrieval_count`` stats and ``max_query_share``).
+    """
+    ids = [str(c) for c in chunk_ids]
+    _check_inputs(ids, retrieved, top_k)
+    count, top1, best, depth = _tally(retrieved, set(ids), top_k)
 
     n_q = len(retrieved)
     urls = chunk_urls or {}

@@ -350,6 +350,36 @@ class VectorSpaceResult:
     notes: list[str]
 
 
+def _project_all(X: np.ndarray, dims: tuple[int, ...], frame: pd.DataFrame, random_state: int, n_neighbors: int,
+                 min_dist: float, trust_k: int) -> tuple[dict[int, np.ndarray], dict[str, float], dict[str, float]]:
+    """UMAP to each of ``dims`` (coordinates added to ``frame`` as x2, y2, x3 …): the embeddings, fit seconds
+    and trustworthiness per dimension."""
+    fit_seconds: dict[str, float] = {}
+    trust: dict[str, float] = {}
+    embeddings: dict[int, np.ndarray] = {}
+    for d in sorted(set(dims)):
+        emb, seconds = project(X, d, random_state, n_neighbors, min_dist)
+        embeddings[d] = emb
+        fit_seconds[f"{d}d"] = round(seconds, 3)
+        for axis, name in zip(range(d), "xyz"):
+            frame[f"{name}{d}"] = emb[:, axis]
+        trust[f"{d}d"] = trustworthiness(X, emb, trust_k)
+    return embeddings, fit_seconds, trust
+
+
+def _nearest_chunk_columns(frame: pd.DataFrame, ids: list[str], nn: pd.DataFrame, preserved: np.ndarray) -> None:
+    """Each question's nearest chunk in the full space and in the projection, and whether they agree."""
+    frame["nearest_chunk_full"] = None
+    frame["nearest_chunk_projected"] = None
+    frame["nearest_chunk_preserved"] = np.nan
+    if len(nn):
+        rows = nn["position"].to_numpy()
+        frame.iloc[rows, frame.columns.get_loc("nearest_chunk_full")] = [ids[i] for i in nn["nearest_full"]]
+        projected = [ids[e[0]] for e in nn["nearest_embedded"]]
+        frame.iloc[rows, frame.columns.get_loc("nearest_chunk_projected")] = projected
+        frame.iloc[rows, frame.columns.get_loc("nearest_chunk_preserved")] = preserved
+
+
 def run_vector_space(points: Points, *, color_by: str = "source", n_topics: int = 10, max_sources: int = 20,
                      n_neighbors: int = 15, min_dist: float = 0.1, random_state: int = 42, trust_k: int = 10,
                      outlier_k: int = 5, outlier_quantile: float = 0.99, dims: tuple[int, ...] = (2, 3),
@@ -370,32 +400,14 @@ def run_vector_space(points: Points, *, color_by: str = "source", n_topics: int 
     if color_by == "topic":
         frame["topic"] = [f"topic {t}" for t in topic_labels(X, n_topics, random_state)]
     jit = enable_jit_cache()
-    fit_seconds: dict[str, float] = {}
-    trust: dict[str, float] = {}
-    embeddings: dict[int, np.ndarray] = {}
-    for d in sorted(set(dims)):
-        emb, seconds = project(X, d, random_state, n_neighbors, min_dist)
-        embeddings[d] = emb
-        fit_seconds[f"{d}d"] = round(seconds, 3)
-        for axis, name in zip(range(d), "xyz"):
-            frame[f"{name}{d}"] = emb[:, axis]
-        trust[f"{d}d"] = trustworthiness(X, emb, trust_k)
+    embeddings, fit_seconds, trust = _project_all(X, dims, frame, random_state, n_neighbors, min_dist, trust_k)
 
     base = embeddings[min(embeddings)]
     preserved = neighbour_preservation(X, base, kinds, 1)
     preserved5 = neighbour_preservation(X, base, kinds, 5)
     if len(preserved) == 0:
         notes.append("Neighbour preservation needs both chunks and questions among the projected points: not computed.")
-    nn = nearest_chunks(X, base, kinds, 1)
-    frame["nearest_chunk_full"] = None
-    frame["nearest_chunk_projected"] = None
-    frame["nearest_chunk_preserved"] = np.nan
-    if len(nn):
-        rows = nn["position"].to_numpy()
-        frame.iloc[rows, frame.columns.get_loc("nearest_chunk_full")] = [points.ids[i] for i in nn["nearest_full"]]
-        projected = [points.ids[e[0]] for e in nn["nearest_embedded"]]
-        frame.iloc[rows, frame.columns.get_loc("nearest_chunk_projected")] = projected
-        frame.iloc[rows, frame.columns.get_loc("nearest_chunk_preserved")] = preserved
+    _nearest_chunk_columns(frame, points.ids, nearest_chunks(X, base, kinds, 1), preserved)
 
     dist = knn_distance(X, outlier_k)
     mask, threshold = outliers(dist, outlier_quantile)

@@ -1,4 +1,5 @@
-"""``ragnb dataset …``: build benchmark datasets (seed 001 phase 2). The logic is in :mod:`ragnb.datasets.modes`.
+"""``ragnb dataset …``: build benchmark datasets. The logic is in :mod:`ragnb.datasets` (one module per mode,
+shared output handling in :mod:`ragnb.datasets.build`).
 
 Every command writes one JSON file (``--output FILE``, or a timestamped name in ``--out-dir``, default
 ``<outputs>/datasets``), prints ``wrote <path>`` and a JSON report of counts; warnings go to stderr. Bad
@@ -29,7 +30,7 @@ def _fail(exc: Exception) -> None:
 
 
 def _finish(result, out_dir: Optional[Path], output: Optional[Path], inputs: tuple = ()) -> None:
-    from ragnb.datasets.modes import resolve_output, write_result
+    from ragnb.datasets.build import resolve_output, write_result
 
     path = write_result(result, resolve_output(result.prefix, out_dir, output, inputs))
     for warning in result.warnings:
@@ -41,7 +42,8 @@ def _finish(result, out_dir: Optional[Path], output: Optional[Path], inputs: tup
 
 def _real_questions(max_questions: int, exact_score: Optional[int], corpus: str, language: str, top_k: int,
                     backend: str, embedding_model: str, out_dir: Optional[Path], output: Optional[Path]) -> None:
-    from ragnb.datasets.modes import generate_from_real_questions, open_dataset_corpus, resolve_output
+    from ragnb.datasets.build import open_dataset_corpus, resolve_output
+    from ragnb.datasets.real_questions import generate_from_real_questions
 
     try:
         resolve_output("check", out_dir, output)  # a bad --output fails before any work
@@ -65,8 +67,8 @@ def synthetic(
     output: Optional[Path] = _OUTPUT,
 ) -> None:
     """An LLM writes a question and its reference answer for each sampled chunk (needs RAGNB_LLM_BASE_URL)."""
-    from ragnb.datasets.modes import (generate_synthetic, open_dataset_corpus, require_llm, resolve_generation_model,
-                                     resolve_output)
+    from ragnb.datasets.build import open_dataset_corpus, resolve_output
+    from ragnb.datasets.synthetic import generate_synthetic, require_llm, resolve_generation_model
     from ragnb.tiers.common import open_llm
 
     try:
@@ -116,12 +118,13 @@ def export_annotation(
     output: Optional[Path] = _OUTPUT,
 ) -> None:
     """Copy a dataset with review fields (is_question_ok, is_answer_ok, is_chunk_ok, is_confluence_url_ok, notes)."""
-    from ragnb.datasets import modes as dm
+    from ragnb.datasets.annotation import export_annotation as export
+    from ragnb.datasets.build import resolve_output
     from ragnb.datasets.schema import load_dataset
 
     try:
-        dm.resolve_output("check", out_dir, output, (dataset,))
-        result = dm.export_annotation(load_dataset(dataset), dataset)
+        resolve_output("check", out_dir, output, (dataset,))
+        result = export(load_dataset(dataset), dataset)
         _finish(result, out_dir, output, (dataset,))
     except ValueError as exc:
         _fail(exc)
@@ -137,11 +140,12 @@ def import_annotation(
     output: Optional[Path] = _OUTPUT,
 ) -> None:
     """Apply a review: drop rejected items, use corrections; writes dataset_import_annotation_*.json and a change report."""
-    from ragnb.datasets import modes as dm
+    from ragnb.datasets.annotation import import_annotation as apply_review
+    from ragnb.datasets.build import resolve_output
 
     try:
-        dm.resolve_output("check", out_dir, output, (annotation,))
-        result = dm.import_annotation(annotation, drop_rejected=drop_rejected, drop_unreviewed=drop_unreviewed)
+        resolve_output("check", out_dir, output, (annotation,))
+        result = apply_review(annotation, drop_rejected=drop_rejected, drop_unreviewed=drop_unreviewed)
         _finish(result, out_dir, output, (annotation,))
     except ValueError as exc:
         _fail(exc)
@@ -155,15 +159,16 @@ def judge_pipeline(
     output: Optional[Path] = _OUTPUT,
 ) -> None:
     """The show/no-show dataset of the Tier Judge Pipeline notebook (its dataset_path parameter)."""
-    from ragnb.datasets import modes as dm
+    from ragnb.datasets import judge_pipeline as jp
+    from ragnb.datasets.build import resolve_output
 
     try:
         if (from_file is None) == (from_annotation is None):
             raise ValueError("give exactly one of --from FILE or --from-annotation FILE")
         source = from_file or from_annotation
-        dm.resolve_output("check", out_dir, output, (source,))
-        result = (dm.judge_pipeline_from_file(from_file) if from_file is not None
-                  else dm.judge_pipeline_from_annotation(from_annotation))
+        resolve_output("check", out_dir, output, (source,))
+        result = (jp.judge_pipeline_from_file(from_file) if from_file is not None
+                  else jp.judge_pipeline_from_annotation(from_annotation))
         _finish(result, out_dir, output, (source,))
     except ValueError as exc:
         _fail(exc)

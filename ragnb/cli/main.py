@@ -212,15 +212,14 @@ def retrieve(
 ) -> None:
     """Retrieve top-k for every dataset question and export the ranking as a TREC run file."""
     from ragnb.datasets import trec
-    from ragnb.rag.retrieval import MemoryRetriever, PgVectorRetriever
+    from ragnb.rag.retrieval import build_retriever
     from ragnb.tiers.common import open_corpus, open_dataset
 
     try:
         corpus = "db" if dataset else "demo"
         ctx = open_corpus(corpus, language)
         ds = open_dataset(str(dataset) if dataset else "", corpus, language)
-        retriever = (MemoryRetriever.from_db(ctx.db) if backend == "memory"
-                     else PgVectorRetriever(ctx.db, mode=index_mode, dim=ctx.encoder.dim))
+        retriever = build_retriever(backend, ctx.db, dim=ctx.encoder.dim, index_mode=index_mode)
         res = retriever.search(ctx.encoder.encode([it.question for it in ds.items]), top_k)
         run = {it.id: dict(zip(ids, map(float, sc))) for it, ids, sc in zip(ds.items, res.ids, res.scores)}
         trec.write_run(run, out, tag=tag)

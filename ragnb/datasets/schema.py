@@ -3,7 +3,7 @@
 A dataset file is either a JSON array of items (the seed's layout) or an object
 ``{"name": ..., "type": ..., "metadata": {...}, "items": [...]}``. Unknown extra item fields (annotation
 fields, ``is_relevant_chunk_matched``, ``user_score`` …) are kept. The generation modes live in
-:mod:`ragnb.datasets.modes` (``ragnb dataset …``).
+:mod:`ragnb.datasets.build` and the modules it names (``ragnb dataset …``).
 
 Relevance: ``relevant_chunk_ids`` (or graded ``relevance``) names the chunks that answer the question. When
 an item has no ``relevant_chunk_ids`` key at all, its ``chunk_id`` is the relevant chunk (the seed's
@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ragnb.io import atomic_write_text, dumps_strict
+from ragnb.io import atomic_write_text, dumps_strict, read_text
 
 # Declared optional item fields left out of the file when they are None (extra fields keep their nulls:
 # an annotation's ``is_question_ok: null`` means "not reviewed yet" and must stay visible).
@@ -133,14 +133,11 @@ def parse_dataset(raw: Any, source: str = "dataset", default_name: str = "datase
 
 
 def read_json_file(path: str | Path, what: str = "dataset") -> Any:
-    """Decoded JSON of ``path`` with file-naming errors (missing file, bad UTF-8, bad JSON)."""
+    """Decoded JSON of ``path`` (plain or ``.gz``) with file-naming errors (missing file, bad UTF-8, bad JSON)."""
     p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"{p}: {what} file not found")
+    text = read_text(p, f"{what} file")
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{p}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
 

@@ -5,6 +5,9 @@ One sqlite file per model and dimension under ``$RAGNB_EMBEDDING_CACHE`` (defaul
 text, vec = the float32 vector as bytes. The text itself is not stored. A vector read back is bit-identical
 to the one the encoder returned when it was first computed. sqlite serialises writers across processes
 (WAL mode, 30 s busy timeout).
+
+A second table, ``encode_seconds(key, seconds)``, keeps how long a text took to encode when a caller timed it
+(the chunking comparison reports build time from it when the vectors come from the cache).
 """
 
 from __future__ import annotations
@@ -32,6 +35,12 @@ def cache_dir() -> Path | None:
     return Path(value).expanduser() if value else config.ragnb_home() / "embedding_cache"
 
 
+def open_cache(model: str, dim: int) -> "EmbeddingCache | None":
+    """The cache of ``model`` (``dim``-d vectors) in :func:`cache_dir`, or None when the cache is off."""
+    folder = cache_dir()
+    return None if folder is None else EmbeddingCache(folder, model, dim)
+
+
 def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -54,6 +63,7 @@ class EmbeddingCache:
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+            self._conn.execute("CREATE TABLE IF NOT EXISTS encode_seconds (key TEXT PRIMARY KEY, seconds REAL NOT NULL)")
 
     def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
@@ -73,6 +83,26 @@ class EmbeddingCache:
         with self._lock:
             self._conn.execute("BEGIN")
             self._conn.executemany("INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)", rows)
+            self._conn.execute("COMMIT")
+
+    def get_seconds(self, keys: list[str]) -> dict[str, float]:
+        """key → the encoding seconds recorded for it (keys never timed are absent)."""
+        out: dict[str, float] = {}
+        with self._lock:
+            for start in range(0, len(keys), _QUERY_CHUNK):
+                part = keys[start:start + _QUERY_CHUNK]
+                rows = self._conn.execute(
+                    f"SELECT key, seconds FROM encode_seconds WHERE key IN ({','.join('?' * len(part))})", part).fetchall()
+                out.update((key, float(seconds)) for key, seconds in rows)
+        return out
+
+    def put_seconds(self, keys: list[str], seconds: float) -> None:
+        """Record ``seconds`` of encoding per key; the first recording of a key stays (like its vector, it
+        describes the first encoding)."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            self._conn.executemany("INSERT OR IGNORE INTO encode_seconds (key, seconds) VALUES (?, ?)",
+                                   [(k, float(seconds)) for k in keys])
             self._conn.execute("COMMIT")
 
     def __len__(self) -> int:

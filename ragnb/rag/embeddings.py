@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -57,10 +59,9 @@ class Encoder:
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
         self.max_seq_length = int(self.model.max_seq_length)
-        from ragnb.rag.embedding_cache import EmbeddingCache, cache_dir
+        from ragnb.rag.embedding_cache import open_cache
 
-        folder = cache_dir()
-        self.cache = EmbeddingCache(folder, self.name, self.dim) if folder is not None else None
+        self.cache = open_cache(self.name, self.dim)
         self.encoded_texts = 0  # texts that went through the model (not served by the cache) in this process
 
     def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
@@ -96,6 +97,40 @@ class Encoder:
         # verbose=False: counting long texts is the point, the "longer than maximum" warning is noise.
         enc = tok(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
         return np.array([len(ids) for ids in enc], dtype=np.int64)
+
+
+class MemoEncoder:
+    """Text → vector memo around an encoder, for one tier's many small ``encode`` calls (a few sentences per
+    item): :meth:`prime` embeds a block of texts in one batched call — many times faster than the small calls
+    that then hit the memo; a text not primed is encoded on demand. Other attributes (name, dim,
+    max_seq_length …) are the wrapped encoder's; ``seconds`` is the time spent encoding through the memo."""
+
+    def __init__(self, encoder: Any, texts: Sequence[str] = (), batch_size: int = 64) -> None:
+        self._encoder = encoder
+        self._memo: dict[str, np.ndarray] = {}
+        self.batch_size = batch_size
+        self.seconds = 0.0
+        self.prime(texts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._encoder, name)
+
+    def prime(self, texts: Sequence[str]) -> None:
+        new = [t for t in dict.fromkeys(texts) if t not in self._memo]
+        if new:
+            start = time.perf_counter()
+            self._memo.update(zip(new, self._encoder.encode(new, batch_size=self.batch_size)))
+            self.seconds += time.perf_counter() - start
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return self._encoder.encode([])
+        self.prime(texts)
+        return np.stack([self._memo[t] for t in texts])
+
+    def clear(self) -> None:
+        self._memo.clear()
 
 
 @functools.lru_cache(maxsize=4)

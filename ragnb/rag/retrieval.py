@@ -217,6 +217,33 @@ class PgVectorRetriever:
                                {"ef_search": self.ef_search} if self.mode == "hnsw" else {})
 
 
+BACKENDS = ("memory", "pgvector")
+
+
+def check_backend(backend: str) -> str:
+    """``backend`` when it names a retriever (:data:`BACKENDS`), else the one error that lists them."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend = {backend!r}; use 'memory' (exact, in-process) or 'pgvector' (in the database)")
+    return backend
+
+
+def build_retriever(backend: str, db: Database, *, dim: int | None = None, index_mode: str = "auto",
+                    chunks: tuple[list[str], list[str | None], np.ndarray] | None = None) -> Retriever:
+    """The retriever a ``backend`` string names, over the chunks of ``db``.
+
+    ``"memory"``: exact cosine in-process over ``chunks`` = ``(ids, urls, vectors)`` as
+    :func:`ragnb.store.vectors.fetch_vectors` returns them (read from ``db`` when not given);
+    ``"pgvector"``: search in the database with ``index_mode`` auto/exact/hnsw and query dimension ``dim``.
+    """
+    check_backend(backend)
+    if backend == "memory":
+        if chunks is None:
+            return MemoryRetriever.from_db(db)
+        ids, urls, vectors = chunks
+        return MemoryRetriever(ids, vectors, urls)
+    return PgVectorRetriever(db, mode=index_mode, dim=dim)
+
+
 def recall_vs_exact(approx: RetrievalResult, exact: RetrievalResult, k: int) -> float:
     """Mean over queries of |approx top-k ∩ exact top-k| / k — how much an ANN index loses."""
     if len(approx.ids) != len(exact.ids):

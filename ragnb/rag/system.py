@@ -277,15 +277,29 @@ class SystemOutput:
     error: str | None = None
 
 
+SYSTEM_KINDS = ("baseline", "http", "python")
+
+
+def parse_system_spec(spec: str) -> tuple[str, str]:
+    """A system spec → (kind, target): ``"baseline"`` → ("baseline", ""), ``"http:FILE.yaml"`` →
+    ("http", FILE.yaml), ``"package.module:attribute"`` → ("python", the spec). The one parser of specs."""
+    if spec == "baseline":
+        return "baseline", ""
+    if spec.startswith("http:"):
+        return "http", spec[len("http:"):]
+    if ":" in spec:
+        return "python", spec
+    raise ValueError(f"system {spec!r}: use 'baseline', 'package.module:attribute' or 'http:FILE.yaml'")
+
+
 def load_system(spec: str, **baseline: Any) -> SystemUnderTest:
     """``"baseline"`` (built from ``baseline`` keyword arguments), ``"module:attr"`` or ``"http:FILE"``."""
-    if spec == "baseline":
+    kind, target = parse_system_spec(spec)
+    if kind == "baseline":
         return BaselineSystem(**baseline)
-    if spec.startswith("http:"):
-        return HttpSystem.from_file(spec[len("http:"):])
-    if ":" in spec:
-        return load_python_system(spec)
-    raise ValueError(f"system {spec!r}: use 'baseline', 'package.module:attribute' or 'http:FILE.yaml'")
+    if kind == "http":
+        return HttpSystem.from_file(target)
+    return load_python_system(target)
 
 
 def run_system(system: SystemUnderTest, questions: Sequence[str], k: int, concurrency: int = 4) -> list[SystemOutput]:

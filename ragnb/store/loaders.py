@@ -8,7 +8,6 @@ so loading the same file twice adds nothing. Rows without an id get a stable one
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +17,7 @@ from typing import Any, Iterator
 import pandas as pd
 import sqlalchemy as sa
 
+from ragnb.io import is_json_lines, iter_json_records, read_text
 from ragnb.store.engine import Database
 from ragnb.store.schema import ensure_schema
 
@@ -56,35 +56,26 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT
 
 
-def read_records(path: Path) -> Iterator[tuple[int, dict]]:
-    """Yield (line number for messages, record). JSONL: physical line; CSV: line incl. header; Parquet: row+1."""
+def read_records(path: Path) -> Iterator[tuple[str, dict]]:
+    """Yield (where, record), ``where`` = ``"<path>:<n>"`` for messages. JSONL (``.jsonl``/``.ndjson``, optionally
+    ``.gz``): physical line; CSV: line incl. header; Parquet: row+1."""
     suffixes = "".join(path.suffixes[-2:]).lower()
-    if suffixes.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
-        import gzip
-
-        opener = gzip.open if suffixes.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg}); each line must be one JSON object") from None
-                if not isinstance(rec, dict):
-                    raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
-                yield lineno, rec
+    if is_json_lines(path):
+        for where, rec in iter_json_records(path, "record file"):
+            if not isinstance(rec, dict):
+                raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+            yield where, rec
     elif suffixes.endswith(".csv"):
         try:
             df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
         except (pd.errors.ParserError, UnicodeDecodeError) as exc:
             raise ValueError(f"{path}: cannot parse CSV ({exc}); check quoting and that the file is UTF-8") from None
         for i, rec in enumerate(df.to_dict("records")):
-            yield i + 2, rec
+            yield f"{path}:{i + 2}", rec
     elif suffixes.endswith(".parquet"):
         df = pd.read_parquet(path)
         for i, rec in enumerate(df.to_dict("records")):
-            yield i + 1, rec
+            yield f"{path}:{i + 1}", rec
     else:
         raise ValueError(f"{path}: unsupported file type; use .jsonl, .jsonl.gz, .csv or .parquet (or a folder of .md/.txt)")
 
@@ -119,9 +110,8 @@ def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = No
     if unknown:
         raise ValueError(f"--map: unknown field(s) {unknown}; fields for {kind}: {sorted(aliases)}")
     rows: list[dict] = []
-    seen: dict[str, tuple[int, dict]] = {}
-    for lineno, rec in read_records(path):
-        where = f"{path}:{lineno}"
+    seen: dict[str, tuple[str, dict]] = {}
+    for where, rec in read_records(path):
         row = {f: _pick(rec, f, aliases, mapping) for f in aliases}
         for field in REQUIRED[kind]:
             if not isinstance(row[field], str) or not row[field].strip():
@@ -144,7 +134,7 @@ def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = No
                     f"{where}: field 'id' = {row['id']!r} repeats line {first_line} with different content; ids must be unique"
                 )
             continue
-        seen[row["id"]] = (lineno, row)
+        seen[row["id"]] = (where.rpartition(":")[2], row)  # its line number
         rows.append(row)
     if not rows:
         raise ValueError(f"{path}: no rows found")
@@ -199,11 +189,7 @@ def folder_records(folder: Path, chunk_size: int = 200, overlap: int = 40) -> li
     rows = []
     for f in files:
         rel = f.relative_to(folder).as_posix()
-        try:
-            text = f.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"{f}: not UTF-8 text (byte {exc.start}); convert it to UTF-8") from None
-        for n, piece in enumerate(chunk_text(text, chunk_size, overlap)):
+        for n, piece in enumerate(chunk_text(read_text(f, "text file"), chunk_size, overlap)):
             rows.append({"id": f"{rel}#{n}", "url": rel, "text": piece})
     return rows
 

@@ -7,6 +7,7 @@ production schema. Ids are treated as text everywhere (an integer primary key is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from pgvector.sqlalchemy import Vector
@@ -22,35 +23,29 @@ def _split(qualified: str) -> tuple[str | None, str]:
     return (schema or None), name
 
 
-def chunk_table(cols: ChunkColumns, metadata: sa.MetaData | None = None) -> sa.Table:
+def _table(cols: ChunkColumns | QuestionColumns, metadata: sa.MetaData | None,
+           columns: list[tuple[str, Any, dict]]) -> sa.Table:
+    """``cols.table`` with one column per (key, type, options); the database name of key ``k`` is ``cols.k``
+    and SQLAlchemy's key is ``k``, so queries read the same whatever the mapping."""
     schema, name = _split(cols.table)
-    return sa.Table(
-        name,
-        metadata or sa.MetaData(),
-        sa.Column(cols.id, sa.Text, primary_key=True, key="id"),
-        sa.Column(cols.url, sa.Text, key="url"),
-        sa.Column(cols.text, sa.Text, nullable=False, key="text"),
-        sa.Column(cols.embedding, Vector(), key="embedding"),
-        schema=schema,
-    )
+    made = [sa.Column(getattr(cols, key), type_, *options.pop("args", ()), key=key, **options)
+            for key, type_, options in columns]
+    return sa.Table(name, metadata or sa.MetaData(), *made, schema=schema)
+
+
+def chunk_table(cols: ChunkColumns, metadata: sa.MetaData | None = None) -> sa.Table:
+    return _table(cols, metadata, [("id", sa.Text, {"primary_key": True}), ("url", sa.Text, {}),
+                                   ("text", sa.Text, {"nullable": False}), ("embedding", Vector(), {})])
 
 
 def question_table(cols: QuestionColumns, metadata: sa.MetaData | None = None) -> sa.Table:
-    schema, name = _split(cols.table)
-    return sa.Table(
-        name,
-        metadata or sa.MetaData(),
-        sa.Column(cols.id, sa.Text, primary_key=True, key="id"),
-        sa.Column(cols.question, sa.Text, nullable=False, key="question"),
-        sa.Column(cols.answer, sa.Text, key="answer"),
-        sa.Column(cols.url, sa.Text, key="url"),
-        sa.Column(cols.score, sa.SmallInteger, sa.CheckConstraint(f"{cols.score} BETWEEN 1 AND 5"), key="score"),
-        sa.Column(cols.embedding, Vector(), key="embedding"),
-        sa.Column(cols.user_id, sa.Text, key="user_id"),
-        sa.Column(cols.session_id, sa.Text, key="session_id"),
-        sa.Column(cols.created_at, sa.DateTime(timezone=True), key="created_at"),
-        schema=schema,
-    )
+    score_range = sa.CheckConstraint(f"{cols.score} BETWEEN 1 AND 5")
+    return _table(cols, metadata, [
+        ("id", sa.Text, {"primary_key": True}), ("question", sa.Text, {"nullable": False}),
+        ("answer", sa.Text, {}), ("url", sa.Text, {}), ("score", sa.SmallInteger, {"args": (score_range,)}),
+        ("embedding", Vector(), {}), ("user_id", sa.Text, {}), ("session_id", sa.Text, {}),
+        ("created_at", sa.DateTime(timezone=True), {}),
+    ])
 
 
 def meta_table(metadata: sa.MetaData | None = None) -> sa.Table:

@@ -18,8 +18,6 @@ ratings (``score`` is NULL) and no answers.
 
 from __future__ import annotations
 
-import gzip
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
@@ -29,6 +27,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
+from ragnb.io import iter_json_records
 from ragnb.rag.embeddings import Encoder, get_encoder
 from ragnb.store.engine import Database, connect
 from ragnb.store.loaders import insert_rows
@@ -49,8 +48,7 @@ _EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
 
 @lru_cache(maxsize=None)
 def _read(source: str) -> tuple[dict, ...]:
-    with gzip.open(DATA_DIR / SOURCES[source]["file"], "rt", encoding="utf-8") as fh:
-        return tuple(json.loads(line) for line in fh if line.strip())
+    return tuple(rec for _, rec in iter_json_records(DATA_DIR / SOURCES[source]["file"], "session data"))
 
 
 def turn_id(session_id: str, turn_index: int) -> str:

@@ -48,6 +48,7 @@ from ragnb.metrics.fallback import context_utilization, faithfulness_fallback, h
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.text import exact_match_rate, semantic_consistency, text_metrics
 from ragnb.io import to_jsonable
+from ragnb.rag.embeddings import MemoEncoder
 from ragnb.rag.system import BaselineSystem, Context, as_contexts
 
 TIER2_JUDGED = ("faithfulness", "answer_relevance", "answer_correctness")
@@ -170,33 +171,6 @@ async def _retrieve_block(system: Any, questions: list[str], k: int,
             return contexts, None, (time.perf_counter() - t0) * 1000.0, "per-query"
 
     return list(await asyncio.gather(*(one(q) for q in questions)))
-
-
-class _MemoEncoder:
-    """Text → vector memo around an encoder. :meth:`prime` embeds a block's questions and context sentences
-    in large batches — many times faster than the small per-answer calls that then hit the memo."""
-
-    def __init__(self, encoder: Any):
-        self._encoder = encoder
-        self._memo: dict[str, np.ndarray] = {}
-
-    def __getattr__(self, name: str) -> Any:  # name, dim, max_seq_length, … of the wrapped encoder
-        return getattr(self._encoder, name)
-
-    def prime(self, texts: Sequence[str]) -> None:
-        new = [t for t in dict.fromkeys(texts) if t not in self._memo]
-        if new:
-            self._memo.update(zip(new, self._encoder.encode(new, batch_size=64)))
-
-    def encode(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        texts = list(texts)
-        if not texts:
-            return self._encoder.encode([])
-        self.prime(texts)
-        return np.stack([self._memo[t] for t in texts])
-
-    def clear(self) -> None:
-        self._memo.clear()
 
 
 def _error_text(exc: BaseException) -> str:
@@ -472,9 +446,9 @@ def _run(tier: str, dataset: Dataset, system: Any, encoder: Any, *, judge: Any, 
 
     # The extractive baseline and the faithfulness fallback embed the same questions and context sentences
     # again and again; one memo, primed per block in large batches, serves both.
-    memo = _MemoEncoder(encoder)
+    memo = MemoEncoder(encoder)
     if isinstance(system, BaselineSystem):
-        system = dataclasses.replace(system, encoder=memo if system.encoder is encoder else _MemoEncoder(system.encoder))
+        system = dataclasses.replace(system, encoder=memo if system.encoder is encoder else MemoEncoder(system.encoder))
     for start in range(0, len(pending), _BLOCK):
         block = pending[start:start + _BLOCK]
         questions = [by_key[k].question for k in block]

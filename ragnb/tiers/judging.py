@@ -47,6 +47,7 @@ from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
 from ragnb.metrics import classification as cls
 from ragnb.metrics.stats import aggregate as _stats_aggregate
 from ragnb.io import to_jsonable
+from ragnb.rag.embeddings import MemoEncoder
 
 BEGIN_DIR = Path(__file__).resolve().parent.parent / "data" / "begin_groundedness"
 BEGIN_FILE = BEGIN_DIR / "begin_dev.jsonl.gz"
@@ -376,25 +377,6 @@ def _result_from_dict(d: dict):
                                "duration_s": num(d.get("duration_s"))})
 
 
-class _PrefetchedEncoder:
-    """Serves ``encode`` from vectors computed in one batched call (the fallback embeds a few sentences per
-    item; one call per item costs ~10× more). Texts it has not seen are encoded on demand."""
-
-    def __init__(self, encoder: Any, texts: list[str], batch_size: int = 64):
-        self.encoder, self.name, self.dim = encoder, getattr(encoder, "name", "encoder"), getattr(encoder, "dim", None)
-        unique = list(dict.fromkeys(texts))
-        t0 = time.perf_counter()
-        vecs = encoder.encode(unique, batch_size=batch_size) if unique else np.zeros((0, 1), dtype=np.float32)
-        self.seconds = time.perf_counter() - t0
-        self.vectors = dict(zip(unique, vecs))
-
-    def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
-        if missing:
-            self.vectors.update(zip(missing, self.encoder.encode(missing, batch_size=batch_size)))
-        return np.stack([self.vectors[t] for t in texts]) if texts else np.zeros((0, self.dim or 1), dtype=np.float32)
-
-
 def _fallback_sentences(it: JudgePipelineItem) -> list[str]:
     from ragnb.metrics.fallback import split_sentences
 
@@ -432,7 +414,7 @@ async def _score_pass(items: list[JudgePipelineItem], stage: str, log: ItemLog |
     fallback_encoder = encoder
     if judge is None and encoder is not None and pending:
         sentences = {k: _fallback_sentences(by_key[k]) for k in pending}
-        fallback_encoder = _PrefetchedEncoder(encoder, [s for ss in sentences.values() for s in ss])
+        fallback_encoder = MemoEncoder(encoder, [s for ss in sentences.values() for s in ss])
         total = sum(len(ss) for ss in sentences.values()) or 1
         # the batch's time, shared out by each item's number of sentences
         shares = {k: fallback_encoder.seconds * len(ss) / total for k, ss in sentences.items()}
@@ -684,25 +666,26 @@ def resolve_judge_system(system: Any) -> tuple[Any | None, str]:
     if system is None or system == "baseline":
         return None, "baseline"
     if isinstance(system, str):
-        if system.startswith("http:"):
+        from ragnb.rag.system import parse_system_spec
+
+        kind, target = parse_system_spec(system)
+        if kind == "http":
             from ragnb.rag.system import HttpSystem
 
-            obj = HttpSystem.from_file(system[len("http:"):])
+            obj = HttpSystem.from_file(target)
             if not obj.judge_url:
                 raise ValueError(f"system {system!r}: the file has no judge_url; add it to evaluate the service's "
                                  "show/no-show judge, or use system='baseline'")
-        elif ":" in system:
+        else:  # "python": "baseline" was handled above
             from ragnb.rag.system import load_python_system
 
             try:
-                obj = load_python_system(system, methods=("judge",))
+                obj = load_python_system(target, methods=("judge",))
             except ValueError as exc:
                 if "lacks" not in str(exc):
                     raise
                 raise ValueError(f"system {system!r} has no judge(question, answer) method returning show (True) / "
                                  "no-show (False); add one, or use system='baseline'") from None
-        else:
-            raise ValueError(f"system {system!r}: use 'baseline', 'package.module:attribute' or 'http:FILE.yaml'")
         label = system
     else:
         obj, label = system, getattr(system, "name", None) or type(system).__name__

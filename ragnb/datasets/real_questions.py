@@ -1,0 +1,156 @@
+"""Modes ``from-real-questions`` and ``from-real-questions-score-5``: logged user questions + top-k retrieval."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+import sqlalchemy as sa
+
+from ragnb.datasets.build import (FILE_PREFIX, BuildResult, check_count, chunk_texts, embedded_chunk_urls,
+                                  mode_metadata)
+from ragnb.datasets.schema import Dataset, DatasetItem
+from ragnb.datasets.urls import page_id
+
+
+def _count_without_vectors(db, exact_score: int | None) -> int:
+    from ragnb.store.schema import tables
+
+    t = tables(db.schema).question
+    stmt = sa.select(sa.func.count()).select_from(t).where(t.c.embedding.is_(None))
+    if exact_score is not None:
+        stmt = stmt.where(t.c.score == exact_score)
+    with db.engine.connect() as conn:
+        return int(conn.execute(stmt).scalar_one())
+
+
+def _text_or_none(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value)
+    return text if text.strip() else None
+
+
+def _chunks_by_page(urls: dict[str, str | None]) -> dict[str, list[str]]:
+    """page id → the embedded chunks on that page, in id order."""
+    pages: dict[str, list[str]] = {}
+    for cid in sorted(urls):
+        pid = page_id(urls[cid])
+        if pid is not None:
+            pages.setdefault(pid, []).append(cid)
+    return pages
+
+
+def _pick_chunks(log: pd.DataFrame, res: Any, pages: dict[str, list[str]]) -> tuple[list[dict], Counter]:
+    """Per logged question: its relevant chunks (same page as the logged url), whether one was retrieved and
+    at which rank, and the chunk to show (best-ranked relevant, else top-1); plus the counts."""
+    picks: list[dict] = []
+    counts: Counter = Counter()
+    for (qa_id, row), retrieved, sims in zip(log.iterrows(), res.ids, res.scores):
+        url = _text_or_none(row["url"])
+        relevant = pages.get(page_id(url), []) if url else []
+        rel_set = set(relevant)
+        rank = next((i + 1 for i, c in enumerate(retrieved) if c in rel_set), None)
+        if url is None:
+            matched = None
+            counts["without_url"] += 1
+        else:
+            matched = rank is not None
+            counts["matched" if matched else "not_matched"] += 1
+            if not relevant:
+                counts["url_not_in_corpus"] += 1
+        answer = _text_or_none(row["answer"])
+        if answer is None:
+            counts["without_answer"] += 1
+        score = row["score"]
+        picks.append({
+            "qa_id": str(qa_id), "question": row["question"], "answer": answer, "url": url,
+            "score": None if pd.isna(score) else int(score),
+            "relevant": relevant, "matched": matched, "rank": rank,
+            "chunk": retrieved[rank - 1] if rank else (retrieved[0] if retrieved else None),
+            "retrieved": list(retrieved), "sims": [round(float(s), 6) for s in sims],
+        })
+    return picks, counts
+
+
+def _items(db, picks: list[dict]) -> list[DatasetItem]:
+    texts = chunk_texts(db, sorted({p["chunk"] for p in picks if p["chunk"]}))
+    return [
+        DatasetItem(
+            id=f"rq-{p['qa_id']}", question=p["question"], ground_truth_answer=p["answer"], chunk_id=p["chunk"],
+            chunk_text=texts[p["chunk"]][1] if p["chunk"] else None, confluence_url=p["url"],
+            relevant_chunk_ids=p["relevant"], source="question_log", question_source="user",
+            question_answer_id=p["qa_id"], user_score=p["score"], is_relevant_chunk_matched=p["matched"],
+            relevant_rank=p["rank"], retrieved_chunk_ids=p["retrieved"], retrieved_similarities=p["sims"])
+        for p in picks
+    ]
+
+
+def _warnings(counts: Counter, skipped: int, where: str) -> list[str]:
+    warnings = []
+    if counts["without_url"]:
+        warnings.append(f"{counts['without_url']} question(s) have no logged url: kept with relevant_chunk_ids = [] "
+                        "(Tier 1 counts them as undefined)")
+    if counts["url_not_in_corpus"]:
+        warnings.append(f"{counts['url_not_in_corpus']} logged url(s) name a page with no chunk in the corpus")
+    if skipped:
+        warnings.append(f"{skipped} logged question(s){where} have no embedding and were left out; "
+                        "run `ragnb embed --questions`")
+    return warnings
+
+
+def generate_from_real_questions(corpus: Any, max_questions: int = 0, exact_score: int | None = None,
+                                 top_k: int = 5, backend: str = "pgvector") -> BuildResult:
+    """Mode "from-real-questions" (``exact_score=5``: "from-real-questions-score-5").
+
+    The first ``max_questions`` logged questions that have an embedding (ordered by id; 0 = all), each
+    retrieved against the chunks (top ``top_k`` by cosine, ``backend`` "pgvector" exact search or "memory").
+    Per item:
+
+    * ``relevant_chunk_ids`` = every embedded chunk whose url names the same page as the logged url
+      (:func:`ragnb.datasets.urls.page_id`), so Tier 1 can score it;
+    * ``is_relevant_chunk_matched`` = one of the top-k chunks is on that page (None without a logged url);
+    * ``chunk_id``/``chunk_text`` = the best-ranked retrieved relevant chunk, else the top-1 chunk;
+    * ``ground_truth_answer`` = the logged answer; ``user_score``, ``question_answer_id``, ``confluence_url``
+      (the logged url), ``retrieved_chunk_ids``, ``retrieved_similarities``, ``relevant_rank``.
+
+    Rows without a url are kept with ``relevant_chunk_ids = []`` (Tier 1 counts them as undefined) and
+    counted in ``without_url``; a url whose page has no chunk is counted in ``url_not_in_corpus``.
+    """
+    from ragnb.rag.retrieval import build_retriever, check_backend
+    from ragnb.store.questions import fetch_question_log
+    from ragnb.store.schema import tables
+    from ragnb.store.vectors import check_space
+
+    check_count(max_questions, "max_questions", allow_zero=True)
+    check_count(top_k, "top_k", allow_zero=False)
+    check_backend(backend)
+    mode = "from-real-questions" if exact_score is None else "from-real-questions-score-5"
+    db, encoder = corpus.db, corpus.encoder
+    log, qvecs = fetch_question_log(db, exact_score=exact_score, limit=max_questions, with_vectors=True)
+    skipped = _count_without_vectors(db, exact_score)
+    where = "" if exact_score is None else f" with score {exact_score}"
+    if log.empty:
+        raise ValueError(f"{db.display_url}: no logged question{where} has an embedding ({skipped} without one); "
+                         "run `ragnb embed --questions` (or load a question log with `ragnb load questions FILE`)")
+    check_space(db, tables(db.schema).question, encoder)  # question and chunk vectors must share a model
+
+    urls = embedded_chunk_urls(db)
+    # pgvector without an index scan: the dataset records the exact top-k, whatever index exists
+    res = build_retriever(backend, db, dim=encoder.dim, index_mode="exact").search(qvecs, top_k)
+    picks, counts = _pick_chunks(log, res, _chunks_by_page(urls))
+    items = _items(db, picks)
+    with_url = counts["matched"] + counts["not_matched"]
+    report = {"items": len(items), "matched": counts["matched"], "not_matched": counts["not_matched"],
+              "matched_rate": counts["matched"] / with_url if with_url else None,
+              "without_url": counts["without_url"], "url_not_in_corpus": counts["url_not_in_corpus"],
+              "without_answer": counts["without_answer"], "skipped_without_embedding": skipped,
+              "chunks_with_embeddings": len(urls)}
+    notes = ["user scores in the demo question log are simulated"] if corpus.label.startswith("demo") else []
+    meta = mode_metadata(mode, corpus=corpus.label, source_db=db.display_url, embedding_model=encoder.name,
+                         retrieval={"backend": res.backend, "top_k": top_k}, exact_score=exact_score,
+                         max_questions=max_questions, counts=report, notes=notes)
+    return BuildResult(Dataset(name=mode, type="real-users", items=items, metadata=meta), FILE_PREFIX[mode],
+                       report, _warnings(counts, skipped, where))
