@@ -13,6 +13,7 @@ from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate
 from ragnb.rag.retrieval import PgVectorRetriever, RetrievalResult, Retriever, consistency, recall_vs_exact
+from ragnb.tiers.result import TierResult
 
 CHUNK_METRICS = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "recall@1", "recall@3", "recall@5",
                  "recall@10", "precision@1", "precision@3", "precision@5", "precision@10", "ndcg@5", "ndcg@10")
@@ -20,11 +21,11 @@ DOC_METRICS = ("doc_hit_rate@1", "doc_hit_rate@5", "doc_mrr", "doc_recall@5", "d
 
 
 @dataclass
-class Tier1Result:
-    per_query: pd.DataFrame  # one row per question: metric values, rank of first relevant, retrieved ids
-    summary: dict  # canonical metric name → aggregate dict; plus "info"
-    retrieval: RetrievalResult
-    notes: list[str] = field(default_factory=list)
+class Tier1Result(TierResult):
+    """``per_item``: one row per question (metric values, rank of the first relevant chunk, retrieved ids);
+    ``summary``: canonical metric name → aggregate dict, plus ``info``."""
+
+    retrieval: RetrievalResult | None = field(default=None, kw_only=True)
 
 
 def _usable(metrics: tuple[str, ...], top_k: int) -> tuple[list[str], list[str]]:
@@ -101,7 +102,8 @@ def run_tier1(
     per_query["first_relevant_rank"] = _first_relevant_rank(run, qrels).reindex(per_query.index)
     per_query["retrieved"] = pd.Series([" ".join(ids) for ids in result.ids], index=qids)
     per_query["top1_score"] = pd.Series([float(s[0]) if len(s) else np.nan for s in result.scores], index=qids)
-    return Tier1Result(per_query, summary, result, notes)
+    return Tier1Result(per_query, summary, notes, lead={"tier": "tier_1"},
+                       meta={"dataset": dataset.name, "embedding_model": encoder.name}, retrieval=result)
 
 
 def _first_relevant_rank(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> pd.Series:
