@@ -25,6 +25,7 @@ from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate
 from ragnb.rag.retrieval import RetrievalResult, Retriever
+from ragnb.tiers.result import TierResult
 from ragnb.tiers.tier1 import CHUNK_METRICS
 from ragnb.datasets.urls import page_id
 
@@ -35,11 +36,11 @@ SCORES = (1, 2, 3, 4, 5)
 
 
 @dataclass
-class RealUsersResult:
-    per_query: pd.DataFrame  # one row per selected question: status, page, metrics (NaN unless evaluated)
-    summary: dict  # canonical metric name → aggregate; no_url_share, unmatched_url_share, questions, …
-    retrieval: RetrievalResult
-    notes: list[str] = field(default_factory=list)
+class RealUsersResult(TierResult):
+    """``per_item``: one row per selected question — status, page, metrics (NaN unless evaluated);
+    ``summary``: canonical metric name → aggregate; no_url_share, unmatched_url_share, questions, …"""
+
+    retrieval: RetrievalResult | None = field(default=None, kw_only=True)
 
 
 def page_of(url) -> str | None:
@@ -205,7 +206,7 @@ def run_real_users(
     if summary["questions"]["unmatched_url"]:
         notes.append(f"{summary['questions']['unmatched_url']} of {n} questions log a URL that no chunk of the corpus "
                      "has (page not indexed, or a URL form page_id does not recognise): excluded from the metrics.")
-    return RealUsersResult(per_query, summary, result, notes)
+    return RealUsersResult(per_query, summary, notes, lead={"tier": "real_users"}, retrieval=result)
 
 
 def _first_rank(run: Mapping[str, list[str]], qrels: Mapping[str, Mapping[str, int]], qids: list[str]) -> list[float]:

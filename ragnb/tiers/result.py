@@ -51,6 +51,10 @@ class TierResult:
             out["notes"] = list(self.notes)
         return {**out, **self.meta, **(extra or {})}
 
+    def item_table(self) -> pd.DataFrame | None:
+        """The per-item table as written (a result whose index is its item id may name that column)."""
+        return self.per_item
+
     def write(self, output_dir: str | Path, name: str, extra: dict | None = None) -> Path:
         """Write the other tables, the per-item file and, last, ``<name>.metrics.json`` (its presence marks a
         finished notebook). Returns the JSON path."""
@@ -60,4 +64,4 @@ class TierResult:
         for key, table in self.tables.items():
             Path(output_dir).mkdir(parents=True, exist_ok=True)
             with_item_ids(table).to_csv(Path(output_dir) / f"{name}.{key}.csv", index=False)
-        return write_metrics(output_dir, name, payload, per_item=self.per_item)
+        return write_metrics(output_dir, name, payload, per_item=self.item_table())

@@ -13,6 +13,7 @@ from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate
 from ragnb.rag.retrieval import PgVectorRetriever, RetrievalResult, Retriever, consistency, recall_vs_exact
+from ragnb.tiers.latency import latency_summary
 from ragnb.tiers.result import TierResult
 
 CHUNK_METRICS = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "recall@1", "recall@3", "recall@5",
@@ -86,10 +87,7 @@ def run_tier1(
     if isinstance(retriever, PgVectorRetriever) and latency_sample > 0:
         timed = retriever.search(vectors[:latency_sample], top_k, batch_size=1)
         latency, latency_mode = timed.latency_ms, timed.latency_mode
-    summary["latency_ms"] = {
-        "mean": float(np.mean(latency)), "p50": float(np.percentile(latency, 50)),
-        "p95": float(np.percentile(latency, 95)), "n": int(len(latency)), "mode": latency_mode,
-    }
+    summary["latency_ms"] = latency_summary(latency, latency_mode)
 
     info = {"backend": result.backend, "top_k": top_k, "n_questions": len(qids),
             "index": "hnsw" if result.backend == "pgvector-hnsw" else "exact", **result.info}

@@ -19,6 +19,7 @@ from ragnb.metrics.classification import binary_report, score_report
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.ux import DEFAULT_TAU, cache_hit_rate, check_tau, context_preservation, multi_turn_consistency
 from ragnb.store.sessions import SESSION_CHOICES, SOURCES, SessionLog
+from ragnb.tiers.result import TierResult
 
 DEFAULT_BREAK_THRESHOLD = 0.3  # seed 000 §10.3.2: "ContextPreservation < 0.3: вопросы не связаны"
 SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed random draw, see ragnb.runs.demo): the "
@@ -27,17 +28,23 @@ SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed ra
 
 
 @dataclass
-class UXResult:
-    per_query: pd.DataFrame  # index query id: question, max_similarity, best_cache_id, best_cache_question, hit
-    per_session: pd.DataFrame  # index session id: source, language, n_turns, n_pairs, context_preservation, ...
-    per_turn: pd.DataFrame  # every turn in order: session_id, turn, question, previous_question, similarity, broke_context …
-    summary: dict  # aggregates with CIs, per-source breakdown, settings
-    notes: list[str] = field(default_factory=list)
+class UXResult(TierResult):
+    """``per_item``: every turn in order — session_id, turn, question, previous_question, similarity,
+    broke_context …; ``summary``: aggregates with CIs, per-source breakdown, settings. ``per_query`` (written
+    as ``<name>.per_query.csv``) and ``per_session`` are the cache and session views."""
+
+    # index query id: question, max_similarity, best_cache_id, best_cache_question, hit
+    per_query: pd.DataFrame = field(default_factory=pd.DataFrame, kw_only=True)
+    # index session id: source, language, n_turns, n_pairs, context_preservation, ...
+    per_session: pd.DataFrame = field(default_factory=pd.DataFrame, kw_only=True)
+
+    def __post_init__(self) -> None:
+        self.tables = {"per_query": self.per_query, **self.tables}
 
     @property
     def breaks(self) -> pd.DataFrame:
         """Turns whose similarity to the previous question is below the break threshold, least similar first."""
-        b = self.per_turn[self.per_turn["broke_context"].fillna(False).astype(bool)]
+        b = self.per_item[self.per_item["broke_context"].fillna(False).astype(bool)]
         return b.sort_values("similarity", kind="stable")
 
 
@@ -240,7 +247,7 @@ def run_tier_ux(
                      if k not in ("context_preservation", "multi_turn_consistency", "context_break_rate")},
         "per_source": per_source,
     }
-    return UXResult(per_query, per_session, per_turn, summary, notes)
+    return UXResult(per_turn, summary, notes, lead={"tier": "tier_ux"}, per_query=per_query, per_session=per_session)
 
 
 # --------------------------------------------------------------------------------------------
