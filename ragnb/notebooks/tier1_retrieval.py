@@ -81,8 +81,8 @@ report.show(charts.metric_bars(result.summary, doc_names, "Document-level metric
 # ## Hit rate at each cut-off, and whether the similarity score separates good from bad first hits
 
 # %%
-report.show(charts.hit_rate_curve(hit_rate_curve(result.per_query, top_k)))
-report.show(charts.score_distribution(result.per_query))
+report.show(charts.hit_rate_curve(hit_rate_curve(result.per_item, top_k)))
+report.show(charts.score_distribution(result.per_item))
 
 # %% [markdown]
 # ## Worst questions and what was retrieved instead
@@ -90,7 +90,7 @@ report.show(charts.score_distribution(result.per_query))
 
 # %%
 texts = fetch_texts(ctx.db, "chunks")
-worst = result.per_query.sort_values(["first_relevant_rank", "top1_score"], ascending=[False, False], na_position="first")
+worst = result.per_item.sort_values(["first_relevant_rank", "top1_score"], ascending=[False, False], na_position="first")
 gold = {it.id: ", ".join(it.grades()) for it in dataset.items}
 table = worst.head(worst_n).assign(
     relevant=lambda d: d.index.map(gold),
@@ -99,7 +99,4 @@ table = worst.head(worst_n).assign(
 report.show_table(table, max_rows=worst_n)
 
 # %%
-report.write_metrics(output_dir, "tier1_retrieval",
-                     {"tier": "tier_1", **result.summary, "notes": result.notes,
-                      "dataset": dataset.name, "embedding_model": ctx.encoder.name},
-                     per_item=result.per_query)
+result.write(output_dir, "tier1_retrieval")

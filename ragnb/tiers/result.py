@@ -65,3 +65,19 @@ class TierResult:
             Path(output_dir).mkdir(parents=True, exist_ok=True)
             with_item_ids(table).to_csv(Path(output_dir) / f"{name}.{key}.csv", index=False)
         return write_metrics(output_dir, name, payload, per_item=self.item_table())
+
+
+def analysis_result(per_item: pd.DataFrame | None, summary: dict, notes: list[str] | None = None, *,
+                    analysis: str | None = None, questions: Any = None, retrieval: Any = None,
+                    encoder: Any = None) -> TierResult:
+    """An analysis notebook's outcome (its functions return a table and a summary) as a :class:`TierResult`:
+    ``analysis`` leads the payload; the question source (``questions.source``/``.label``), the retrieval
+    ``backend`` and the ``embedding_model`` describe the run when given."""
+    meta: dict[str, Any] = {}
+    if questions is not None:
+        meta.update(source=questions.source, questions=questions.label)
+    if retrieval is not None:
+        meta["backend"] = retrieval.backend
+    if encoder is not None:
+        meta["embedding_model"] = encoder.name
+    return TierResult(per_item, dict(summary), notes, lead={"analysis": analysis} if analysis else {}, meta=meta)
