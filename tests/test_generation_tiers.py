@@ -4,7 +4,6 @@ computations, an LLM generator and judge over real HTTP, resuming from the item 
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pandas as pd
