@@ -572,7 +572,7 @@ def test_bad_judge_pipeline_files(tmp_path):
     jl = tmp_path / "p.jsonl"
     jl.write_text('{"question": "Q1?", "answer": "A", "ground_truth_show": true}\n{"question": "Q2?", "answer": "B"}\n',
                   encoding="utf-8")
-    _fails(["judge-pipeline", "--from", str(jl)], out, str(jl), "line 2", "'ground_truth_show'")
+    _fails(["judge-pipeline", "--from", str(jl)], out, f"{jl}:2", "'ground_truth_show'")
     txt = tmp_path / "p.txt"
     txt.write_text("x", encoding="utf-8")
     _fails(["judge-pipeline", "--from", str(txt)], out, "use .csv, .json or .jsonl")

@@ -4,7 +4,6 @@ computations, an LLM generator and judge over real HTTP, resuming from the item 
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pandas as pd
@@ -66,9 +65,9 @@ def test_tier2_offline_matches_independent_computations(parts):
     assert "chunk_text" in df["error"][3] and df["error"][:3].isna().all()
 
     faith = [faithfulness_fallback(a, [it.chunk_text], encoder, "en")["score"] for a, it in zip(answers, ITEMS)]
-    np.testing.assert_allclose(df["faithfulness"][:3], faith, rtol=1e-6)
-    assert s["faithfulness"]["mean"] == pytest.approx(np.mean(faith), abs=1e-6)
-    assert (s["faithfulness"]["n"], s["faithfulness"]["n_valid"], s["faithfulness"]["n_failed"]) == (4, 3, 1)
+    np.testing.assert_allclose(df["fallback_faithfulness"][:3], faith, rtol=1e-6)
+    assert s["fallback_faithfulness"]["mean"] == pytest.approx(np.mean(faith), abs=1e-6)
+    assert (s["fallback_faithfulness"]["n"], s["fallback_faithfulness"]["n_valid"], s["fallback_faithfulness"]["n_failed"]) == (4, 3, 1)
     assert s["hallucination_rate"]["mean"] == pytest.approx(1 - np.mean(faith), abs=1e-6)
     util = [context_utilization(a, [it.chunk_text]) for a, it in zip(answers, ITEMS)]
     assert s["context_utilization"]["mean"] == pytest.approx(np.mean(util))
@@ -91,7 +90,7 @@ def test_tier2_offline_matches_independent_computations(parts):
     assert not {"answer_relevance", "answer_correctness"} & set(df.columns)
     assert any("answer_relevance, answer_correctness" in n and "LLM judge" in n for n in res.notes)
     assert res.info["judge_backend"] == "offline-fallback"
-    assert res.info["methods"] == {"faithfulness": {"embedding": 3, "item_failed": 1}}
+    assert res.info["methods"] == {"fallback_faithfulness": {"embedding": 3, "item_failed": 1}}
     assert res.info["answer_method"] == "extractive" and res.info["n_failed_items"] == 1
     assert s["latency_answer_ms"]["n"] == 3
 
@@ -115,11 +114,11 @@ def test_tier3_offline_retrieves_top1_and_scores_context_hit(parts):
     answers = [system.answer(it.question, [Context(CHUNKS[t])]) for it, t in zip(ITEMS, top1)]
     assert df["answer"].tolist() == answers
     faith = [faithfulness_fallback(a, [CHUNKS[t]], encoder, "en")["score"] for a, t in zip(answers, top1)]
-    assert s["faithfulness"]["mean"] == pytest.approx(np.mean(faith), abs=1e-6) and s["faithfulness"]["n_failed"] == 0
+    assert s["fallback_faithfulness"]["mean"] == pytest.approx(np.mean(faith), abs=1e-6) and s["fallback_faithfulness"]["n_failed"] == 0
     assert "e2e_score" not in s and any("e2e_score" in n for n in res.notes)
     assert "response_exact_match_rate" not in s and any("consistency_runs = 1" in n for n in res.notes)
     assert s["latency_retrieve_ms"]["n"] == 4 and s["latency_retrieve_ms"]["mode"] == "amortised"  # batched
-    assert res.info["methods"] == {"faithfulness": {"embedding": 4}} and res.info["top_k"] == 1
+    assert res.info["methods"] == {"fallback_faithfulness": {"embedding": 4}} and res.info["top_k"] == 1
 
 
 class _ToySystem:
@@ -219,12 +218,12 @@ def test_tier2_with_llm_generator_and_judge(parts, llm_server, tmp_path):
 
     # The judge failed on q3's faithfulness: the embedding fallback takes over, and the counts say so.
     fallback = faithfulness_fallback("Mount Everest.", [CHUNKS["c4"]], encoder, "en")["score"]
-    assert df["faithfulness"].tolist()[:2] == [1.0, 0.75]
-    assert df["faithfulness"][2] == pytest.approx(fallback, abs=1e-6)
-    assert df["faithfulness_method"].tolist() == ["llm", "llm", "embedding"]
-    assert "LLM judgement failed" in df["faithfulness_reason"][2]
-    assert s["faithfulness"]["mean"] == pytest.approx((1.0 + 0.75 + fallback) / 3, abs=1e-6)
-    assert res.info["methods"]["faithfulness"] == {"embedding": 1, "llm": 2}
+    assert df["judge_faithfulness"].tolist()[:2] == [1.0, 0.75]
+    assert df["judge_faithfulness"][2] == pytest.approx(fallback, abs=1e-6)
+    assert df["judge_faithfulness_method"].tolist() == ["llm", "llm", "embedding"]
+    assert "LLM judgement failed" in df["judge_faithfulness_reason"][2]
+    assert s["judge_faithfulness"]["mean"] == pytest.approx((1.0 + 0.75 + fallback) / 3, abs=1e-6)
+    assert res.info["methods"]["judge_faithfulness"] == {"embedding": 1, "llm": 2}
     assert any("failed on 1 item" in n for n in res.notes)
 
     assert s["answer_relevance"]["mean"] == pytest.approx((1.0 + 0.5 + 0.9) / 3)
@@ -248,7 +247,7 @@ def test_tier3_with_llm_passes_retrieved_context_and_scores_e2e(parts, llm_serve
     assert "answer_relevance" not in s and s["context_hit@1"]["mean"] == 1.0
     prompts = [r.body["messages"][0]["content"] for r in llm_server.chat_requests if r.body["model"] == "gen"]
     assert any("[1] " + CHUNKS["c2"] in p and ITEMS[1].question in p for p in prompts)
-    assert res.info["methods"]["faithfulness"] == {"embedding": 1, "llm": 2}
+    assert res.info["methods"]["judge_faithfulness"] == {"embedding": 1, "llm": 2}
 
 
 def test_resume_from_the_item_log_sends_no_request_twice(parts, llm_server, tmp_path):
@@ -306,8 +305,8 @@ def test_notebooks_run_offline_on_the_demo(notebook_run, encoder):
         m = json.loads((run_dir / f"{stem}.metrics.json").read_text(encoding="utf-8"))
         metrics[stem] = m
         assert m["tier"] == tier and m["judge_backend"] == "offline-fallback" and m["consistency_runs"] == 2
-        assert m["info"]["methods"]["faithfulness"] == {"embedding": 8}
-        assert m["faithfulness"]["n"] == 8 and m["faithfulness"]["n_failed"] == 0
+        assert m["info"]["methods"]["fallback_faithfulness"] == {"embedding": 8}
+        assert m["fallback_faithfulness"]["n"] == 8 and m["fallback_faithfulness"]["n_failed"] == 0
         assert m["judge_model"] is None and m["generation_model"] is None and m["llm_usage"] == {}
         assert not {"answer_relevance", "answer_correctness", "e2e_score"} & set(m)
         assert m["response_exact_match_rate"]["mean"] == 1.0
@@ -334,8 +333,8 @@ def test_notebooks_run_offline_on_the_demo(notebook_run, encoder):
     per_item2 = pd.read_csv(run_dir / "tier2_generation.per_item.csv")
     faith = [faithfulness_fallback(a, [it.chunk_text], encoder, "ru")["score"]
              for a, it in zip(per_item2["answer"][:3], items)]
-    np.testing.assert_allclose(per_item2["faithfulness"][:3], faith, rtol=1e-9)
-    assert metrics["tier2_generation"]["faithfulness"]["mean"] == pytest.approx(per_item2["faithfulness"].mean())
+    np.testing.assert_allclose(per_item2["fallback_faithfulness"][:3], faith, rtol=1e-9)
+    assert metrics["tier2_generation"]["fallback_faithfulness"]["mean"] == pytest.approx(per_item2["fallback_faithfulness"].mean())
 
 
 def test_generation_notebook_defaults():

@@ -367,15 +367,15 @@ def test_open_judge_dataset_from_file(tmp_path):
 @pytest.mark.parametrize("name, content, where, field", [
     ("bad.jsonl", '{"question": "q", "answer": "a", "ground_truth_show": true}\n'
                   '{"question": "q", "answer": "a", "ground_truth_show": false}\n'
-                  '{"question": "q", "answer": "a"}\n', "line 3", "ground_truth_show"),
-    ("bad.jsonl", '{"question": "q", "answer": "a", "ground_truth_show": "maybe"}\n', "line 1", "ground_truth_show"),
+                  '{"question": "q", "answer": "a"}\n', "bad.jsonl:3", "ground_truth_show"),
+    ("bad.jsonl", '{"question": "q", "answer": "a", "ground_truth_show": "maybe"}\n', "bad.jsonl:1", "ground_truth_show"),
     ("bad.jsonl", '{"question": "q", "answer": "a", "ground_truth_show": true}\n{"question": "q",\n',
-     "line 2", "invalid JSON"),
-    ("bad.jsonl", '{"question": "  ", "answer": "a", "ground_truth_show": true}\n', "line 1", "question"),
-    ("bad.jsonl", '{"question": "q", "answer": 5, "ground_truth_show": true}\n', "line 1", "answer"),
+     "bad.jsonl:2", "invalid JSON"),
+    ("bad.jsonl", '{"question": "  ", "answer": "a", "ground_truth_show": true}\n', "bad.jsonl:1", "question"),
+    ("bad.jsonl", '{"question": "q", "answer": 5, "ground_truth_show": true}\n', "bad.jsonl:1", "answer"),
     ("bad.jsonl", '{"id": "x", "question": "q", "answer": "a", "ground_truth_show": true}\n'
-                  '{"id": "x", "question": "q", "answer": "b", "ground_truth_show": true}\n', "line 2", "'id'"),
-    ("bad.jsonl", '["q", "a", true]\n', "line 1", "JSON object"),
+                  '{"id": "x", "question": "q", "answer": "b", "ground_truth_show": true}\n', "bad.jsonl:2", "'id'"),
+    ("bad.jsonl", '["q", "a", true]\n', "bad.jsonl:1", "JSON object"),
     ("bad.json", '[{"question": "q", "answer": "a", "ground_truth_show": true},'
                  ' {"question": "q", "answer": "a", "ground_truth_show": true, "context": 3}]', "item 1", "context"),
     ("bad.json", '{"items": "nope"}', "bad.json", "array"),

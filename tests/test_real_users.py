@@ -68,7 +68,7 @@ def _tiny():
 def test_run_real_users_hand_computed_metrics_and_shares():
     log, vectors, retriever = _tiny()
     res = run_real_users(log, vectors, retriever, CHUNK_URLS, top_k=5, n_boot=200)
-    s, pq = res.summary, res.per_query
+    s, pq = res.summary, res.per_item
     l2 = math.log2
     ndcg_q1 = (1 / l2(3) + 1 / l2(5)) / (1 + 1 / l2(3))  # relevant c2 at 2, c1 at 4; ideal: two at 1, 2
     assert s["hit_rate@1"]["mean"] == pytest.approx(0.5) and s["hit_rate@1"]["n"] == 2
@@ -108,7 +108,7 @@ def test_chunk_metrics_equal_pytrec_eval():
     ev = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "success.1", "ndcg_cut.5", "P.3", "recall.5"}).evaluate(run)
     for ours, theirs in (("mrr", "recip_rank"), ("hit_rate@1", "success_1"), ("ndcg@5", "ndcg_cut_5"),
                          ("precision@3", "P_3"), ("recall@5", "recall_5")):
-        assert res.per_query[ours].dropna().to_dict() == pytest.approx({q: v[theirs] for q, v in ev.items()}), ours
+        assert res.per_item[ours].dropna().to_dict() == pytest.approx({q: v[theirs] for q, v in ev.items()}), ours
 
 
 def test_no_scorable_question_gives_empty_aggregates_and_a_note():

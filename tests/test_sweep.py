@@ -45,8 +45,8 @@ def test_sweep_runs_every_combination(llm_env, tmp_path):
         block = mr["tier_2_metrics"]
         assert mr["status"] == "ok" and block["generation_model"] == mr["generation_model"]
         # every judged metric of this combination came from its judge's scripted score
-        assert block["faithfulness"]["mean"] == pytest.approx(JUDGE_SCORE[mr["judge_model"]])
-        assert block["faithfulness"]["n"] == 3
+        assert block["judge_faithfulness"]["mean"] == pytest.approx(JUDGE_SCORE[mr["judge_model"]])
+        assert block["judge_faithfulness"]["n"] == 3
         per_item = (result.run_dir / mr["folder"] / "tier2_generation.per_item.csv").read_text(encoding="utf-8")
         assert ANSWER[mr["generation_model"]] in per_item
     # tier0 takes no model: it ran once, in the run folder
@@ -54,13 +54,13 @@ def test_sweep_runs_every_combination(llm_env, tmp_path):
     assert not list(result.run_dir.glob("models/*/tier0_embeddings.*"))
     # the top-level blocks and models are the first combination's
     assert record["judge_model"] == "judge-a" and record["generation_model"] == "gen-x"
-    assert record["tier_2_metrics"]["faithfulness"]["mean"] == pytest.approx(1.0)
+    assert record["tier_2_metrics"]["judge_faithfulness"]["mean"] == pytest.approx(1.0)
     # generation requests: 3 questions × 4 combinations, each model asked only in its own combinations
     gen_requests = [r for r in llm_env.chat_requests if r.body["model"] in ANSWER]
     assert len(gen_requests) == 12
     table = model_run_table(record)
     assert table.shape[0] == 4
-    assert table["Tier 2 (generation): faithfulness"].tolist() == pytest.approx([1.0, 1.0, 0.25, 0.25])
+    assert table["Tier 2 (generation): judge_faithfulness"].tolist() == pytest.approx([1.0, 1.0, 0.25, 0.25])
     index = result.index_path.read_text(encoding="utf-8")
     assert "Model sweep" in index
     assert "models/judge-b__gen-y/tier2_generation.html" in index

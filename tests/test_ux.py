@@ -208,7 +208,7 @@ def test_run_tier_ux_small():
     # breaks: similarity < 0.5 → only s2:1 (0.0); first turns are NA, not breaks
     assert r.breaks.index.tolist() == ["s2:1"] and r.breaks.iloc[0]["previous_question"] == "question s2:0"
     assert s["context_break_rate"]["mean"] == pytest.approx(1 / 4) and s["context_break_rate"]["n"] == 4
-    assert r.per_turn["broke_context"].isna().sum() == 3
+    assert r.per_item["broke_context"].isna().sum() == 3
     cast = s["per_source"]["cast"]
     assert cast["language"] == "en" and cast["n_sessions"] == 2 and cast["n_turns"] == 6
     assert cast["context_preservation"]["mean"] == pytest.approx((0.7 + s2) / 2)
@@ -229,13 +229,13 @@ def test_run_tier_ux_small():
     # the charts build from these frames
     from ragnb.tiers.ux import cache_similarity_histogram, similarity_by_flag_chart, similarity_chart
 
-    fig = similarity_chart(r.per_turn, 0.5)  # s1, s2 + one mean line for cast (s3 has no pair)
+    fig = similarity_chart(r.per_item, 0.5)  # s1, s2 + one mean line for cast (s3 has no pair)
     assert [t.name for t in fig.data] == ["s1", "s2", "mean over cast sessions"]
     assert fig.data[2].y.tolist() == pytest.approx([0.3, (0.8 + 1 / math.sqrt(2)) / 2])
     buttons = fig.layout.updatemenus[0].buttons
     assert [b.label for b in buttons] == ["all sessions (2)", "s1", "s2"]
     assert buttons[1].args[0]["visible"] == [True, False, False]
-    assert len(similarity_by_flag_chart(r.per_turn, 0.5).data) >= 1
+    assert len(similarity_by_flag_chart(r.per_item, 0.5).data) >= 1
     assert len(cache_similarity_histogram(r.per_query, 0.6).data) == 1
 
 
@@ -263,7 +263,7 @@ def test_run_tier_ux_bad_inputs():
     with pytest.raises(ValueError, match="cache_score"):
         load_inputs(cache_score=6)
     r = run_tier_ux(queries, Q, cache, C, None)
-    assert math.isnan(r.summary["context_preservation"]["mean"]) and r.per_turn.empty
+    assert math.isnan(r.summary["context_preservation"]["mean"]) and r.per_item.empty
     assert any("no sessions" in n for n in r.notes)
 
 

@@ -50,6 +50,7 @@ from ragnb.analysis import chunking
 from ragnb.rag.embeddings import get_encoder
 from ragnb.store.engine import connect
 from ragnb.tiers.common import CORPORA, open_dataset
+from ragnb.tiers.result import analysis_result
 
 configs = chunking.parse_grid(chunk_sizes, overlaps)
 if corpus not in CORPORA:
@@ -116,5 +117,5 @@ report.show_table(t[["n_chunks", "table_bytes", "index_bytes", "hnsw_bytes", "to
                      "share_truncated", "mean_tokens"]].round(3))
 
 # %%
-report.write_metrics(output_dir, "chunking", {**s, "notes": result.notes, "dataset": dataset.name},
-                     per_item=result.per_query)
+analysis_result(result.per_query, result.summary, result.notes).write(output_dir, "chunking",
+                                                                    extra={"dataset": dataset.name})

@@ -34,6 +34,7 @@ output_dir: str = "outputs/latest"  # folder for the dashboard's metrics JSON
 # %%
 from ragnb.runs import compare, dashboard
 from ragnb.reports import report
+from ragnb.tiers.result import TierResult
 
 outputs_path = compare.resolve_outputs(outputs, output_dir)
 patterns = compare.parse_patterns(metrics)
@@ -93,9 +94,8 @@ if comparison is not None:
                                                          n_boot=n_boot, metrics=patterns))
 
 # %%
-report.write_metrics(output_dir, "dashboard", {
+TierResult(None, {
     "runs": len(runs), "run_a": a_id, "run_b": b_id,
     "settings": {"alpha": alpha, "n_boot": n_boot, "n_perm": n_perm, "metrics": metrics, "outputs": str(outputs_path)},
     "comparison": comparison.records() if comparison is not None else [],
-    "notes": comparison.notes if comparison is not None else [],
-})
+}, comparison.notes if comparison is not None else []).write(output_dir, "dashboard")

@@ -49,6 +49,7 @@ from ragnb.analysis import source_charts
 from ragnb.analysis.domain import domain_analysis, page_hits, topic_table
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
 from ragnb.tiers.common import open_corpus
+from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)
 log, vectors = load_log(ctx, min_score=min_score, limit=max_questions)
@@ -102,8 +103,7 @@ gaps = per_question[per_question["is_gap"]].sort_values("top1_score")
 report.show_table(gaps[["question", "topic_id", "score", "top1_score", "page_hit"]], max_rows=max(max_listed, 1))
 
 # %%
-report.write_metrics(output_dir, "domain_analysis",
-                     {"analysis": "domain_analysis", **summary, "min_score": min_score, "top_k": top_k,
-                      "backend": retrieval.backend, "questions_without_embedding": not_embedded,
-                      "scores_simulated": corpus == "demo", "embedding_model": ctx.encoder.name},
-                     per_item=per_question)
+analysis_result(per_question, summary, analysis="domain_analysis", retrieval=retrieval,
+                encoder=ctx.encoder).write(output_dir, "domain_analysis", extra={
+    "min_score": min_score, "top_k": top_k, "questions_without_embedding": not_embedded,
+    "scores_simulated": corpus == "demo"})

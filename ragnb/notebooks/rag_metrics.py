@@ -41,6 +41,8 @@ output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item 
 import os
 from pathlib import Path
 
+from ragnb.io import comma_list
+
 from ragnb.reports import report
 from ragnb.rag.embeddings import get_encoder
 from ragnb.metrics.stats import summary_frame
@@ -49,7 +51,7 @@ from ragnb.tiers.rag_suite import load_rag_dataset, run_rag_suite, samples_from_
 
 encoder = get_encoder(embedding_model or None)
 llm = open_llm(prices, concurrency)
-models = [m.strip() for m in (judge_models or os.environ.get("RAGNB_JUDGE_MODELS", "")).split(",") if m.strip()]
+models = comma_list(judge_models or os.environ.get("RAGNB_JUDGE_MODELS", ""), "judge_models")
 if dataset_path:
     samples = load_rag_dataset(dataset_path)
     source = dataset_path
@@ -70,7 +72,7 @@ if max_items:
     samples = samples[:max_items]
 
 # %%
-result = run_rag_suite(samples, encoder, client=llm.client, metrics=[m.strip() for m in metrics.split(",") if m.strip()],
+result = run_rag_suite(samples, encoder, client=llm.client, metrics=comma_list(metrics, "metrics"),
                        models=models, aggregate_how=judge_aggregate, language=explanation_language,
                        log_dir=Path(output_dir), concurrency=concurrency, n_boot=n_boot)
 report.header("About this run", {**llm.header_info(), "dataset": source, "samples": len(samples),
@@ -95,12 +97,8 @@ report.show(px.box(long, x="metric", y="score", points="all", title="Per-sample 
 # Sorted by the faithfulness score (LLM when judged, else the offline fallback).
 
 # %%
-column = "faithfulness" if "faithfulness" in result.per_item else "faithfulness_fallback"
+column = "faithfulness" if "faithfulness" in result.per_item else "fallback_faithfulness"
 report.show_table(top_rows(result.per_item, samples, column, worst_n), max_rows=worst_n)
 
 # %%
-report.write_metrics(output_dir, "rag_metrics",
-                     {**result.summary, "notes": result.notes, "judge_backend": llm.backend,
-                      "judge_model": ", ".join(models) or None, "dataset_file": dataset_path or None,
-                      "embedding_model": encoder.name, "llm_usage": llm.usage()},
-                     per_item=result.per_item.reset_index(names="id"))
+result.write(output_dir, "rag_metrics", extra={"dataset_file": dataset_path or None, "llm_usage": llm.usage()})

@@ -92,7 +92,7 @@ doc_names = [n for n in ("doc_hit_rate@1", "doc_hit_rate@3", "doc_hit_rate@5", "
 report.show(charts.metric_bars(result.summary, doc_names, "Page-level metrics (ranking deduplicated by page)"))
 chunk_names = [n for n in ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "ndcg@5", "ndcg@10") if n in result.summary]
 report.show(charts.metric_bars(result.summary, chunk_names, "Chunk-level metrics (every chunk of the logged page is relevant)"))
-evaluated = result.per_query[result.per_query["status"] == EVALUATED]
+evaluated = result.per_item[result.per_item["status"] == EVALUATED]
 if len(evaluated):
     page_ranks = evaluated.assign(first_relevant_rank=evaluated["first_relevant_doc_rank"])
     report.show(charts.hit_rate_curve(hit_rate_curve(evaluated, top_k), hit_rate_curve(page_ranks, top_k)))
@@ -112,15 +112,12 @@ report.show_table(pd.DataFrame(result.summary["metrics_by_score"]))
 missed = evaluated[evaluated["first_relevant_doc_rank"].isna()].sort_values("top1_score", ascending=False)
 print(f"{len(missed)} of {len(evaluated)} evaluated questions miss their logged page in the top {top_k}.")
 report.show_table(missed[["question", "url", "score", "top1_score", "top1_page"]], max_rows=worst_n)
-excluded = result.per_query[result.per_query["status"] != EVALUATED]
+excluded = result.per_item[result.per_item["status"] != EVALUATED]
 if len(excluded):
     print(f"{len(excluded)} excluded questions (no logged URL, or a URL that no chunk of the corpus has):")
     report.show_table(excluded[["question", "url", "status"]], max_rows=worst_n)
 
 # %%
-report.write_metrics(output_dir, "real_users",
-                     {"tier": "real_users", **result.summary, "notes": result.notes, "min_score": min_score,
-                      "limit": limit, "questions_without_embedding": not_embedded,
-                      "scores_simulated": corpus == "demo",
-                      "embedding_model": ctx.encoder.name},
-                     per_item=result.per_query)
+result.write(output_dir, "real_users", extra={
+    "min_score": min_score, "limit": limit, "questions_without_embedding": not_embedded,
+    "scores_simulated": corpus == "demo", "embedding_model": ctx.encoder.name})

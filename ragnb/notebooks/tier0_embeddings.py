@@ -76,7 +76,4 @@ if include_questions:
         print(f"Only {len(q_ids)} embedded questions: question geometry skipped (needs more than k = {k}).")
 
 # %%
-report.write_metrics(output_dir, "tier0_embeddings",
-                     {"tier": "tier_0", **chunks.summary,
-                      "questions": questions.summary if questions else None, "embedding_model": ctx.encoder.name},
-                     per_item=chunks.per_item)
+chunks.write(output_dir, "tier0_embeddings", extra={"questions": questions.summary if questions else None})

@@ -38,7 +38,7 @@ output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-qu
 # %%
 from ragnb.reports import charts, report
 from ragnb.metrics.stats import summary_frame
-from ragnb.rag.retrieval import MemoryRetriever, PgVectorRetriever
+from ragnb.rag.retrieval import build_retriever
 from ragnb.store.vectors import fetch_texts, fetch_vectors
 from ragnb.tiers.common import open_corpus, open_dataset
 from ragnb.tiers.tier1 import hit_rate_curve, run_tier1
@@ -47,12 +47,8 @@ ctx = open_corpus(corpus, language, embedding_model)
 dataset = open_dataset(dataset_path, corpus, language, max_questions)
 chunk_ids, chunk_url_list, chunk_vectors = fetch_vectors(ctx.db, "chunks")
 chunk_urls = dict(zip(chunk_ids, chunk_url_list))
-if backend == "memory":
-    retriever = MemoryRetriever(chunk_ids, chunk_vectors, chunk_url_list)
-elif backend == "pgvector":
-    retriever = PgVectorRetriever(ctx.db, mode=index_mode, dim=ctx.encoder.dim)
-else:
-    raise ValueError(f"backend = {backend!r}; use 'pgvector' or 'memory'")
+retriever = build_retriever(backend, ctx.db, dim=ctx.encoder.dim, index_mode=index_mode,
+                            chunks=(chunk_ids, chunk_url_list, chunk_vectors))
 
 # %%
 result = run_tier1(dataset, ctx.encoder, retriever, top_k=top_k, chunk_urls=chunk_urls,
@@ -81,8 +77,8 @@ report.show(charts.metric_bars(result.summary, doc_names, "Document-level metric
 # ## Hit rate at each cut-off, and whether the similarity score separates good from bad first hits
 
 # %%
-report.show(charts.hit_rate_curve(hit_rate_curve(result.per_query, top_k)))
-report.show(charts.score_distribution(result.per_query))
+report.show(charts.hit_rate_curve(hit_rate_curve(result.per_item, top_k)))
+report.show(charts.score_distribution(result.per_item))
 
 # %% [markdown]
 # ## Worst questions and what was retrieved instead
@@ -90,7 +86,7 @@ report.show(charts.score_distribution(result.per_query))
 
 # %%
 texts = fetch_texts(ctx.db, "chunks")
-worst = result.per_query.sort_values(["first_relevant_rank", "top1_score"], ascending=[False, False], na_position="first")
+worst = result.per_item.sort_values(["first_relevant_rank", "top1_score"], ascending=[False, False], na_position="first")
 gold = {it.id: ", ".join(it.grades()) for it in dataset.items}
 table = worst.head(worst_n).assign(
     relevant=lambda d: d.index.map(gold),
@@ -99,7 +95,4 @@ table = worst.head(worst_n).assign(
 report.show_table(table, max_rows=worst_n)
 
 # %%
-report.write_metrics(output_dir, "tier1_retrieval",
-                     {"tier": "tier_1", **result.summary, "notes": result.notes,
-                      "dataset": dataset.name, "embedding_model": ctx.encoder.name},
-                     per_item=result.per_query)
+result.write(output_dir, "tier1_retrieval")

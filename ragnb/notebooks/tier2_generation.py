@@ -61,13 +61,14 @@ sut = load_system(system, encoder=encoder, retriever=None, texts={}, client=llm.
 # %%
 result = run_tier2(dataset, sut, encoder, judge=judge, consistency_runs=consistency_runs, language=language,
                    concurrency=concurrency, n_boot=n_boot, log_path=f"{output_dir}/tier2_generation.items.jsonl")
+result.add_notes(judge_notes)
 info = result.info
 report.header("About this run", {
     "dataset": dataset.name, "embedding_model": encoder.name, "judge_backend": info["judge_backend"],
     "llm_endpoint": llm.endpoint or "none (offline)", "questions": len(dataset.items), "system": info["system"],
     "answer_method": info["answer_method"], "generation_model": info["generation_model"] or "none",
     "judge_models": ", ".join(info["judge_models"]) or "none", "consistency_runs": consistency_runs})
-for note in judge_notes + result.notes:
+for note in result.notes:
     print("Note:", note)
 print("Methods per metric:", info["methods"])
 report.show_table(summary_frame(result.summary), max_rows=60)
@@ -79,7 +80,7 @@ print(f"Answer latency (n = {lat['n']}): mean {lat['mean']:.1f} ms, p50 {lat['p5
 # 0–1 metrics only; answer correctness (1–5) and BLEU (0–100) have their own histograms below.
 
 # %%
-unit = [n for n in ("faithfulness", "hallucination_rate", "context_utilization", "answer_relevance", "rouge1",
+unit = [n for n in (result.faithfulness_key, "hallucination_rate", "context_utilization", "answer_relevance", "rouge1",
                     "rouge2", "rougel", "semantic_similarity", "response_exact_match_rate",
                     "response_semantic_consistency") if n in result.summary]
 report.show(charts.metric_bars(result.summary, unit, "Tier 2 metrics (mean and 95% CI)"))
@@ -96,8 +97,8 @@ report.show(charts.histogram(result.per_item["bleu"], "Sentence BLEU per answer 
 # A fallback score is a similarity, not an LLM judgement.
 
 # %%
-report.show(px.histogram(result.per_item.dropna(subset=["faithfulness"]), x="faithfulness",
-                         color="faithfulness_method", nbins=20, barmode="overlay", opacity=0.75,
+faith = result.faithfulness_key  # judge_faithfulness (LLM judge) or fallback_faithfulness (offline)
+report.show(px.histogram(result.per_item.dropna(subset=[faith]), x=faith, color=f"{faith}_method", nbins=20, barmode="overlay", opacity=0.75,
                          title="Faithfulness per answer, by method", height=380))
 
 # %% [markdown]
@@ -105,13 +106,8 @@ report.show(px.histogram(result.per_item.dropna(subset=["faithfulness"]), x="fai
 # Sorted by answer correctness when an LLM judged it, otherwise by faithfulness; failed items first.
 
 # %%
-key = "answer_correctness" if "answer_correctness" in result.per_item else "faithfulness"
+key = "answer_correctness" if "answer_correctness" in result.per_item else result.faithfulness_key
 report.show_table(worst_items(result.per_item, key, worst_n), max_rows=worst_n)
 
 # %%
-report.write_metrics(output_dir, "tier2_generation", {
-    "tier": "tier_2", **result.summary, "judge_backend": info["judge_backend"],
-    "generation_model": info["generation_model"], "judge_model": ",".join(info["judge_models"]) or None,
-    "judge_eval_mode": info["judge_mode"], "consistency_runs": consistency_runs, "llm_usage": llm.usage(),
-    "notes": judge_notes + result.notes, "dataset": dataset.name, "embedding_model": encoder.name,
-}, per_item=result.per_item)
+result.write(output_dir, "tier2_generation", extra={"llm_usage": llm.usage()})

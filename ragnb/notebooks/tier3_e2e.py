@@ -69,13 +69,14 @@ sut = load_system(system, encoder=ctx.encoder, client=llm.client, model=generati
 result = run_tier3(dataset, sut, ctx.encoder, top_k=top_k, judge=judge, consistency_runs=consistency_runs,
                    language=language, concurrency=concurrency, n_boot=n_boot,
                    log_path=f"{output_dir}/tier3_e2e.items.jsonl")
+result.add_notes(judge_notes)
 info = result.info
 report.header("About this run", {
     **ctx.header_info(), "dataset": dataset.name, "judge_backend": info["judge_backend"],
     "llm_endpoint": llm.endpoint or "none (offline)", "questions": len(dataset.items), "system": info["system"],
     "top_k": top_k, "answer_method": info["answer_method"], "generation_model": info["generation_model"] or "none",
     "judge_models": ", ".join(info["judge_models"]) or "none", "consistency_runs": consistency_runs})
-for note in judge_notes + result.notes:
+for note in result.notes:
     print("Note:", note)
 print("Methods per metric:", info["methods"])
 report.show_table(summary_frame(result.summary), max_rows=60)
@@ -91,7 +92,7 @@ for name in ("latency_retrieve_ms", "latency_answer_ms"):
 
 # %%
 hit = f"context_hit@{top_k}"
-unit = [n for n in ("e2e_score", "faithfulness", "hallucination_rate", "context_utilization", hit, "rouge1",
+unit = [n for n in ("e2e_score", result.faithfulness_key, "hallucination_rate", "context_utilization", hit, "rouge1",
                     "rouge2", "rougel", "semantic_similarity", "response_exact_match_rate",
                     "response_semantic_consistency") if n in result.summary]
 report.show(charts.metric_bars(result.summary, unit, "Tier 3 metrics (mean and 95% CI)"))
@@ -116,8 +117,8 @@ report.show(px.box(coupled, x=hit, y="semantic_similarity", points="all", height
 # "llm": the judge's score; "embedding": seed 004's fallback (no judge, or the judge failed on that answer).
 
 # %%
-report.show(px.histogram(result.per_item.dropna(subset=["faithfulness"]), x="faithfulness",
-                         color="faithfulness_method", nbins=20, barmode="overlay", opacity=0.75,
+faith = result.faithfulness_key  # judge_faithfulness (LLM judge) or fallback_faithfulness (offline)
+report.show(px.histogram(result.per_item.dropna(subset=[faith]), x=faith, color=f"{faith}_method", nbins=20, barmode="overlay", opacity=0.75,
                          title="Faithfulness per answer, by method", height=380))
 
 # %% [markdown]
@@ -130,9 +131,4 @@ report.show_table(worst_items(result.per_item, key, worst_n).assign(
     context_hit=lambda d: result.per_item.loc[d.index, hit]), max_rows=worst_n)
 
 # %%
-report.write_metrics(output_dir, "tier3_e2e", {
-    "tier": "tier_3", **result.summary, "judge_backend": info["judge_backend"],
-    "generation_model": info["generation_model"], "judge_model": ",".join(info["judge_models"]) or None,
-    "judge_eval_mode": info["judge_mode"], "consistency_runs": consistency_runs, "llm_usage": llm.usage(),
-    "notes": judge_notes + result.notes, "dataset": dataset.name, "embedding_model": ctx.encoder.name,
-}, per_item=result.per_item)
+result.write(output_dir, "tier3_e2e", extra={"llm_usage": llm.usage()})

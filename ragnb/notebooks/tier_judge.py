@@ -57,13 +57,14 @@ result = judging.run_tier_judge(
     dataset, choice.client, choice.models, aggregate=judge_aggregate, modes=judging.parse_list(modes),
     language=explanation_language, delta=delta, show_threshold=show_threshold, encoder=encoder,
     concurrency=concurrency, n_boot=n_boot, log_path=judging.item_log_path(output_dir, "tier_judge", resume))
+result.add_notes(choice.notes)
 summary = result.summary
 primary = summary["primary_mode"]
 report.header("About this run", {
     **choice.header_info(), "dataset": dataset.name, "items": len(dataset.items),
     "human_show_rate": round(dataset.positive_rate(), 3), "modes": ", ".join(summary["info"]["modes"]),
     "delta": delta, "show_threshold": show_threshold, "embedding_model": encoder.name if encoder else "not used"})
-for note in choice.notes + result.notes:
+for note in result.notes:
     print("Note:", note)
 report.show_table(judging.judge_table(summary), max_rows=80)
 
@@ -110,9 +111,4 @@ report.show_table(worst.head(worst_n)[["id", "label", "ground_truth_show", "scor
                                        "explanation_1", "question", "answer"]], max_rows=worst_n)
 
 # %%
-report.write_metrics(output_dir, "tier_judge",
-                     {"tier": "tier_judge", **summary, "notes": choice.notes + result.notes,
-                      "judge_backend": choice.backend, "judge_model": choice.judge_model,
-                      "judge_eval_mode": ",".join(summary["info"]["modes"]), "llm_usage": llm.usage(),
-                      "dataset": dataset.name, "embedding_model": encoder.name if encoder else None},
-                     per_item=result.per_item)
+result.write(output_dir, "tier_judge", extra={"llm_usage": llm.usage()})

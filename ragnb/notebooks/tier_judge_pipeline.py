@@ -58,16 +58,17 @@ result = judging.run_tier_judge_pipeline(
     aggregate=judge_aggregate, mode=judge_mode, language=explanation_language, show_threshold=show_threshold,
     encoder=encoder, concurrency=concurrency, n_boot=n_boot,
     log_path=judging.item_log_path(output_dir, "tier_judge_pipeline", resume))
+if sut is None:
+    result.add_notes(choice.notes)
 summary = result.summary
-backend = "system" if sut is not None else choice.backend
+backend = result.meta["judge_backend"]
 info = {"judge_backend": backend, "judge": summary["judge"]}
 if sut is None:
     info.update({k: v for k, v in choice.header_info().items() if k != "judge_backend"})
 report.header("About this run", {**info, "dataset": dataset.name, "items": len(dataset.items),
               "human_show_rate": round(dataset.positive_rate(), 3),
               "embedding_model": encoder.name if encoder else "not used"})
-notes = (choice.notes if sut is None else []) + result.notes
-for note in notes:
+for note in result.notes:
     print("Note:", note)
 report.show_table(judging.pipeline_table(summary), max_rows=40)
 
@@ -108,12 +109,4 @@ for outcome, title in (("FP", "False show"), ("FN", "False no-show"), ("failed",
         report.show_table(part.loc[order].head(worst_n)[cols], max_rows=worst_n)
 
 # %%
-if sut is not None:
-    judge_model, eval_mode = f"system:{system_label}", "system"
-else:
-    judge_model, eval_mode = choice.judge_model, judge_mode if choice.client is not None else "offline-fallback"
-report.write_metrics(output_dir, "tier_judge_pipeline",
-                     {"tier": "tier_judge_pipeline", **summary, "notes": notes, "judge_backend": backend,
-                      "judge_model": judge_model, "judge_eval_mode": eval_mode, "llm_usage": llm.usage(),
-                      "dataset": dataset.name, "embedding_model": encoder.name if encoder else None},
-                     per_item=result.per_item)
+result.write(output_dir, "tier_judge_pipeline", extra={"llm_usage": llm.usage()})

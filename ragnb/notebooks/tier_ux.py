@@ -50,12 +50,12 @@ inputs = load_inputs(corpus, language, sessions, embedding_model, dataset_path, 
                      cache_score)
 result = run_tier_ux(inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
                      inputs.annotations, tau=tau, break_threshold=break_threshold, n_boot=n_boot)
-notes = inputs.notes + result.notes
+result.add_notes(inputs.notes)
 report.header("Tier UX — about this run", {
     **inputs.info, "tau": tau, "break_threshold": break_threshold,
     "questions_checked": len(result.per_query), "sessions_analysed": len(result.per_session),
 })
-for note in notes:
+for note in result.notes:
     print("Note:", note)
 report.show_table(summary_rows(result.summary), max_rows=40)
 
@@ -81,9 +81,9 @@ if result.per_query["max_similarity"].notna().any():
 # line is the break threshold.
 
 # %%
-if len(result.per_turn):
-    report.show(similarity_chart(result.per_turn, break_threshold))
-    report.show(similarity_by_flag_chart(result.per_turn, break_threshold))
+if len(result.per_item):
+    report.show(similarity_chart(result.per_item, break_threshold))
+    report.show(similarity_by_flag_chart(result.per_item, break_threshold))
     report.show_table(result.per_session.sort_values("context_preservation").round(3), max_rows=15)
 
 # %% [markdown]
@@ -104,18 +104,12 @@ for source, block in result.summary["per_source"].items():
               f"Mean similarity: needs context {det['mean_similarity_needs_context']:.3f}, "
               f"self-contained {det['mean_similarity_self_contained']:.3f}.")
 columns = [c for c in ("session_id", "turn", "source", "previous_question", "question", "similarity", "needs_context",
-                       "manual_rewrite") if c in result.per_turn.columns]
-if len(result.per_turn):
-    print(f"{len(result.breaks)} of {int(result.per_turn['similarity'].notna().sum())} consecutive pairs are below {break_threshold:g}.")
+                       "manual_rewrite") if c in result.per_item.columns]
+if len(result.per_item):
+    print(f"{len(result.breaks)} of {int(result.per_item['similarity'].notna().sum())} consecutive pairs are below {break_threshold:g}.")
     report.show_table(result.breaks[columns].round({"similarity": 3}).reset_index(drop=True), max_rows=worst_n)
 
 # %%
-from pathlib import Path
-
-Path(output_dir).mkdir(parents=True, exist_ok=True)
-report.with_item_ids(result.per_query).to_csv(Path(output_dir) / "tier_ux.per_query.csv", index=False)
-report.write_metrics(output_dir, "tier_ux", {
-    "tier": "tier_ux", **result.summary, "notes": notes, "corpus": corpus, "sessions_source": sessions,
-    "cache_score": cache_score, "embedding_model": inputs.embedding_model,
-    "simulated_scores": corpus == "demo",
-}, per_item=result.per_turn)
+result.write(output_dir, "tier_ux", extra={
+    "corpus": corpus, "sessions_source": sessions, "cache_score": cache_score,
+    "embedding_model": inputs.embedding_model, "simulated_scores": corpus == "demo"})

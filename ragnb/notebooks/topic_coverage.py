@@ -47,6 +47,7 @@ from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import load_questions, open_chunks
 from ragnb.analysis.topics import topic_coverage, topics_frame
 from ragnb.tiers.common import open_corpus
+from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)
 questions = load_questions(ctx, source, corpus, language, dataset_path, min_score, max_questions)
@@ -78,8 +79,5 @@ report.show(source_charts.topic_scatter(topics))
 report.show(source_charts.topic_map(questions.vectors, per_question["topic_id"], questions.texts))
 
 # %%
-report.write_metrics(output_dir, "topic_coverage",
-                     {"analysis": "topic_coverage", **summary, "source": questions.source,
-                      "questions": questions.label, "backend": retrieval.backend,
-                      "embedding_model": ctx.encoder.name},
-                     per_item=per_question)
+analysis_result(per_question, summary, analysis="topic_coverage", questions=questions, retrieval=retrieval,
+                encoder=ctx.encoder).write(output_dir, "topic_coverage")

@@ -44,6 +44,7 @@ from ragnb.analysis.inputs import load_questions, open_chunks
 from ragnb.analysis.utilization import chunk_utilization, count_distribution, unused_by_page
 from ragnb.store.vectors import fetch_texts
 from ragnb.tiers.common import open_corpus
+from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)
 questions = load_questions(ctx, source, corpus, language, dataset_path, min_score, max_questions)
@@ -90,10 +91,7 @@ report.show_table(pages, max_rows=list_n)
 report.show_table(preview[~preview["used"]][["url", "text"]], max_rows=list_n)
 
 # %%
-report.write_metrics(output_dir, "utilization",
-                     {"analysis": "chunk_utilization", **summary, "source": questions.source,
-                      "questions": questions.label, "backend": retrieval.backend,
-                      "pages_with_unused_chunks": int((pages["unused_chunks"] > 0).sum()),
-                      "pages_never_retrieved": int((pages["unused_share"] == 1).sum()),
-                      "embedding_model": ctx.encoder.name},
-                     per_item=per_chunk)
+analysis_result(per_chunk, summary, analysis="chunk_utilization", questions=questions, retrieval=retrieval,
+                encoder=ctx.encoder).write(output_dir, "utilization", extra={
+    "pages_with_unused_chunks": int((pages["unused_chunks"] > 0).sum()),
+    "pages_never_retrieved": int((pages["unused_share"] == 1).sum())})

@@ -48,6 +48,7 @@ jit = vector_space.enable_jit_cache()  # before anything imports umap: compiled 
 
 from ragnb.reports import report
 from ragnb.tiers.common import open_corpus
+from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)
 points = vector_space.load_points(ctx.db, limit=limit, seed=random_state, include_questions=include_questions)
@@ -120,6 +121,4 @@ report.show_table(moved[["text", "nearest_chunk_full", "nearest_chunk_projected"
     columns={"text": "question"}), max_rows=15)
 
 # %%
-report.write_metrics(output_dir, "vector_space",
-                     {**s, "notes": result.notes, "embedding_model": ctx.encoder.name},
-                     per_item=result.per_item)
+analysis_result(result.per_item, result.summary, result.notes, encoder=ctx.encoder).write(output_dir, "vector_space")

@@ -245,7 +245,8 @@ def build_retriever(backend: str, db: Database, *, dim: int | None = None, index
 
 
 def recall_vs_exact(approx: RetrievalResult, exact: RetrievalResult, k: int) -> float:
-    """Mean over queries of |approx top-k ∩ exact top-k| / k — how much an ANN index loses."""
+    """Mean over queries of |approx top-k ∩ exact top-k| / min(k, |exact top-k|) — how much an ANN index
+    loses (a query with fewer than k exact results is judged on those it has)."""
     if len(approx.ids) != len(exact.ids):
         raise ValueError("both results must answer the same queries")
     overlaps = [len(set(a[:k]) & set(e[:k])) / max(1, min(k, len(e))) for a, e in zip(approx.ids, exact.ids)]

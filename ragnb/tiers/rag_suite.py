@@ -8,18 +8,18 @@ comparison with the reference. LLM-only metrics are never imitated offline: they
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ragnb.io import iter_json_records, read_text
 from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
 from ragnb.metrics.stats import aggregate
+from ragnb.tiers.result import TierResult
 
 RAGAS_METRICS = ("faithfulness", "context_precision", "context_recall", "context_entity_recall",
                  "noise_sensitivity", "response_relevancy")
@@ -36,10 +36,12 @@ _FIELDS = {  # accepted spellings in a dataset file, first match wins
 
 
 @dataclass
-class SuiteResult:
-    per_item: pd.DataFrame
-    summary: dict
-    notes: list[str] = field(default_factory=list)
+class SuiteResult(TierResult):
+    """``per_item``: one row per sample, indexed by its id (written with an ``id`` column); ``summary``:
+    every numeric column's aggregate and ``methods`` (how each score was produced)."""
+
+    def item_table(self) -> pd.DataFrame:
+        return self.per_item.reset_index(names="id")
 
 
 def _pick(row: dict, name: str):
@@ -66,34 +68,12 @@ def normalise_sample(row: Any, where: str) -> dict:
 
 
 def load_rag_dataset(path: str | Path) -> list[dict]:
-    """A JSON array or JSONL(.gz) of samples; errors name the file, line/item and field; ids default to
-    the position and must be unique."""
+    """A JSON array (or ``{"items": [...]}``) or JSONL(.gz) of samples; errors name the file, line/item and
+    field; ids default to the position and must be unique."""
     p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"{p}: dataset file not found")
-    opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt", encoding="utf-8") as fh:
-        text = fh.read()
-    rows: list[tuple[str, Any]] = []
-    if p.name.endswith((".jsonl", ".jsonl.gz")):
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append((f"{p}:{lineno}", json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{p}:{lineno}: invalid JSON ({exc.msg})") from None
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-        if isinstance(data, dict):
-            data = data.get("items")
-        if not isinstance(data, list):
-            raise ValueError(f"{p}: expected a JSON array of samples (or an object with 'items')")
-        rows = [(f"{p}: item {i}", r) for i, r in enumerate(data)]
     samples, seen = [], {}
-    for i, (where, row) in enumerate(rows):
+    text = read_text(p, "RAG dataset file")
+    for i, (where, row) in enumerate(iter_json_records(p, "sample", text=text)):
         s = normalise_sample(row, where)
         s["id"] = str(s["id"]) if s["id"] is not None else str(i)
         if s["id"] in seen:
@@ -131,7 +111,7 @@ def offline_metrics(samples: list[dict], encoder: Any, language: str = "auto") -
     rows = []
     for s in samples:
         f = faithfulness_fallback(s["response"], s["retrieved_contexts"], encoder=encoder, language=language)
-        rows.append({"id": s["id"], "faithfulness_fallback": f["score"], "faithfulness_method": f["method"],
+        rows.append({"id": s["id"], "fallback_faithfulness": f["score"], "fallback_faithfulness_method": f["method"],
                      "hallucination_rate": hallucination_rate(f["score"]),
                      "context_utilization": context_utilization(s["response"], s["retrieved_contexts"])})
     frame = pd.DataFrame(rows).set_index("id")
@@ -219,14 +199,16 @@ def run_rag_suite(samples: list[dict], encoder: Any, *, client: Any = None, metr
     else:
         notes.append("No LLM endpoint configured (or no judge_models): the LLM metrics "
                      f"{', '.join(metrics)} were not computed. Faithfulness is the seed-004 embedding fallback "
-                     "(faithfulness_fallback), never presented as an LLM judgement.")
+                     "(fallback_faithfulness), never presented as an LLM judgement.")
     numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
     summary: dict[str, Any] = {c: aggregate(frame[c].to_numpy(dtype=float), n_boot=n_boot) for c in numeric}
-    summary["methods"] = {"faithfulness_fallback": dict(Counter(frame["faithfulness_method"]))}
+    summary["methods"] = {"fallback_faithfulness": dict(Counter(frame["fallback_faithfulness_method"]))}
     for name in metrics:
         if f"{name}_status" in frame:
             summary["methods"][name] = dict(Counter(frame[f"{name}_status"].fillna("skipped")))
-    return SuiteResult(frame, summary, notes)
+    meta = {"judge_backend": "openai-compatible" if client is not None else "offline-fallback",
+            "judge_model": ", ".join(models or []) or None, "embedding_model": encoder.name}
+    return SuiteResult(frame, summary, notes, meta=meta)
 
 
 def top_rows(frame: pd.DataFrame, samples: list[dict], column: str, n: int, ascending: bool = True) -> pd.DataFrame:

@@ -25,6 +25,7 @@ from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate
 from ragnb.rag.retrieval import RetrievalResult, Retriever
+from ragnb.tiers.result import TierResult
 from ragnb.tiers.tier1 import CHUNK_METRICS
 from ragnb.datasets.urls import page_id
 
@@ -35,11 +36,11 @@ SCORES = (1, 2, 3, 4, 5)
 
 
 @dataclass
-class RealUsersResult:
-    per_query: pd.DataFrame  # one row per selected question: status, page, metrics (NaN unless evaluated)
-    summary: dict  # canonical metric name → aggregate; no_url_share, unmatched_url_share, questions, …
-    retrieval: RetrievalResult
-    notes: list[str] = field(default_factory=list)
+class RealUsersResult(TierResult):
+    """``per_item``: one row per selected question — status, page, metrics (NaN unless evaluated);
+    ``summary``: canonical metric name → aggregate; no_url_share, unmatched_url_share, questions, …"""
+
+    retrieval: RetrievalResult | None = field(default=None, kw_only=True)
 
 
 def page_of(url) -> str | None:
@@ -182,6 +183,24 @@ def run_real_users(
                             "unmatched_url": int(unmatched.sum())}
     summary["score_distribution"] = scores
 
+    per_query = _per_question(log, qids, status, per_metric, run, qrels, pages, result)
+
+    summary["metrics_by_score"] = _by_score(per_query, [m for m in ("hit_rate@1", "doc_hit_rate@5", "doc_mrr")
+                                                          if m in metrics])
+    summary["info"] = {"backend": result.backend, "top_k": top_k, "ground_truth": "logged url, matched by page id",
+                       "n_pages_in_corpus": len({p for p in pages.values() if not p.startswith("chunk:")})}
+    if summary["questions"]["no_url"]:
+        notes.append(f"{summary['questions']['no_url']} of {n} questions have no logged URL: excluded from the metrics.")
+    if summary["questions"]["unmatched_url"]:
+        notes.append(f"{summary['questions']['unmatched_url']} of {n} questions log a URL that no chunk of the corpus "
+                     "has (page not indexed, or a URL form page_id does not recognise): excluded from the metrics.")
+    return RealUsersResult(per_query, summary, notes, lead={"tier": "real_users"}, retrieval=result)
+
+
+def _per_question(log: pd.DataFrame, qids: list[str], status: pd.DataFrame, per_metric: pd.DataFrame,
+                  run: dict, qrels: dict, pages: dict, result: RetrievalResult) -> pd.DataFrame:
+    """One row per selected question: its text, URL, score and status, the metrics, the first relevant chunk
+    and page ranks, and what was retrieved."""
     per_query = pd.DataFrame(index=pd.Index(qids, name="question_id"))
     per_query["question"] = log["question"].astype(str).to_numpy()
     per_query["url"] = log["url"].to_numpy()
@@ -195,17 +214,7 @@ def run_real_users(
     per_query["top1_score"] = [float(s[0]) if len(s) else np.nan for s in result.scores]
     per_query["top1_page"] = [pages[ids[0]] if ids else None for ids in result.ids]
     per_query["retrieved"] = [" ".join(ids) for ids in result.ids]
-
-    summary["metrics_by_score"] = _by_score(per_query, [m for m in ("hit_rate@1", "doc_hit_rate@5", "doc_mrr")
-                                                          if m in metrics])
-    summary["info"] = {"backend": result.backend, "top_k": top_k, "ground_truth": "logged url, matched by page id",
-                       "n_pages_in_corpus": len({p for p in pages.values() if not p.startswith("chunk:")})}
-    if summary["questions"]["no_url"]:
-        notes.append(f"{summary['questions']['no_url']} of {n} questions have no logged URL: excluded from the metrics.")
-    if summary["questions"]["unmatched_url"]:
-        notes.append(f"{summary['questions']['unmatched_url']} of {n} questions log a URL that no chunk of the corpus "
-                     "has (page not indexed, or a URL form page_id does not recognise): excluded from the metrics.")
-    return RealUsersResult(per_query, summary, result, notes)
+    return per_query
 
 
 def _first_rank(run: Mapping[str, list[str]], qrels: Mapping[str, Mapping[str, int]], qids: list[str]) -> list[float]:

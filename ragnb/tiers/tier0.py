@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from ragnb.rag.embeddings import Encoder
 from ragnb.metrics.embedding import tier0_metrics, truncation_stats
+from ragnb.tiers.result import TierResult
 
 
 @dataclass
-class Tier0Result:
-    per_item: pd.DataFrame  # one row per sampled vector: id, nn distance, spread
-    summary: dict  # seed 000 §3.3 metrics + truncation + info
-    explained_variance: np.ndarray  # cumulative share of variance per principal component
+class Tier0Result(TierResult):
+    """``per_item``: one row per sampled vector (id, nn distance, spread); ``summary``: the geometry metrics
+    + truncation + info; no notes."""
+
+    # cumulative share of variance per principal component
+    explained_variance: np.ndarray = field(default_factory=lambda: np.zeros(0), kw_only=True)
 
 
 def cumulative_variance(E: np.ndarray) -> np.ndarray:
@@ -55,4 +57,6 @@ def run_tier0(
         per_item["tokens"] = counts
     sample = np.asarray(vectors)[rows]
     summary["info"] = {"k": k, "distance": distance, "n_total": len(ids), "n_sampled": len(rows), "seed": seed}
-    return Tier0Result(per_item, summary, cumulative_variance(sample))
+    meta = {"embedding_model": encoder.name} if encoder is not None else {}
+    return Tier0Result(per_item, summary, None, lead={"tier": "tier_0"}, meta=meta,
+                       explained_variance=cumulative_variance(sample))

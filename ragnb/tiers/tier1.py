@@ -13,6 +13,8 @@ from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate
 from ragnb.rag.retrieval import PgVectorRetriever, RetrievalResult, Retriever, consistency, recall_vs_exact
+from ragnb.metrics.stats import latency_summary
+from ragnb.tiers.result import TierResult
 
 CHUNK_METRICS = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "recall@1", "recall@3", "recall@5",
                  "recall@10", "precision@1", "precision@3", "precision@5", "precision@10", "ndcg@5", "ndcg@10")
@@ -20,11 +22,11 @@ DOC_METRICS = ("doc_hit_rate@1", "doc_hit_rate@5", "doc_mrr", "doc_recall@5", "d
 
 
 @dataclass
-class Tier1Result:
-    per_query: pd.DataFrame  # one row per question: metric values, rank of first relevant, retrieved ids
-    summary: dict  # canonical metric name → aggregate dict; plus "info"
-    retrieval: RetrievalResult
-    notes: list[str] = field(default_factory=list)
+class Tier1Result(TierResult):
+    """``per_item``: one row per question (metric values, rank of the first relevant chunk, retrieved ids);
+    ``summary``: canonical metric name → aggregate dict, plus ``info``."""
+
+    retrieval: RetrievalResult | None = field(default=None, kw_only=True)
 
 
 def _usable(metrics: tuple[str, ...], top_k: int) -> tuple[list[str], list[str]]:
@@ -85,10 +87,7 @@ def run_tier1(
     if isinstance(retriever, PgVectorRetriever) and latency_sample > 0:
         timed = retriever.search(vectors[:latency_sample], top_k, batch_size=1)
         latency, latency_mode = timed.latency_ms, timed.latency_mode
-    summary["latency_ms"] = {
-        "mean": float(np.mean(latency)), "p50": float(np.percentile(latency, 50)),
-        "p95": float(np.percentile(latency, 95)), "n": int(len(latency)), "mode": latency_mode,
-    }
+    summary["latency_ms"] = {**latency_summary(latency), "mode": latency_mode}
 
     info = {"backend": result.backend, "top_k": top_k, "n_questions": len(qids),
             "index": "hnsw" if result.backend == "pgvector-hnsw" else "exact", **result.info}
@@ -101,7 +100,8 @@ def run_tier1(
     per_query["first_relevant_rank"] = _first_relevant_rank(run, qrels).reindex(per_query.index)
     per_query["retrieved"] = pd.Series([" ".join(ids) for ids in result.ids], index=qids)
     per_query["top1_score"] = pd.Series([float(s[0]) if len(s) else np.nan for s in result.scores], index=qids)
-    return Tier1Result(per_query, summary, result, notes)
+    return Tier1Result(per_query, summary, notes, lead={"tier": "tier_1"},
+                       meta={"dataset": dataset.name, "embedding_model": encoder.name}, retrieval=result)
 
 
 def _first_relevant_rank(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> pd.Series:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,7 @@ from ragnb.metrics.classification import binary_report, score_report
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.ux import DEFAULT_TAU, cache_hit_rate, check_tau, context_preservation, multi_turn_consistency
 from ragnb.store.sessions import SESSION_CHOICES, SOURCES, SessionLog
+from ragnb.tiers.result import TierResult
 
 DEFAULT_BREAK_THRESHOLD = 0.3  # seed 000 §10.3.2: "ContextPreservation < 0.3: вопросы не связаны"
 SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed random draw, see ragnb.runs.demo): the "
@@ -27,17 +29,23 @@ SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed ra
 
 
 @dataclass
-class UXResult:
-    per_query: pd.DataFrame  # index query id: question, max_similarity, best_cache_id, best_cache_question, hit
-    per_session: pd.DataFrame  # index session id: source, language, n_turns, n_pairs, context_preservation, ...
-    per_turn: pd.DataFrame  # every turn in order: session_id, turn, question, previous_question, similarity, broke_context …
-    summary: dict  # aggregates with CIs, per-source breakdown, settings
-    notes: list[str] = field(default_factory=list)
+class UXResult(TierResult):
+    """``per_item``: every turn in order — session_id, turn, question, previous_question, similarity,
+    broke_context …; ``summary``: aggregates with CIs, per-source breakdown, settings. ``per_query`` (written
+    as ``<name>.per_query.csv``) and ``per_session`` are the cache and session views."""
+
+    # index query id: question, max_similarity, best_cache_id, best_cache_question, hit
+    per_query: pd.DataFrame = field(default_factory=pd.DataFrame, kw_only=True)
+    # index session id: source, language, n_turns, n_pairs, context_preservation, ...
+    per_session: pd.DataFrame = field(default_factory=pd.DataFrame, kw_only=True)
+
+    def __post_init__(self) -> None:
+        self.tables = {"per_query": self.per_query, **self.tables}
 
     @property
     def breaks(self) -> pd.DataFrame:
         """Turns whose similarity to the previous question is below the break threshold, least similar first."""
-        b = self.per_turn[self.per_turn["broke_context"].fillna(False).astype(bool)]
+        b = self.per_item[self.per_item["broke_context"].fillna(False).astype(bool)]
         return b.sort_values("similarity", kind="stable")
 
 
@@ -240,7 +248,7 @@ def run_tier_ux(
                      if k not in ("context_preservation", "multi_turn_consistency", "context_break_rate")},
         "per_source": per_source,
     }
-    return UXResult(per_query, per_session, per_turn, summary, notes)
+    return UXResult(per_turn, summary, notes, lead={"tier": "tier_ux"}, per_query=per_query, per_session=per_session)
 
 
 # --------------------------------------------------------------------------------------------
@@ -279,15 +287,20 @@ def load_inputs(
     score-``cache_score`` rows. Sessions — ``"demo"``: the bundled ruTiE + TREC CAsT sessions in their own
     database; ``"db"``: the configured log's rows that have a session id.
     """
-    from ragnb.runs import demo
-    from ragnb.datasets.schema import load_dataset
     from ragnb.rag.embeddings import get_encoder
-    from ragnb.store.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
-    from ragnb.store.engine import connect
-    from ragnb.store.questions import fetch_question_log
-    from ragnb.store.schema import tables
-    from ragnb.store.vectors import check_space
 
+    _check_input_options(corpus, sessions, max_questions, max_sessions, cache_score)
+    encoder = get_encoder(embedding_model or None)
+    notes: list[str] = []
+    info: dict = {"embedding_model": encoder.name}
+    log_db, queries, query_vectors, cache, cache_vectors = _cache_inputs(
+        corpus, language, encoder, dataset_path, max_questions, cache_score, info, notes)
+    session_log, annotations = _session_inputs(sessions, corpus, log_db, encoder, max_sessions, info, notes)
+    return UXInputs(queries, query_vectors, cache[["question"]], cache_vectors, session_log, annotations, info, notes,
+                    encoder.name)
+
+
+def _check_input_options(corpus: str, sessions: str, max_questions: int, max_sessions: int, cache_score: int) -> None:
     if corpus not in ("demo", "db"):
         raise ValueError(f"corpus = {corpus!r}; use 'demo' (bundled XQuAD questions and log) or 'db' (the configured database)")
     if sessions not in SESSION_CHOICES:
@@ -298,9 +311,17 @@ def load_inputs(
             raise ValueError(f"{name} = {value!r}; use 0 for all or a positive number")
     if isinstance(cache_score, bool) or not isinstance(cache_score, int) or not 1 <= cache_score <= 5:
         raise ValueError(f"cache_score = {cache_score!r}; user scores are integers 1–5 (seed: 5)")
-    encoder = get_encoder(embedding_model or None)
-    notes: list[str] = []
-    info: dict = {"embedding_model": encoder.name}
+
+
+def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, max_questions: int, cache_score: int,
+                  info: dict, notes: list[str]) -> tuple[Any, pd.DataFrame, np.ndarray, pd.DataFrame, np.ndarray]:
+    """The question log's database, the questions to check and the score-``cache_score`` cache, with vectors."""
+    from ragnb.datasets.schema import load_dataset
+    from ragnb.runs import demo
+    from ragnb.store.engine import connect
+    from ragnb.store.questions import fetch_question_log
+    from ragnb.store.schema import tables
+    from ragnb.store.vectors import check_space
 
     if corpus == "demo":
         log_db, _ = demo.ensure_demo(language, encoder)
@@ -325,6 +346,16 @@ def load_inputs(
         if queries.empty:
             raise ValueError(f"{log_db.display_url}: no logged question has an embedding; run `ragnb embed --questions`")
     info["cache"] = f"logged questions with score {cache_score} ({len(cache)})"
+    return log_db, queries, query_vectors, cache, cache_vectors
+
+
+def _session_inputs(sessions: str, corpus: str, log_db: Any, encoder: Any, max_sessions: int, info: dict,
+                    notes: list[str]) -> tuple[SessionLog, pd.DataFrame | None]:
+    """The dialogue sessions (and, for the demo, the human needs-context flags of their turns)."""
+    from ragnb.store.engine import connect
+    from ragnb.store.schema import tables
+    from ragnb.store.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
+    from ragnb.store.vectors import check_space
 
     if sessions == "demo":
         s_db, _ = ensure_demo_sessions(encoder)
@@ -340,8 +371,7 @@ def load_inputs(
         notes.append("Demo sessions: created_at is synthetic (one minute per turn) and only fixes the turn order; "
                      "the all-MiniLM-L6-v2 default model is English-only, so Russian (ruTiE) similarities are "
                      "less meaningful than English (CAsT) ones.")
-    return UXInputs(queries, query_vectors, cache[["question"]], cache_vectors, session_log, annotations, info, notes,
-                    encoder.name)
+    return session_log, annotations
 
 
 # --------------------------------------------------------------------------------------------

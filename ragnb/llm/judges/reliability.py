@@ -13,6 +13,7 @@ import numpy as np
 from ragnb.llm.judges.agreement import EPS, check_delta, check_results
 from ragnb.llm.replies import ChatResult
 from ragnb.llm.result import EvaluationResult
+from ragnb.metrics.stats import latency_summary
 
 
 def _scores(values: Any, name: str) -> np.ndarray:
@@ -80,11 +81,8 @@ def error_rate(results: Sequence[EvaluationResult]) -> dict[str, Any]:
 
 
 def _latency_stats(ms: list[float]) -> dict[str, Any]:
-    if not ms:
-        return {"mean_ms": math.nan, "p50_ms": math.nan, "p95_ms": math.nan, "n_calls": 0}
-    a = np.asarray(ms, dtype=float)
-    return {"mean_ms": float(a.mean()), "p50_ms": float(np.percentile(a, 50)),
-            "p95_ms": float(np.percentile(a, 95)), "n_calls": int(a.size)}
+    s = latency_summary(ms)  # named as the Tier Judge block has always named them
+    return {"mean_ms": s["mean"], "p50_ms": s["p50"], "p95_ms": s["p95"], "n_calls": s["n"]}
 
 
 def judge_latency(items: Iterable[EvaluationResult | ChatResult]) -> dict[str, Any]:

@@ -1,0 +1,302 @@
+"""Tier 2 — generation on a fixed context — and Tier 3 — end to end through the system under test — with the
+offline faithfulness fallback, hallucination rate and context utilization (see docs/metrics.md, Tier 2 and Tier 3).
+
+Per item (a dataset question):
+
+1. context — Tier 2: the dataset's ``chunk_text`` (an item without one fails, with the reason);
+   Tier 3: ``system.retrieve(question, top_k)`` (top-1 by default, as the seed's production path), timed;
+2. answer — ``system.answer(question, contexts)``, ``consistency_runs`` times (timed on the first run);
+   the baseline's LLM repeats carry seed r (r = 1, 2, …) so the disk cache cannot replay the first answer;
+3. judged metrics on the first answer, when an LLM judge is given — Tier 2: faithfulness, answer_relevance,
+   answer_correctness (1–5); Tier 3: faithfulness, e2e_score. Without a judge, answer_relevance,
+   answer_correctness and e2e_score are *not computed* (never estimated); faithfulness always has a value:
+   the LLM's (``judge_faithfulness``), else (judge failed, or no judge) the embedding-similarity fallback,
+   with the method recorded per item (``fallback_faithfulness`` when no judge ran);
+4. every item's record (contexts, answers, judge verdicts, faithfulness and its method, errors) is appended
+   to an :class:`~ragnb.runs.itemlog.ItemLog` the moment it is finished: a killed run, started again on the
+   same log, scores only the rest.
+
+Deterministic metrics are computed afterwards on all records: ROUGE-1/2/L F, sentence BLEU (and corpus
+BLEU), embedding cosine / dot / euclidean between answer and reference, hallucination_rate = 1 − F,
+context_utilization (seed 004, "contains"), response_exact_match_rate and response_semantic_consistency
+over the repeated answers, and (Tier 3) ``context_hit@k`` = 1 if a retrieved chunk id is among the item's
+relevant chunk ids. An undefined or failed value is NaN, excluded from the mean and counted in
+``n_failed`` — never 0.
+
+Modules: :mod:`.kinds` (what differs between the two tiers), :mod:`.answering` (one item, logged),
+:mod:`.aggregation` (the per-item table and the summary); this module runs them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ragnb.datasets.schema import Dataset
+from ragnb.io import comma_list
+from ragnb.llm import run_sync
+from ragnb.metrics.fallback import split_sentences
+from ragnb.rag.system import BaselineSystem
+from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
+from ragnb.tiers.generation.aggregation import JUDGED, LLM_ONLY, faithfulness_key, per_item_frame, summary_of
+from ragnb.rag.embeddings import MemoEncoder
+from ragnb.tiers.generation.answering import answer_method, generation_model, item_key, scorer
+from ragnb.tiers.generation.kinds import TIER2_JUDGED, TIER3_JUDGED, Tier2, Tier3
+from ragnb.tiers.result import TierResult
+
+_LOG_VERSION = 1  # bump when the record layout changes: old logs are then scored again
+_BLOCK = 256  # items retrieved, embedded and scored together (bounds the embedding memo's memory)
+_JUDGE_SETTINGS = ("models", "aggregate", "mode", "language", "temperature", "seed")
+
+
+@dataclass
+class GenerationResult(TierResult):
+    """``per_item``: one row per dataset item — texts, every metric, methods, reasons, latencies;
+    ``summary``: canonical metric name → {mean, ci95, n, n_valid, n_failed}, latency blocks, ``info``."""
+
+    records: dict[str, dict] = field(default_factory=dict, kw_only=True)  # the logged per-item records, by log key
+
+    @property
+    def info(self) -> dict:
+        return self.summary["info"]
+
+    @property
+    def faithfulness_key(self) -> str:
+        """``judge_faithfulness`` or ``fallback_faithfulness``: the name this run's faithfulness is under."""
+        return "judge_faithfulness" if "judge_faithfulness" in self.summary else "fallback_faithfulness"
+
+
+# --------------------------------------------------------------------------------------------
+# Setup helpers for the notebooks
+# --------------------------------------------------------------------------------------------
+
+
+def parse_models(text: str) -> list[str]:
+    """``"a, b"`` → ``["a", "b"]`` (blank entries dropped)."""
+    if not isinstance(text, str):
+        raise ValueError(f"model ids must be given as a comma-separated string, got {type(text).__name__}")
+    return comma_list(text, "model ids")
+
+
+def make_judge(client: Any, judge_models: str, aggregate: str = "mean", mode: str = "direct",
+               language: str = "en") -> tuple[Any, list[str]]:
+    """The LLM judge for a tier notebook, or ``None`` with the reason in the returned notes.
+
+    ``client``: :attr:`ragnb.tiers.common.LLMSetup.client` (None offline); ``judge_models``: comma-separated
+    model ids. The configuration is validated even when no judge can be built, so a typo fails early.
+    """
+    from ragnb.llm.judges import JudgeConfig
+    from ragnb.llm.judges.scores import Judge
+
+    models = parse_models(judge_models)
+    if models:
+        config = JudgeConfig(models=models, aggregate=aggregate, mode=mode, language=language)
+    if client is None:
+        why = "no LLM endpoint is configured (set RAGNB_LLM_BASE_URL or an API-key variable)"
+        return None, [f"LLM judge off: {why}." + (f" judge_models {models} were not used." if models else "")]
+    if not models:
+        return None, ["LLM judge off: judge_models is empty; give one or more model ids to judge with the LLM."]
+    return Judge(client, config), []
+
+
+# --------------------------------------------------------------------------------------------
+# The tiers
+# --------------------------------------------------------------------------------------------
+
+
+def _check(dataset: Dataset, consistency_runs: int, top_k: int, concurrency: int, language: str,
+           judge_metrics: Sequence[str]) -> tuple[str, ...]:
+    from ragnb.llm.judges.scores import SCALES
+
+    if not isinstance(dataset, Dataset) or not dataset.items:
+        raise ValueError("dataset must be a ragnb Dataset with at least one item (see ragnb.tiers.common.open_dataset)")
+    for name, value, fix in (("consistency_runs", consistency_runs, "use 1 (no repeats) or more"),
+                             ("top_k", top_k, "retrieve at least one chunk per question"),
+                             ("concurrency", concurrency, "use 1 or more")):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} = {value!r}; {fix}")
+    if language not in ("auto", "en", "ru"):
+        raise ValueError(f"language = {language!r}; use 'ru', 'en' or 'auto'")
+    judge_metrics = tuple(judge_metrics)
+    unknown = [m for m in judge_metrics if m not in SCALES]
+    if unknown:
+        raise ValueError(f"judge_metrics {unknown} are not judged metrics; use some of {list(SCALES)}")
+    return judge_metrics
+
+
+def _run(kind: Tier2, dataset: Dataset, system: Any, encoder: Any, *, judge: Any, judge_metrics: Sequence[str],
+         consistency_runs: int, top_k: int, language: str, concurrency: int, n_boot: int,
+         log_path: str | Path | None, progress: Callable[[int, int], None] | None) -> GenerationResult:
+    judge_metrics = _check(dataset, consistency_runs, top_k, concurrency, language, judge_metrics)
+    kind.check_system(system)
+    judged = judge is not None
+    settings = {
+        "version": _LOG_VERSION, "tier": kind.tier, "system": getattr(system, "name", type(system).__name__),
+        "answer_method": answer_method(system), "generation_model": generation_model(system),
+        "temperature": getattr(system, "temperature", None), "max_sentences": getattr(system, "max_sentences", None),
+        "judge": None if not judged else {k: getattr(judge.config, k) for k in _JUDGE_SETTINGS},
+        "judge_metrics": list(judge_metrics) if judged else [], "consistency_runs": consistency_runs,
+        "top_k": kind.top_k(top_k), "encoder": encoder.name, "language": language,
+    }
+    log = ItemLog(log_path, fingerprint(settings)) if log_path is not None else None
+    keys = [item_key(it) for it in dataset.items]
+    by_key = dict(zip(keys, dataset.items))
+    done: dict[str, dict] = {k: r for k, r in (log.done if log is not None else {}).items() if k in by_key}
+    resumed = sum(k in done for k in keys)
+
+    # The extractive baseline and the faithfulness fallback embed the same questions and context sentences
+    # again and again; one memo, primed per block in large batches, serves both.
+    memo = MemoEncoder(encoder)
+    if isinstance(system, BaselineSystem):
+        system = dataclasses.replace(system, encoder=memo if system.encoder is encoder else MemoEncoder(system.encoder))
+    pending = [k for k in keys if k not in done]
+    for start in range(0, len(pending), _BLOCK):
+        block = {k: by_key[k] for k in pending[start:start + _BLOCK]}
+        contexts_of = kind.contexts(system, block, top_k, concurrency)
+        texts = [c.text for e in contexts_of.values() for c in e.get("contexts") or ()]
+        memo.prime([it.question for it in block.values()] + [s for t in texts for s in split_sentences(t)])
+        score = scorer(by_key, contexts_of, system, memo, judge, judge_metrics if judged else (), consistency_runs,
+                       language)
+        step = None if progress is None else (lambda n, _t, before=resumed + start: progress(before + n, len(keys)))
+        done.update(run_sync(run_items(list(block), score, log, concurrency=concurrency, progress=step)))
+        memo.clear()
+    records = [done[k] for k in keys]
+
+    # Through the memo: repeated answers, and answers shared by the similarity and consistency metrics,
+    # are embedded once.
+    frame, extra = per_item_frame(kind, dataset.items, records, memo, judge_metrics, judged, consistency_runs, top_k,
+                                  language)
+    memo.clear()
+    summary = summary_of(kind, frame, records, extra["corpus_bleu"], judge_metrics, judged, top_k, n_boot)
+    errors = Counter(r["stage"] for r in records if r["error"] is not None)
+    notes = _notes(kind, summary, extra["methods"], records, errors, judge, judge_metrics, consistency_runs,
+                   answer_method(system), top_k, resumed, log_path)
+    summary["info"] = _info(kind, system, encoder, judge, judge_metrics, extra["methods"], records, errors,
+                            consistency_runs, resumed, top_k)
+    info = summary["info"]
+    meta = {"judge_backend": info["judge_backend"], "generation_model": info["generation_model"],
+            "judge_model": ",".join(info["judge_models"]) or None, "judge_eval_mode": info["judge_mode"],
+            "consistency_runs": consistency_runs, "dataset": dataset.name, "embedding_model": encoder.name}
+    return GenerationResult(frame, summary, notes, lead={"tier": kind.tier}, meta=meta,
+                            records=dict(zip(keys, records)))
+
+
+def _notes(kind: Tier2, summary: dict, methods: dict, records: list[dict], errors: Counter, judge: Any,
+           judge_metrics: tuple[str, ...], consistency_runs: int, answer_method: str, top_k: int, resumed: int,
+           log_path: str | Path | None) -> list[str]:
+    """What was not computed, what is an approximation, and what failed."""
+    judged = judge is not None
+    notes: list[str] = []
+    missing = [m for m in (judge_metrics if judged else kind.judged) if m in LLM_ONLY]
+    if not judged and missing:
+        they = "they need" if len(missing) > 1 else "it needs"
+        notes.append(f"Not computed: {', '.join(missing)} — {they} an LLM judge, and none was used; omitted, "
+                     "not estimated.")
+    if not judged:
+        notes.append("fallback_faithfulness is seed 004's offline fallback (embedding similarity of answer and "
+                     "context sentences, sigmoid-mapped), not an LLM judgement; hallucination_rate = 1 − that score.")
+    key = faithfulness_key(judged, judge_metrics)
+    n_fallback = methods[key].get("embedding", 0)
+    if judged and "faithfulness" in judge_metrics and n_fallback:
+        notes.append(f"{key}: the LLM judge failed on {n_fallback} item(s); they use the embedding fallback "
+                     "(method 'embedding' in the per-item table).")
+    if consistency_runs < 2:
+        notes.append("consistency_runs = 1: response_exact_match_rate and response_semantic_consistency need at "
+                     "least 2 answers per question and were not computed.")
+    elif answer_method == "extractive":
+        notes.append("The extractive baseline is deterministic, so its repeated answers agree by construction.")
+    if answer_method == "extractive":
+        notes.append("Answers are extractive (the context sentences closest to the question), not LLM-generated, "
+                     "so faithfulness and context utilization are high by construction, and the answer latency "
+                     "leaves out the embedding (done in batches beforehand): set generation_model and an LLM "
+                     "endpoint to evaluate a generator.")
+    notes += kind.notes(summary, top_k)
+    if answer_method == "llm":
+        notes.append("Answer latency includes disk-cache hits (≈ 0 ms) for requests made before; set "
+                     "RAGNB_LLM_CACHE_DIR=off to time the endpoint.")
+    if errors:
+        notes.append(f"{sum(errors.values())} of {len(records)} item(s) failed ("
+                     + ", ".join(f"{stage}: {c}" for stage, c in sorted(errors.items()))
+                     + "); their metrics are NaN and counted in n_failed (see the 'error' column).")
+    if resumed:
+        notes.append(f"Resumed: {resumed} item(s) were read from {Path(log_path).name}, not scored again.")
+    return notes
+
+
+def _info(kind: Tier2, system: Any, encoder: Any, judge: Any, judge_metrics: tuple[str, ...], methods: dict,
+          records: list[dict], errors: Counter, consistency_runs: int, resumed: int, top_k: int) -> dict:
+    """How the run was made: judge, generator, system, counts of failed and resumed items."""
+    judged = judge is not None
+    return {
+        "judge_backend": "openai-compatible" if judged else "offline-fallback",
+        "methods": methods,
+        "answer_method": answer_method(system),
+        "generation_model": generation_model(system),
+        "judge_models": list(judge.config.models) if judged else [],
+        "judge_aggregate": judge.config.aggregate if judged else None,
+        "judge_mode": judge.config.mode if judged else None,
+        "judge_metrics": list(judge_metrics) if judged else ["faithfulness (embedding fallback)"],
+        "system": getattr(system, "name", type(system).__name__),
+        "embedding_model": encoder.name,
+        "consistency_runs": consistency_runs,
+        "n_items": len(records),
+        "n_failed_items": int(sum(errors.values())),
+        "failed_by_stage": dict(sorted(errors.items())),
+        "resumed_items": resumed,
+        **kind.info(top_k),
+    }
+
+
+def run_tier2(dataset: Dataset, system: Any, encoder: Any, *, judge: Any = None,
+              judge_metrics: Sequence[str] = TIER2_JUDGED, consistency_runs: int = 1, language: str = "auto",
+              concurrency: int = 4, n_boot: int = 1000, log_path: str | Path | None = None,
+              progress: Callable[[int, int], None] | None = None) -> GenerationResult:
+    """Tier 2 (seed 000 §5): answer every question on the dataset's fixed context (``chunk_text``) and score it.
+
+    ``system``: anything with ``answer(question, contexts)`` (:func:`ragnb.rag.system.load_system`); ``encoder``:
+    the embedding model for the faithfulness fallback and the similarity metrics; ``judge``: a
+    :class:`ragnb.llm.judges.scores.Judge` or None (offline: see the module docstring); ``log_path``: the
+    :class:`~ragnb.runs.itemlog.ItemLog` JSONL that makes the run resumable. Summary keys: ``faithfulness``,
+    ``hallucination_rate``, ``context_utilization``, [``answer_relevance``, ``answer_correctness`` (1–5) with a
+    judge], ``rouge1``, ``rouge2``, ``rougel``, ``bleu`` (mean sentence BLEU, 0–100), ``corpus_bleu``,
+    ``semantic_similarity``, ``dot_similarity``, ``euclidean_distance``, [``response_exact_match_rate``,
+    ``response_semantic_consistency`` when ``consistency_runs`` ≥ 2], ``latency_answer_ms``, ``info``.
+    """
+    return _run(Tier2(), dataset, system, encoder, judge=judge, judge_metrics=judge_metrics,
+                consistency_runs=consistency_runs, top_k=1, language=language, concurrency=concurrency,
+                n_boot=n_boot, log_path=log_path, progress=progress)
+
+
+def run_tier3(dataset: Dataset, system: Any, encoder: Any, *, top_k: int = 1, judge: Any = None,
+              judge_metrics: Sequence[str] = TIER3_JUDGED, consistency_runs: int = 1, language: str = "auto",
+              concurrency: int = 4, n_boot: int = 1000, log_path: str | Path | None = None,
+              progress: Callable[[int, int], None] | None = None) -> GenerationResult:
+    """Tier 3 (seed 000 §6): retrieve ``top_k`` contexts (default 1, the seed's production path) through the
+    system under test, answer, and score the answer against the reference.
+
+    As :func:`run_tier2`, plus ``context_hit@k`` (1 if a retrieved chunk id is among the item's relevant
+    chunk ids; NaN when the system gives no ids or the item has no relevant ids), ``e2e_score`` (0–1, with a
+    judge) and ``latency_retrieve_ms``. Faithfulness is judged against the *retrieved* context.
+    """
+    return _run(Tier3(), dataset, system, encoder, judge=judge, judge_metrics=judge_metrics,
+                consistency_runs=consistency_runs, top_k=top_k, language=language, concurrency=concurrency,
+                n_boot=n_boot, log_path=log_path, progress=progress)
+
+
+def worst_items(per_item: pd.DataFrame, by: str, n: int = 10, ascending: bool = True) -> pd.DataFrame:
+    """The ``n`` items with the lowest ``by`` (failed items first), with the texts needed to read them."""
+    if by not in per_item:
+        raise ValueError(f"per_item has no column {by!r}; columns: {list(per_item.columns)}")
+    cols = [c for c in ("id", by, f"{by}_method", "question", "answer", "reference", "context", "error")
+            if c in per_item]
+    return per_item.sort_values(by, ascending=ascending, na_position="first").head(n)[cols]
+
+
+__all__ = ["GenerationResult", "JUDGED", "LLM_ONLY", "TIER2_JUDGED", "TIER3_JUDGED", "make_judge", "parse_models",
+           "run_tier2", "run_tier3", "worst_items"]
