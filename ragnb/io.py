@@ -184,8 +184,10 @@ def parse_yes_no(value: Any) -> bool | None:
     """True/False for a yes/no answer — bool, 0/1 (int or float), or one of :data:`YES_WORDS` /
     :data:`NO_WORDS` in any case (English and Russian) — and None for anything else (the caller says
     what it expected)."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        return bool(value)
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # numpy scalars: np.True_, np.int64(1)
+        value = value.item()
+    if isinstance(value, bool):
+        return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return bool(value) if value in (0, 1) else None
     if isinstance(value, str):
@@ -195,3 +197,11 @@ def parse_yes_no(value: Any) -> bool | None:
         if word in NO_WORDS:
             return False
     return None
+
+
+def check_unique(seen: dict[Any, str], key: Any, where: str, field: str = "id") -> None:
+    """Remember that ``key`` was read at ``where``; ValueError naming both places if it was read before."""
+    if key in seen:
+        raise ValueError(f"{where}: field '{field}': {key!r} is repeated (first at {seen[key]}); "
+                         f"each {field} must be unique")
+    seen[key] = where

@@ -92,7 +92,7 @@ def test_dataset_files(tmp_path):
     with pytest.raises(ValueError, match=r"bad.jsonl:2: field 'retrieved_contexts'"):
         load_rag_dataset(bad)
     bad.write_text(json.dumps(SAMPLES[0]) + "\n" + json.dumps(SAMPLES[0]) + "\n")
-    with pytest.raises(ValueError, match=r"bad.jsonl:2: field 'id' = 'a' repeats"):
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: field 'id': 'a' is repeated \(first at .*bad.jsonl:1\)"):
         load_rag_dataset(bad)
     bad.write_text(json.dumps({**SAMPLES[0], "response": ""}) + "\n")
     with pytest.raises(ValueError, match=r":1: field 'response'"):

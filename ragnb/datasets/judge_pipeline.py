@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from ragnb.datasets.annotation import load_annotation
 from ragnb.datasets.build import FILE_PREFIX, BuildResult, mode_metadata
 from ragnb.datasets.schema import Dataset, DatasetItem
-from ragnb.io import is_json_lines, read_text
+from ragnb.io import check_unique, is_json_lines, read_text
 
 def _judge_item_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
@@ -48,10 +48,7 @@ def read_judge_csv(path: str | Path):
             item = JudgePipelineItem.model_validate(data)
         except ValidationError as exc:
             raise ValueError(f"{where} {_judge_item_error(exc)}; fix the value or remove the row") from None
-        if item.id in seen:
-            raise ValueError(f"{where} field 'id': {item.id!r} is repeated (first in row {seen[item.id]}); "
-                             "ids must be unique")
-        seen[item.id] = k
+        check_unique(seen, item.id, where)
         items.append(item)
     if not items:
         raise ValueError(f"{p}: the file has no data rows")

@@ -75,7 +75,7 @@ def _binary(values: Any, name: str, *, allow_missing: bool) -> np.ndarray:
                 raise ValueError(f"{name}[{i}] is missing; human labels must be complete (drop or fix that row)")
             out[i] = math.nan
         else:
-            verdict = parse_yes_no(v.item() if isinstance(v, np.generic) else v)  # numpy scalars → Python
+            verdict = parse_yes_no(v)
             if verdict is None:
                 raise ValueError(f"{name}[{i}]={v!r} is not a binary label; use 0/1, True/False or 'yes'/'no'")
             out[i] = float(verdict)

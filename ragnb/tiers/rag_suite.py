@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from ragnb.io import iter_json_records, read_text
+from ragnb.io import check_unique, iter_json_records, read_text
 from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
 from ragnb.metrics.stats import aggregate
 from ragnb.tiers.result import TierResult
@@ -76,9 +76,7 @@ def load_rag_dataset(path: str | Path) -> list[dict]:
     for i, (where, row) in enumerate(iter_json_records(p, "sample", text=text)):
         s = normalise_sample(row, where)
         s["id"] = str(s["id"]) if s["id"] is not None else str(i)
-        if s["id"] in seen:
-            raise ValueError(f"{where}: field 'id' = {s['id']!r} repeats {seen[s['id']]}; ids must be unique")
-        seen[s["id"]] = where
+        check_unique(seen, s["id"], where)
         samples.append(s)
     if not samples:
         raise ValueError(f"{p}: no samples")

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ragnb.io import is_json_lines, iter_json_records, parse_yes_no, read_text
+from ragnb.io import check_unique, is_json_lines, iter_json_records, parse_yes_no, read_text
 
 BEGIN_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "begin_groundedness"
 BEGIN_FILE = BEGIN_DIR / "begin_dev.jsonl.gz"
@@ -117,10 +117,7 @@ def load_judge_dataset(path: str | Path) -> JudgePipelineDataset:
     where_of: dict[str, str] = {}
     for where, obj in iter_json_records(p, "judge-pipeline item", text=text):
         item = _validate(obj, where, f"item-{len(items) + 1}")
-        if item.id in where_of:
-            raise ValueError(f"{where} field 'id': {item.id!r} is repeated (first at {where_of[item.id]}); "
-                             "ids must be unique")
-        where_of[item.id] = where
+        check_unique(where_of, item.id, where)
         items.append(item)
     if not items:
         raise ValueError(f"{p}: the dataset has no items")
