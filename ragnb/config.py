@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -169,3 +170,50 @@ def load_schema_map(path: str | Path | None = None) -> SchemaMap:
         question=QuestionColumns(**_section(raw, "question", QUESTION_FIELDS, str(p))),
         source=str(p),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Secrets: what must never be written to a report, a record or a log
+# --------------------------------------------------------------------------------------------
+
+_SECRET_PATTERNS: list[tuple[str, re.Pattern]] = [
+    ("an API key (sk-…)", re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")),
+    ("a URL with a password", re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:(?!\*+@)[^\s@/]+@")),
+    ("a password or key assignment",
+     re.compile(r"(?i)\b(password|passwd|api[_-]?key|access[_-]?token)\s*[=:]\s*(?!\*+\b)[^\s&,;'\"]{4,}")),
+    ("a bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-]{16,}")),
+    ("a GitHub token", re.compile(r"\b(ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}")),
+    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("an AWS access key", re.compile(r"\bAKIA[0-9A-Z]{16}\b")),
+]
+_SECRET_KEY = re.compile(r"(?i)^(.*[_-])?(password|passwd|api_?key|secret|secret_key|token|access_token|auth_token)$")
+
+
+def find_secret(text: str) -> str | None:
+    """What kind of secret ``text`` seems to contain (e.g. ``"an API key (sk-…)"``), or None."""
+    for what, pattern in _SECRET_PATTERNS:
+        if pattern.search(text):
+            return what
+    return None
+
+
+def check_no_secrets(obj: Any, where: str = "metrics") -> None:
+    """Raise ValueError if any string in ``obj`` (or a secret-named key's value) looks like a secret."""
+    if isinstance(obj, str):
+        what = find_secret(obj)
+        if what:
+            raise ValueError(
+                f"{where} looks like it contains {what}; ragnb never writes secrets to reports — "
+                "keep keys and passwords in environment variables and redact URLs (ragnb.config.redact_url)"
+            )
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            if isinstance(value, str) and value.strip("*") and _SECRET_KEY.match(str(key)):
+                raise ValueError(
+                    f"{where}[{key!r}] is named like a secret; ragnb never writes secrets to reports — "
+                    "keep them in environment variables (store the variable's name, not its value)"
+                )
+            check_no_secrets(value, f"{where}[{key!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            check_no_secrets(value, f"{where}[{i}]")

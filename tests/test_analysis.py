@@ -241,7 +241,7 @@ def notebook_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def demo_data(notebook_run):
     """Stored demo vectors read straight from the database, and a brute-force cosine top-k."""
-    from ragnb.runs import demo
+    from ragnb.datasets import demo
     from ragnb.store.engine import connect
     from ragnb.store.questions import fetch_question_log
     from ragnb.store.vectors import fetch_vectors
@@ -309,7 +309,7 @@ def test_real_users_notebook_matches_pytrec_eval(notebook_run, demo_data):
 
 @pytest.mark.slow
 def test_utilization_notebook_matches_brute_force(notebook_run, demo_data, encoder):
-    from ragnb.runs import demo
+    from ragnb.datasets import demo
 
     _, metrics, per_item = notebook_run
     m = metrics["utilization"]

@@ -131,7 +131,7 @@ def test_grouping_orders_paragraphs_naturally():
 
 
 def test_demo_articles_keep_every_paragraph_at_its_offsets():
-    from ragnb.runs import demo
+    from ragnb.datasets import demo
 
     rows = {r["id"]: r for r in demo.chunk_rows("ru")}
     arts = ch.demo_articles("ru")
@@ -206,7 +206,7 @@ def test_second_build_encodes_nothing_and_sizes_add_up(fresh_db, encoder):
 
 @pytest.mark.slow
 def test_notebook_numbers_and_a_second_run_from_cache(tmp_path, encoder):
-    from ragnb.runs import demo
+    from ragnb.datasets import demo
     from ragnb.runs.runner import run_notebooks
     from ragnb.store.engine import connect
 

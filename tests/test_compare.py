@@ -49,7 +49,7 @@ def _tier1(ids, hit, mrr, lat) -> tuple[dict, pd.DataFrame]:
 def make_outputs(root: Path, n_runs: int = 3) -> Path:
     """``n_runs`` (0–3) synthetic runs in ``root``: run 1 and run 3 have Tier 1 with per-item files and a Tier
     Judge Pipeline block without; run 2 has only Tier 0 (plain numbers, no per-item file)."""
-    from ragnb.reports import report
+    from ragnb.tiers import payload as report
     from ragnb.runs.record import append_run_record, build_record
 
     root.mkdir(parents=True, exist_ok=True)
@@ -320,7 +320,7 @@ def test_resolve_outputs(tmp_path, monkeypatch):
 def test_unchanged_metrics_are_left_out_of_holm(tmp_path):
     """Six items, mrr +0.1 on each (exact sign-flip p = 2/2^6), recall@1 identical in both runs: with recall@1 in
     Holm's family m = 2 and p_holm(mrr) = 2·2/64 = 0.0625 (not significant); it cannot be rejected, so m = 1."""
-    from ragnb.reports import report
+    from ragnb.tiers import payload as report
     from ragnb.metrics.stats import aggregate
     from ragnb.runs.record import append_run_record, build_record
 

@@ -162,7 +162,7 @@ def test_from_real_questions_end_to_end(corpus_db, encoder, tmp_path):
     ds = load_dataset(path)
     qrels = ds.qrels()
     assert qrels["rq-q1"] == {"c1": 1, "c2": 1} and qrels["rq-q4"] == {} and qrels["rq-q5"] == {}
-    from ragnb.tiers.common import open_dataset
+    from ragnb.datasets.corpus import open_dataset
 
     assert [it.id for it in open_dataset(str(path), "db", max_questions=2).items] == ["rq-q1", "rq-q2"]
 

@@ -294,7 +294,7 @@ def notebook_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_notebooks_run_offline_on_the_demo(notebook_run, encoder):
-    from ragnb.runs import demo
+    from ragnb.datasets import demo
 
     assert notebook_run.failures == []
     run_dir = notebook_run.run_dir

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
+from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 
 
 def _lines(path):
@@ -25,7 +25,7 @@ def test_resume_after_sigkill_scores_only_the_rest(tmp_path):
     calls = tmp_path / "calls.txt"
     script = textwrap.dedent(f"""
         import asyncio, sys
-        from ragnb.runs.itemlog import ItemLog, run_items
+        from ragnb.tiers.itemlog import ItemLog, run_items
         async def score(key):
             with open({str(calls)!r}, "a") as fh:
                 fh.write(key + "\\n")

@@ -42,7 +42,7 @@ def test_run_writes_reports_record_and_index(smoke_run):
 
 def test_tier1_numbers_match_an_independent_computation(smoke_run):
     """Recompute hit_rate@1 / mrr / ndcg@10 for the same 60 questions with brute force + pytrec_eval."""
-    from ragnb.runs import demo
+    from ragnb.datasets import demo
     from ragnb.rag.embeddings import get_encoder
 
     metrics = json.loads((smoke_run.run_dir / "tier1_retrieval.metrics.json").read_text(encoding="utf-8"))

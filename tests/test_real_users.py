@@ -141,7 +141,7 @@ def test_load_log_filters_limits_and_counts_unembedded(fresh_db, encoder):
     from ragnb.analysis.inputs import count_unembedded, load_log
     from ragnb.store.loaders import insert_rows
     from ragnb.store.vectors import embed_table
-    from ragnb.tiers.common import Corpus
+    from ragnb.datasets.corpus import Corpus
 
     rows = [{"id": f"q{i}", "question": f"question number {i}", "url": f"https://w.example/p{i}", "score": s}
             for i, s in enumerate([5, 3, 5, 1])]

@@ -17,7 +17,7 @@ from ragnb.metrics import registry
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.ux import (cache_hit_rate, check_tau, consecutive_cosines, context_preservation, cosine,
                               multi_turn_consistency)
-from ragnb.store.sessions import DATA_DIR, SOURCES, SessionLog
+from ragnb.datasets.sessions import DATA_DIR, SOURCES, SessionLog
 
 # --------------------------------------------------------------------------------------------
 # cache_hit_rate on hand-made vectors
@@ -292,7 +292,7 @@ def test_bundled_session_files_match_shared(tmp_path):
 
 @pytest.mark.slow
 def test_demo_sessions_loaded_in_order(encoder):
-    from ragnb.store.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
+    from ragnb.datasets.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
     from ragnb.store.vectors import fetch_vectors
 
     db, stats = ensure_demo_sessions(encoder)
@@ -325,7 +325,7 @@ def test_demo_sessions_loaded_in_order(encoder):
 
 @pytest.mark.slow
 def test_read_sessions_from_any_log(fresh_db, encoder):
-    from ragnb.store.sessions import read_sessions
+    from ragnb.datasets.sessions import read_sessions
     from ragnb.store.loaders import insert_rows
     from ragnb.store.vectors import embed_table
 
@@ -358,7 +358,7 @@ def test_read_sessions_from_any_log(fresh_db, encoder):
 
 @pytest.mark.slow
 def test_read_sessions_without_sessions(fresh_db):
-    from ragnb.store.sessions import read_sessions
+    from ragnb.datasets.sessions import read_sessions
     from ragnb.store.loaders import insert_rows
 
     with pytest.raises(ValueError, match="no question log table"):
@@ -417,9 +417,9 @@ def _unit(m: np.ndarray) -> np.ndarray:
 
 @pytest.mark.slow
 def test_notebook_matches_numpy_recomputation(tmp_path, encoder):
-    from ragnb.runs import demo
+    from ragnb.datasets import demo
     from ragnb.runs.runner import run_notebooks
-    from ragnb.store.sessions import DEMO_SESSIONS_DATABASE
+    from ragnb.datasets.sessions import DEMO_SESSIONS_DATABASE
     from ragnb.store.engine import connect
     from ragnb.store.questions import fetch_question_log
     from ragnb.store.vectors import fetch_vectors

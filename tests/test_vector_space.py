@@ -250,7 +250,7 @@ def test_run_vector_space_numbers_match_independent_computations():
 @pytest.fixture(scope="module")
 def small_corpus_db():
     """A database with 20 demo paragraphs and their questions, embedded; the notebook reads it as corpus "db"."""
-    from ragnb.runs import demo
+    from ragnb.datasets import demo
     from ragnb.rag.embeddings import get_encoder
     from ragnb.store.engine import connect
     from ragnb.store.loaders import insert_rows

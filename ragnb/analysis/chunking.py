@@ -78,7 +78,7 @@ def _int_list(text: str, field_name: str, minimum: int) -> list[int]:
 
 def demo_articles(language: str = "ru") -> list[Article]:
     """The bundled XQuAD paragraphs grouped into their Wikipedia articles."""
-    from ragnb.runs import demo
+    from ragnb.datasets import demo
 
     return group_articles(demo.chunk_rows(language))
 

@@ -16,7 +16,7 @@ from ragnb.rag.retrieval import Retriever, build_retriever, check_backend
 from ragnb.store.questions import fetch_question_log
 from ragnb.store.schema import tables
 from ragnb.store.vectors import check_space, fetch_vectors
-from ragnb.tiers.common import Corpus, open_dataset
+from ragnb.datasets.corpus import Corpus, open_dataset
 
 SOURCES = ("auto", "dataset", "log")
 

@@ -69,7 +69,7 @@ def synthetic(
     """An LLM writes a question and its reference answer for each sampled chunk (needs RAGNB_LLM_BASE_URL)."""
     from ragnb.datasets.build import open_dataset_corpus, resolve_output
     from ragnb.datasets.synthetic import generate_synthetic, require_llm, resolve_generation_model
-    from ragnb.tiers.common import open_llm
+    from ragnb.llm.setup import open_llm
 
     try:
         resolve_output("check", out_dir, output)

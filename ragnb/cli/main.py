@@ -213,7 +213,7 @@ def retrieve(
     """Retrieve top-k for every dataset question and export the ranking as a TREC run file."""
     from ragnb.datasets import trec
     from ragnb.rag.retrieval import build_retriever
-    from ragnb.tiers.common import open_corpus, open_dataset
+    from ragnb.datasets.corpus import open_corpus, open_dataset
 
     try:
         corpus = "db" if dataset else "demo"
@@ -313,7 +313,7 @@ def demo(
                                         "has two runs to compare item by item."),
 ) -> None:
     """The main job on the embedded defaults: load and embed the bundled corpus, run every report, print the index."""
-    from ragnb.runs.demo import LANGUAGES, ensure_demo
+    from ragnb.datasets.demo import LANGUAGES, ensure_demo
     from ragnb.runs.runner import run_notebooks
     from ragnb.spec import TIERS
 

@@ -141,11 +141,11 @@ def check_count(value: Any, name: str, allow_zero: bool) -> int:
 
 
 def open_dataset_corpus(corpus: str = "db", language: str = "ru", embedding_model: str = ""):
-    """:func:`ragnb.tiers.common.open_corpus`, after checking that the configured database has embedded
+    """:func:`ragnb.datasets.corpus.open_corpus`, after checking that the configured database has embedded
     chunks (so an empty database gets a clear message instead of an SQL error)."""
     from ragnb.store.engine import connect
     from ragnb.store.loaders import count_rows
-    from ragnb.tiers.common import CORPORA, open_corpus
+    from ragnb.datasets.corpus import CORPORA, open_corpus
 
     check_language(language)
     if corpus not in CORPORA:

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragnb.datasets.annotation import load_annotation
+from ragnb.datasets.judge_items import JudgePipelineDataset, JudgePipelineItem, load_judge_dataset
 from ragnb.datasets.build import FILE_PREFIX, BuildResult, mode_metadata
 from ragnb.datasets.schema import Dataset, DatasetItem
 from ragnb.io import check_unique, is_json_lines, read_text
@@ -23,10 +24,8 @@ def _judge_item_error(exc: ValidationError) -> str:
 
 def read_judge_csv(path: str | Path):
     """A judge-pipeline CSV (header: question, answer, ground_truth_show; optional id, context and any other
-    columns) as a :class:`ragnb.tiers.judging.JudgePipelineDataset`; empty optional cells are left out.
+    columns) as a :class:`ragnb.datasets.judge_items.JudgePipelineDataset`; empty optional cells are left out.
     Errors name the file, the row (1 = first data row) and its line, and the field."""
-    from ragnb.tiers.judging import JudgePipelineDataset, JudgePipelineItem
-
     p = Path(path)
     text = read_text(p, "judge-pipeline file").removeprefix("\ufeff")  # a spreadsheet's byte-order mark
     reader = csv.DictReader(io.StringIO(text, newline=""))
@@ -57,9 +56,7 @@ def read_judge_csv(path: str | Path):
 
 def read_judge_file(path: str | Path):
     """(question, answer, ground_truth_show) rows from CSV, JSON or JSONL — the latter two read exactly as the
-    Tier Judge Pipeline notebook reads them (:func:`ragnb.tiers.judging.load_judge_dataset`)."""
-    from ragnb.tiers.judging import load_judge_dataset
-
+    Tier Judge Pipeline notebook reads them (:func:`ragnb.datasets.judge_items.load_judge_dataset`)."""
     p = Path(path)
     suffixes = [s.lower() for s in p.suffixes]
     if suffixes and suffixes[-1] == ".csv":
@@ -70,8 +67,6 @@ def read_judge_file(path: str | Path):
 
 
 def _judge_result(items: list[dict], source: str, extra_counts: dict, warnings: list[str], **meta: Any) -> BuildResult:
-    from ragnb.tiers.judging import JudgePipelineItem
-
     ds_items = []
     for d in items:
         JudgePipelineItem.model_validate(d)  # the notebook's own check: what we write, it reads

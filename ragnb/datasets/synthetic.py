@@ -36,7 +36,7 @@ def resolve_generation_model(model: str = "") -> str:
 
 
 def require_llm(llm: Any) -> Any:
-    """The client of ``ragnb.tiers.common.open_llm()``; without an endpoint, an error that says what to set."""
+    """The client of ``ragnb.datasets.corpus.open_llm()``; without an endpoint, an error that says what to set."""
     if getattr(llm, "client", None) is None:
         raise ValueError(f"the synthetic mode needs an LLM and none is configured: {LLM_ENV_HELP}")
     return llm.client
@@ -107,7 +107,7 @@ def generate_synthetic(corpus: Any, client: Any, model: str, max_questions: int,
                        progress: bool = False) -> BuildResult:
     """Mode "synthetic": an LLM writes one question and its reference answer per chunk.
 
-    ``corpus``: :class:`ragnb.tiers.common.Corpus`; ``client``: an :class:`~ragnb.llm.LLMClient`. Chunks: a
+    ``corpus``: :class:`ragnb.datasets.corpus.Corpus`; ``client``: an :class:`~ragnb.llm.LLMClient`. Chunks: a
     seeded sample (:func:`select_chunks`) of the embedded ones. Each reply must be JSON
     ``{"question", "answer"}``; unusable replies are re-asked within the client's ``reask_budget``, then the
     chunk counts as failed and is listed in ``metadata.failures`` (never silently dropped). A refused request

@@ -49,7 +49,7 @@ from ragnb.reports import report
 from ragnb.analysis import chunking
 from ragnb.rag.embeddings import get_encoder
 from ragnb.store.engine import connect
-from ragnb.tiers.common import CORPORA, open_dataset
+from ragnb.datasets.corpus import CORPORA, open_dataset
 from ragnb.tiers.result import analysis_result
 
 configs = chunking.parse_grid(chunk_sizes, overlaps)

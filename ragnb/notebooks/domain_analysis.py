@@ -48,7 +48,7 @@ from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.domain import domain_analysis, page_hits, topic_table
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
-from ragnb.tiers.common import open_corpus
+from ragnb.datasets.corpus import open_corpus
 from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)

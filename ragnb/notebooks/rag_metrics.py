@@ -46,7 +46,7 @@ from ragnb.io import comma_list
 from ragnb.reports import report
 from ragnb.rag.embeddings import get_encoder
 from ragnb.metrics.stats import summary_frame
-from ragnb.tiers.common import open_llm
+from ragnb.llm.setup import open_llm
 from ragnb.tiers.rag_suite import load_rag_dataset, run_rag_suite, samples_from_system, top_rows
 
 encoder = get_encoder(embedding_model or None)
@@ -59,7 +59,7 @@ else:
     from ragnb.rag.retrieval import MemoryRetriever
     from ragnb.store.vectors import fetch_texts, fetch_vectors
     from ragnb.rag.system import BaselineSystem
-    from ragnb.tiers.common import open_corpus, open_dataset
+    from ragnb.datasets.corpus import open_corpus, open_dataset
 
     ctx = open_corpus(corpus, language, embedding_model)
     ids, urls, vecs = fetch_vectors(ctx.db, "chunks")

@@ -45,7 +45,7 @@ import pandas as pd
 from ragnb.reports import charts, report
 from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
-from ragnb.tiers.common import open_corpus
+from ragnb.datasets.corpus import open_corpus
 from ragnb.tiers.real_users import EVALUATED, metrics_table, run_real_users
 from ragnb.tiers.tier1 import hit_rate_curve
 

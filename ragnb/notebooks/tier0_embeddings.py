@@ -35,7 +35,7 @@ output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-ve
 from ragnb.reports import charts, report
 from ragnb.metrics.stats import summary_frame
 from ragnb.store.vectors import fetch_texts, fetch_vectors
-from ragnb.tiers.common import open_corpus
+from ragnb.datasets.corpus import open_corpus
 from ragnb.tiers.tier0 import run_tier0
 
 ctx = open_corpus(corpus, language, embedding_model)

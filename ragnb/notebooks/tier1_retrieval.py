@@ -40,7 +40,7 @@ from ragnb.reports import charts, report
 from ragnb.metrics.stats import summary_frame
 from ragnb.rag.retrieval import build_retriever
 from ragnb.store.vectors import fetch_texts, fetch_vectors
-from ragnb.tiers.common import open_corpus, open_dataset
+from ragnb.datasets.corpus import open_corpus, open_dataset
 from ragnb.tiers.tier1 import hit_rate_curve, run_tier1
 
 ctx = open_corpus(corpus, language, embedding_model)

@@ -48,7 +48,8 @@ from ragnb.reports import charts, report
 from ragnb.rag.embeddings import get_encoder
 from ragnb.metrics.stats import summary_frame
 from ragnb.rag.system import load_system
-from ragnb.tiers.common import open_dataset, open_llm
+from ragnb.datasets.corpus import open_dataset
+from ragnb.llm.setup import open_llm
 from ragnb.tiers.generation import make_judge, run_tier2, worst_items
 
 encoder = get_encoder(embedding_model or None)

@@ -51,7 +51,8 @@ from ragnb.metrics.stats import summary_frame
 from ragnb.rag.retrieval import PgVectorRetriever
 from ragnb.store.vectors import fetch_texts
 from ragnb.rag.system import load_system
-from ragnb.tiers.common import open_corpus, open_dataset, open_llm
+from ragnb.datasets.corpus import open_corpus, open_dataset
+from ragnb.llm.setup import open_llm
 from ragnb.tiers.generation import make_judge, run_tier3, worst_items
 
 ctx = open_corpus(corpus, language, embedding_model)

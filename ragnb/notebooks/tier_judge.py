@@ -45,7 +45,7 @@ output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item 
 from ragnb.reports import report
 from ragnb.rag.embeddings import get_encoder
 from ragnb.tiers import judging
-from ragnb.tiers.common import open_llm
+from ragnb.llm.setup import open_llm
 
 llm = open_llm(prices, max_concurrency=concurrency)
 choice = judging.choose_judge(llm, judge_models)

@@ -44,7 +44,7 @@ output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item 
 from ragnb.reports import charts, report
 from ragnb.rag.embeddings import get_encoder
 from ragnb.tiers import judging
-from ragnb.tiers.common import open_llm
+from ragnb.llm.setup import open_llm
 
 llm = open_llm(prices, max_concurrency=concurrency)
 sut, system_label = judging.resolve_judge_system(system)

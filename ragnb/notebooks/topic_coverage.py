@@ -46,7 +46,7 @@ from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import load_questions, open_chunks
 from ragnb.analysis.topics import topic_coverage, topics_frame
-from ragnb.tiers.common import open_corpus
+from ragnb.datasets.corpus import open_corpus
 from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)

@@ -43,7 +43,7 @@ from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import load_questions, open_chunks
 from ragnb.analysis.utilization import chunk_utilization, count_distribution, unused_by_page
 from ragnb.store.vectors import fetch_texts
-from ragnb.tiers.common import open_corpus
+from ragnb.datasets.corpus import open_corpus
 from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)

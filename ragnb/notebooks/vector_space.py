@@ -47,7 +47,7 @@ from ragnb.analysis import vector_space
 jit = vector_space.enable_jit_cache()  # before anything imports umap: compiled code is reused across runs
 
 from ragnb.reports import report
-from ragnb.tiers.common import open_corpus
+from ragnb.datasets.corpus import open_corpus
 from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import os
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -137,19 +136,3 @@ class MemoEncoder:
 def get_encoder(name: str | None = None) -> Encoder:
     """Encoders are expensive to load: one per model per process."""
     return Encoder(name)
-
-
-@dataclass
-class EmbedStats:
-    """Seed 001 phase 1: total rows, newly embedded, already embedded (skipped), failed."""
-
-    table: str
-    model: str
-    dim: int
-    total: int
-    processed: int
-    skipped: int
-    errors: int
-
-    def as_dict(self) -> dict:
-        return asdict(self)

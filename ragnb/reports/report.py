@@ -9,69 +9,17 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import json
-import os
-import re
-import tempfile
 import uuid
-import warnings
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ragnb.config import redact_url
-from ragnb.io import atomic_write_text, dumps_strict
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 PLOTLY_LIB_MARK = 'data-ragnb-plotlyjs="inline"'
 PLOTLY_FIG_MARK = "data-ragnb-plotly="
-
-# --------------------------------------------------------------------------------------------
-# Secrets
-# --------------------------------------------------------------------------------------------
-
-_SECRET_PATTERNS: list[tuple[str, re.Pattern]] = [
-    ("an API key (sk-…)", re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")),
-    ("a URL with a password", re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:(?!\*+@)[^\s@/]+@")),
-    ("a password or key assignment",
-     re.compile(r"(?i)\b(password|passwd|api[_-]?key|access[_-]?token)\s*[=:]\s*(?!\*+\b)[^\s&,;'\"]{4,}")),
-    ("a bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-]{16,}")),
-    ("a GitHub token", re.compile(r"\b(ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}")),
-    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-    ("an AWS access key", re.compile(r"\bAKIA[0-9A-Z]{16}\b")),
-]
-_SECRET_KEY = re.compile(r"(?i)^(.*[_-])?(password|passwd|api_?key|secret|secret_key|token|access_token|auth_token)$")
-
-
-def find_secret(text: str) -> str | None:
-    """What kind of secret ``text`` seems to contain (e.g. ``"an API key (sk-…)"``), or None."""
-    for what, pattern in _SECRET_PATTERNS:
-        if pattern.search(text):
-            return what
-    return None
-
-
-def check_no_secrets(obj: Any, where: str = "metrics") -> None:
-    """Raise ValueError if any string in ``obj`` (or a secret-named key's value) looks like a secret."""
-    if isinstance(obj, str):
-        what = find_secret(obj)
-        if what:
-            raise ValueError(
-                f"{where} looks like it contains {what}; ragnb never writes secrets to reports — "
-                "keep keys and passwords in environment variables and redact URLs (ragnb.config.redact_url)"
-            )
-    elif isinstance(obj, dict):
-        for key, value in obj.items():
-            if isinstance(value, str) and value.strip("*") and _SECRET_KEY.match(str(key)):
-                raise ValueError(
-                    f"{where}[{key!r}] is named like a secret; ragnb never writes secrets to reports — "
-                    "keep them in environment variables (store the variable's name, not its value)"
-                )
-            check_no_secrets(value, f"{where}[{key!r}]")
-    elif isinstance(obj, (list, tuple)):
-        for i, value in enumerate(obj):
-            check_no_secrets(value, f"{where}[{i}]")
-
 
 # --------------------------------------------------------------------------------------------
 # Plotly
@@ -237,68 +185,3 @@ def header(title: str, info: dict[str, Any]) -> None:
     """Display the report banner (see :func:`header_html`); values are escaped and URLs redacted."""
     plain = title + "\n" + "\n".join(f"{k}: {redact_url(str(v))}" for k, v in (info or {}).items())
     _display({"text/html": header_html(title, info), "text/plain": plain})
-
-
-# --------------------------------------------------------------------------------------------
-# Metrics files
-# --------------------------------------------------------------------------------------------
-
-_NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-def _atomic_write_with(path: Path, writer) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        writer(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_metrics(output_dir: str | Path, name: str, metrics: dict, per_item: pd.DataFrame | None = None) -> Path:
-    """Write ``<output_dir>/<name>.metrics.json`` (strict JSON: NaN/inf → null) atomically, and with
-    ``per_item`` also ``<name>.per_item.csv`` and ``.parquet``. The JSON is written last, so its
-    presence means the notebook finished (the runner's resume relies on it). Returns the JSON path.
-
-    Raises ValueError if a string in ``metrics`` looks like a secret (API key, URL with a password…).
-    """
-    if not isinstance(name, str) or not _NAME_OK.match(name):
-        raise ValueError(f"metrics name {name!r} must be a plain file stem such as 'tier1_retrieval'")
-    if not isinstance(metrics, dict):
-        raise ValueError(f"metrics must be a dict of name → value, got {type(metrics).__name__}")
-    if per_item is not None and not isinstance(per_item, pd.DataFrame):
-        raise ValueError(f"per_item must be a pandas DataFrame or None, got {type(per_item).__name__}")
-    check_no_secrets(metrics)
-    text = dumps_strict(metrics) + "\n"  # fails early, before any file is touched
-    if per_item is not None:
-        per_item = with_item_ids(per_item)
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if per_item is not None:
-        _atomic_write_with(out / f"{name}.per_item.csv", lambda p: per_item.to_csv(p, index=False))
-        _atomic_write_with(out / f"{name}.per_item.parquet", lambda p: _to_parquet(per_item, p))
-    return atomic_write_text(out / f"{name}.metrics.json", text)
-
-
-def with_item_ids(df: pd.DataFrame) -> pd.DataFrame:
-    """Keep a labelled index (question ids, item ids) as an ``item_id`` column, so that per-item files of two
-    runs can be paired item by item; a plain 0..n-1 index carries no identity and is dropped."""
-    if isinstance(df.index, pd.RangeIndex) or "item_id" in df.columns:
-        return df
-    return df.reset_index(names="item_id")
-
-
-def _to_parquet(df: pd.DataFrame, path: str) -> None:
-    try:
-        df.to_parquet(path, index=False)
-    except (TypeError, ValueError, ImportError) as exc:
-        if isinstance(exc, ImportError):
-            raise
-        # Mixed-type object columns (e.g. str and list) cannot be typed by Arrow; keep them as text.
-        mixed = [c for c in df.columns if df[c].dtype == object]
-        warnings.warn(f"per-item columns {mixed} stored as text in parquet ({exc})", stacklevel=3)
-        df.assign(**{str(c): df[c].map(lambda v: v if v is None else str(v)) for c in mixed}).to_parquet(
-            path, index=False)

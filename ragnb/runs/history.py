@@ -2,7 +2,7 @@
 outputs folder to read, and the per-item tables of two runs matched item by item.
 
 A run's per-item file is ``<outputs>/runs/<run_id>/<stem>.per_item.parquet`` (or ``.csv``), written by
-:func:`ragnb.reports.report.write_metrics`; its ``item_id`` (else ``id``) column identifies the items.
+:func:`ragnb.tiers.payload.write_metrics`; its ``item_id`` (else ``id``) column identifies the items.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from ragnb import config
-from ragnb.reports.report import find_secret
+from ragnb.config import find_secret
 from ragnb.spec import NOTEBOOKS, by_stem
 
 _SECRET_WORDS = {"key", "apikey", "token", "password", "passwd", "pwd", "secret"}
@@ -79,7 +79,7 @@ def declared_params(nb: Notebook) -> dict[str, dict]:
     if "output_dir" not in declared:
         raise ValueError(
             f"{nb.path}: its parameters cell has no `output_dir: str` parameter; every ragnb notebook needs one "
-            "and must write <output_dir>/<stem>.metrics.json with ragnb.reports.report.write_metrics"
+            "and must write <output_dir>/<stem>.metrics.json with ragnb.tiers.result.TierResult.write (or ragnb.tiers.payload.write_metrics)"
         )
     return declared
 

@@ -97,7 +97,7 @@ def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: 
                             cwd=str(cwd), progress_bar=False, log_output=False)
         if not metrics.exists():
             raise RuntimeError(f"the notebook finished without writing {metrics.name}; its last cell must call "
-                               f"ragnb.reports.report.write_metrics(output_dir, {nb.stem!r}, metrics)")
+                               f"result.write(output_dir, {nb.stem!r}) (ragnb.tiers.result.TierResult)")
     except Exception as exc:  # a failed notebook must not stop the others
         report.update(status="failed", error=_error_text(exc))
         if metrics.exists():  # written before the failure: move it so that a resume re-runs the notebook

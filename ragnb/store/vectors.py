@@ -7,14 +7,42 @@ never a silent mix.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
 import sqlalchemy as sa
 from tqdm.auto import tqdm
 
 import numpy as np
 
-from ragnb.rag.embeddings import EmbedStats, Encoder
 from ragnb.store.engine import Database
 from ragnb.store.schema import Tables, column_dimension, ensure_schema, table_exists, tables
+
+
+class Encoder(Protocol):
+    """What the store needs of an encoder (ragnb.rag.embeddings.Encoder is one): the model name and dimension
+    recorded with the vectors, and ``encode`` (texts → float32 rows)."""
+
+    name: str
+    dim: int
+
+    def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray: ...
+
+
+@dataclass
+class EmbedStats:
+    """One embedding pass over a table: total rows, newly embedded, already embedded (skipped), failed."""
+
+    table: str
+    model: str
+    dim: int
+    total: int
+    processed: int
+    skipped: int
+    errors: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 def _qualified(table: sa.Table) -> str:

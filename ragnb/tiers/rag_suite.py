@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ragnb.io import check_unique, iter_json_records, read_text
-from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
+from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.metrics.stats import aggregate
 from ragnb.tiers.result import TierResult
 

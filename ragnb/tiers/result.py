@@ -6,7 +6,7 @@ A notebook's last cell is one call::
 
 which writes ``<output_dir>/tier1_retrieval.metrics.json`` (``lead`` keys, the ``summary``, ``notes``, the
 ``meta`` keys that describe the run, then ``extra``) and ``tier1_retrieval.per_item.csv``/``.parquet``
-through :func:`ragnb.reports.report.write_metrics`, so every notebook's payload has the same shape.
+through :func:`ragnb.tiers.payload.write_metrics`, so every notebook's payload has the same shape.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from ragnb.tiers.payload import with_item_ids, write_metrics
 
 
 @dataclass
@@ -58,8 +60,6 @@ class TierResult:
     def write(self, output_dir: str | Path, name: str, extra: dict | None = None) -> Path:
         """Write the other tables, the per-item file and, last, ``<name>.metrics.json`` (its presence marks a
         finished notebook). Returns the JSON path."""
-        from ragnb.reports.report import with_item_ids, write_metrics
-
         payload = self.metrics(extra)
         for key, table in self.tables.items():
             Path(output_dir).mkdir(parents=True, exist_ok=True)

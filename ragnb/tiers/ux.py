@@ -19,11 +19,11 @@ import pandas as pd
 from ragnb.metrics.classification import binary_report, score_report
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.ux import DEFAULT_TAU, cache_hit_rate, check_tau, context_preservation, multi_turn_consistency
-from ragnb.store.sessions import SESSION_CHOICES, SOURCES, SessionLog
+from ragnb.datasets.sessions import SESSION_CHOICES, SOURCES, SessionLog
 from ragnb.tiers.result import TierResult
 
 DEFAULT_BREAK_THRESHOLD = 0.3  # seed 000 §10.3.2: "ContextPreservation < 0.3: вопросы не связаны"
-SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed random draw, see ragnb.runs.demo): the "
+SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed random draw, see ragnb.datasets.demo): the "
                   "score-5 cache is a random ~half of the demo questions, so cache_hit_rate here shows how the "
                   "metric works, not how a real cache would perform.")
 
@@ -191,7 +191,7 @@ def run_tier_ux(
 
     ``queries`` / ``cache``: DataFrames indexed by id with a ``question`` column, and their vectors in row
     order; the cache is the score-5 part of the question log. ``sessions``: turns in order with vectors
-    (:class:`ragnb.store.sessions.SessionLog`). ``annotations`` (optional, indexed by turn id): ``source``,
+    (:class:`ragnb.datasets.sessions.SessionLog`). ``annotations`` (optional, indexed by turn id): ``source``,
     ``language``, and where known ``needs_context`` / ``manual_rewrite`` (the demo's CAsT turns).
     Either part may be None (skipped, with a note). CIs: bootstrap over questions (cache hit rate), over
     sessions (context preservation), over consecutive pairs (break rate).
@@ -317,7 +317,7 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
                   info: dict, notes: list[str]) -> tuple[Any, pd.DataFrame, np.ndarray, pd.DataFrame, np.ndarray]:
     """The question log's database, the questions to check and the score-``cache_score`` cache, with vectors."""
     from ragnb.datasets.schema import load_dataset
-    from ragnb.runs import demo
+    from ragnb.datasets import demo
     from ragnb.store.engine import connect
     from ragnb.store.questions import fetch_question_log
     from ragnb.store.schema import tables
@@ -354,7 +354,7 @@ def _session_inputs(sessions: str, corpus: str, log_db: Any, encoder: Any, max_s
     """The dialogue sessions (and, for the demo, the human needs-context flags of their turns)."""
     from ragnb.store.engine import connect
     from ragnb.store.schema import tables
-    from ragnb.store.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
+    from ragnb.datasets.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
     from ragnb.store.vectors import check_space
 
     if sessions == "demo":

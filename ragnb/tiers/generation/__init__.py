@@ -13,7 +13,7 @@ Per item (a dataset question):
    the LLM's (``judge_faithfulness``), else (judge failed, or no judge) the embedding-similarity fallback,
    with the method recorded per item (``fallback_faithfulness`` when no judge ran);
 4. every item's record (contexts, answers, judge verdicts, faithfulness and its method, errors) is appended
-   to an :class:`~ragnb.runs.itemlog.ItemLog` the moment it is finished: a killed run, started again on the
+   to an :class:`~ragnb.tiers.itemlog.ItemLog` the moment it is finished: a killed run, started again on the
    same log, scores only the rest.
 
 Deterministic metrics are computed afterwards on all records: ROUGE-1/2/L F, sentence BLEU (and corpus
@@ -43,7 +43,7 @@ from ragnb.io import comma_list
 from ragnb.llm import run_sync
 from ragnb.metrics.fallback import split_sentences
 from ragnb.rag.system import BaselineSystem
-from ragnb.runs.itemlog import ItemLog, fingerprint, run_items
+from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.tiers.generation.aggregation import JUDGED, LLM_ONLY, faithfulness_key, per_item_frame, summary_of
 from ragnb.rag.embeddings import MemoEncoder
 from ragnb.tiers.generation.answering import answer_method, generation_model, item_key, scorer
@@ -88,7 +88,7 @@ def make_judge(client: Any, judge_models: str, aggregate: str = "mean", mode: st
                language: str = "en") -> tuple[Any, list[str]]:
     """The LLM judge for a tier notebook, or ``None`` with the reason in the returned notes.
 
-    ``client``: :attr:`ragnb.tiers.common.LLMSetup.client` (None offline); ``judge_models``: comma-separated
+    ``client``: :attr:`ragnb.datasets.corpus.LLMSetup.client` (None offline); ``judge_models``: comma-separated
     model ids. The configuration is validated even when no judge can be built, so a typo fails early.
     """
     from ragnb.llm.judges import JudgeConfig
@@ -115,7 +115,7 @@ def _check(dataset: Dataset, consistency_runs: int, top_k: int, concurrency: int
     from ragnb.llm.judges.scores import SCALES
 
     if not isinstance(dataset, Dataset) or not dataset.items:
-        raise ValueError("dataset must be a ragnb Dataset with at least one item (see ragnb.tiers.common.open_dataset)")
+        raise ValueError("dataset must be a ragnb Dataset with at least one item (see ragnb.datasets.corpus.open_dataset)")
     for name, value, fix in (("consistency_runs", consistency_runs, "use 1 (no repeats) or more"),
                              ("top_k", top_k, "retrieve at least one chunk per question"),
                              ("concurrency", concurrency, "use 1 or more")):
@@ -262,7 +262,7 @@ def run_tier2(dataset: Dataset, system: Any, encoder: Any, *, judge: Any = None,
     ``system``: anything with ``answer(question, contexts)`` (:func:`ragnb.rag.system.load_system`); ``encoder``:
     the embedding model for the faithfulness fallback and the similarity metrics; ``judge``: a
     :class:`ragnb.llm.judges.scores.Judge` or None (offline: see the module docstring); ``log_path``: the
-    :class:`~ragnb.runs.itemlog.ItemLog` JSONL that makes the run resumable. Summary keys: ``faithfulness``,
+    :class:`~ragnb.tiers.itemlog.ItemLog` JSONL that makes the run resumable. Summary keys: ``faithfulness``,
     ``hallucination_rate``, ``context_utilization``, [``answer_relevance``, ``answer_correctness`` (1–5) with a
     judge], ``rouge1``, ``rouge2``, ``rougel``, ``bleu`` (mean sentence BLEU, 0–100), ``corpus_bleu``,
     ``semantic_similarity``, ``dot_similarity``, ``euclidean_distance``, [``response_exact_match_rate``,

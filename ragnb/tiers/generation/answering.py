@@ -87,7 +87,7 @@ def _error_text(exc: BaseException) -> str:
 
 def scorer(by_key: dict[str, DatasetItem], contexts_of: dict[str, dict], system: Any, encoder: Any, judge: Any,
            judge_metrics: tuple[str, ...], consistency_runs: int, language: str):
-    """The per-item coroutine for :func:`ragnb.runs.itemlog.run_items`: ``contexts_of[key]`` holds the item's
+    """The per-item coroutine for :func:`ragnb.tiers.itemlog.run_items`: ``contexts_of[key]`` holds the item's
     contexts (or the stage and error that left it without any) and any retrieval timing to record."""
     async def score(key: str) -> dict:
         item = by_key[key]

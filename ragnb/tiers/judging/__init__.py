@@ -20,7 +20,7 @@ object with ``question``, ``answer``, ``ground_truth_show`` and optional ``conte
 strings) and ``id``; see :class:`JudgePipelineItem`. The bundled demo set is BEGIN's dev split
 (:func:`begin_pipeline_dataset`, human attribution labels; see ``ragnb/data/begin_groundedness/README.md``).
 
-Every finished item is appended to an :class:`~ragnb.runs.itemlog.ItemLog` (``<output_dir>/<stem>.items.jsonl``)
+Every finished item is appended to an :class:`~ragnb.tiers.itemlog.ItemLog` (``<output_dir>/<stem>.items.jsonl``)
 the moment it is judged, so an interrupted run resumes without judging anything twice.
 
 Modules: :mod:`.data` (schema, loaders, BEGIN), :mod:`.choice` (LLM or fallback), :mod:`.scoring` (one logged
@@ -28,7 +28,7 @@ pass), :mod:`.tier_judge`, :mod:`.pipeline`, :mod:`.figures` (tables and charts)
 """
 
 from ragnb.tiers.judging.choice import LLM_BACKEND, OFFLINE_BACKEND, JudgeChoice, choose_judge, item_log_path, parse_list
-from ragnb.tiers.judging.data import (BEGIN_DIR, BEGIN_FILE, GENERIC_CHOICES, JudgePipelineDataset, JudgePipelineItem,
+from ragnb.datasets.judge_items import (BEGIN_DIR, BEGIN_FILE, GENERIC_CHOICES, JudgePipelineDataset, JudgePipelineItem,
                                       begin_pipeline_dataset, load_judge_dataset, open_judge_dataset)
 from ragnb.tiers.judging.figures import (confusion_figure, consistency_figure, judge_table, pipeline_table, roc_figure,
                                          score_by_label_figure)

@@ -45,7 +45,7 @@ class JudgeChoice:
 
 
 def choose_judge(llm: Any, judge_models: str | Sequence[str]) -> JudgeChoice:
-    """From :func:`ragnb.tiers.common.open_llm`'s setup and the ``judge_models`` parameter: the LLM judge
+    """From :func:`ragnb.datasets.corpus.open_llm`'s setup and the ``judge_models`` parameter: the LLM judge
     when an endpoint is configured *and* models are named, else the offline fallback (with a note why)."""
     models = parse_list(judge_models)
     if getattr(llm, "client", None) is None:

@@ -13,9 +13,9 @@ import numpy as np
 from ragnb.io import to_jsonable
 from ragnb.metrics.stats import aggregate as _stats_aggregate
 from ragnb.rag.embeddings import MemoEncoder
-from ragnb.runs.itemlog import ItemLog, run_items
+from ragnb.tiers.itemlog import ItemLog, run_items
 from ragnb.tiers.judging.choice import OFFLINE_BACKEND
-from ragnb.tiers.judging.data import JudgePipelineDataset, JudgePipelineItem
+from ragnb.datasets.judge_items import JudgePipelineDataset, JudgePipelineItem
 
 # Faithfulness at or above this → show. 0.5 is the midpoint of the judge's 0–1 scale (0.5 = "partially
 # agrees") and, for the offline fallback, the sigmoid's centre (mean best-match cosine 0.6, see

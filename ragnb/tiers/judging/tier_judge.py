@@ -21,9 +21,9 @@ import pandas as pd
 
 from ragnb.llm import run_sync
 from ragnb.metrics import classification as cls
-from ragnb.runs.itemlog import ItemLog, fingerprint
+from ragnb.tiers.itemlog import ItemLog, fingerprint
 from ragnb.tiers.judging.choice import LLM_BACKEND, OFFLINE_BACKEND, parse_list
-from ragnb.tiers.judging.data import JudgePipelineItem, check_items, require_context
+from ragnb.datasets.judge_items import JudgePipelineItem, check_items, require_context
 from ragnb.tiers.judging.scoring import (DEFAULT_SHOW_THRESHOLD, OFFLINE_MODE, agg, check_threshold, dataset_meta,
                                          outcomes, score_pass)
 from ragnb.tiers.result import TierResult

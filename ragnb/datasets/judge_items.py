@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ragnb.io import check_unique, is_json_lines, iter_json_records, parse_yes_no, read_text
 
-BEGIN_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "begin_groundedness"
+BEGIN_DIR = Path(__file__).resolve().parent.parent / "data" / "begin_groundedness"
 BEGIN_FILE = BEGIN_DIR / "begin_dev.jsonl.gz"
 GENERIC_CHOICES = ("no_show", "drop")
 

@@ -1,10 +1,11 @@
-"""What every tier notebook opens first: the corpus database and the encoder that matches it."""
+"""The corpus a tier or a dataset mode works on: the database (bundled demo or configured) and the encoder
+that matches its stored vectors, and the dataset of questions that goes with it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragnb.runs import demo
+from ragnb.datasets import demo
 from ragnb.datasets.schema import Dataset, load_dataset
 from ragnb.rag.embeddings import Encoder, get_encoder
 from ragnb.store.engine import Database, connect
@@ -55,35 +56,3 @@ def open_dataset(dataset_path: str, corpus: str = "demo", language: str = "ru", 
     if max_questions:
         ds = ds.model_copy(update={"items": ds.items[:max_questions]})
     return ds
-
-
-@dataclass
-class LLMSetup:
-    """The LLM endpoint a notebook judges and generates with — or none (offline fallback)."""
-
-    client: object | None  # ragnb.llm.LLMClient when an endpoint is configured
-    backend: str  # "openai-compatible" | "offline-fallback": the metrics JSON's judge_backend
-    endpoint: str | None  # base URL with any password hidden; never the key
-
-    def header_info(self) -> dict:
-        return {"judge_backend": self.backend, "llm_endpoint": self.endpoint or "none (offline)"}
-
-    def usage(self) -> dict:
-        """Tokens, cost and latency per metric and model so far (empty offline)."""
-        return self.client.usage.summary() if self.client is not None else {}
-
-
-def open_llm(prices: dict | None = None, max_concurrency: int = 0) -> LLMSetup:
-    """Endpoint and key from the environment (RAGNB_LLM_BASE_URL, RAGNB_LLM_API_KEY / OPENAI_API_KEY /
-    OPENROUTER_API_KEY); ``prices``: model → {input_per_1m, output_per_1m} in USD. Nothing configured →
-    ``client=None`` and every judged metric uses the offline fallback, which reports say."""
-    from ragnb import config
-    from ragnb.llm import LLMClient, LLMSettings
-
-    overrides: dict = {"prices": dict(prices or {})}
-    if max_concurrency:
-        overrides["max_concurrency"] = int(max_concurrency)
-    settings = LLMSettings.from_env(**overrides)
-    if not settings.configured:
-        return LLMSetup(None, settings.backend_label(), None)
-    return LLMSetup(LLMClient(settings), settings.backend_label(), config.redact_url(settings.resolved_base_url))
