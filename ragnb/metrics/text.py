@@ -264,7 +264,7 @@ def euclidean_distance(a_vec, b_vec) -> float:
 
 def embed_similarity(predictions: Sequence[str], references: Sequence[str], encoder=None,
                      measures: Sequence[str] = MEASURES) -> pd.DataFrame:
-    """Embed both lists with ``encoder`` (default: :func:`ragnb.rag.embeddings.get_encoder`) and score each pair.
+    """Embed both lists with ``encoder`` (e.g. :func:`ragnb.rag.embeddings.get_encoder`) and score each pair.
 
     Returns one column per measure (``semantic_similarity``, ``dot_similarity``, ``euclidean_distance``).
     Pairs where either text is blank are NaN and are not embedded.
@@ -274,9 +274,8 @@ def embed_similarity(predictions: Sequence[str], references: Sequence[str], enco
     if bad:
         raise ValueError(f"measures must be among {MEASURES}, got {bad}")
     if encoder is None:
-        from ragnb.rag.embeddings import get_encoder
-
-        encoder = get_encoder()
+        raise ValueError("embed_similarity needs an encoder (e.g. ragnb.rag.embeddings.get_encoder()); "
+                         "pass semantic=False to text_metrics to skip the embedding measures")
     ok = np.array([bool(a.strip()) and bool(b.strip()) for a, b in zip(p, r)], dtype=bool)
     idx = np.flatnonzero(ok)
     cols = {"cosine": "semantic_similarity", "dot": "dot_similarity", "euclidean": "euclidean_distance"}
@@ -342,7 +341,7 @@ def response_consistency(responses: Sequence[str], encoder=None, *, normalize: b
     """Both stability measures for one question's R repeated responses, with a reason when undefined.
 
     Returns ``{n_runs, response_exact_match_rate, response_semantic_consistency, reason}``; ``reason`` is
-    None when both are defined. The semantic part embeds the responses with ``encoder`` (default model);
+    None when both are defined. The semantic part embeds the responses with ``encoder`` (required);
     it is skipped (NaN) when ``encoder`` is False.
     """
     rs = _check_texts(responses, "responses")
@@ -355,9 +354,8 @@ def response_consistency(responses: Sequence[str], encoder=None, *, normalize: b
         out["reason"] = "semantic consistency not computed (encoder=False)"
         return out
     if encoder is None:
-        from ragnb.rag.embeddings import get_encoder
-
-        encoder = get_encoder()
+        raise ValueError("response_consistency needs an encoder (e.g. ragnb.rag.embeddings.get_encoder()), or "
+                         "encoder=False to skip the semantic part")
     out["response_semantic_consistency"] = semantic_consistency(encoder.encode(rs))
     return out
 
