@@ -1,7 +1,7 @@
 """UMAP in a fresh process: does numba's on-disk cache make the second process's first fit fast?
 
-UMAP's first fit in a new Python process compiles umap-learn's and pynndescent's numba functions (DESIGN §7:
-~30 s). pynndescent marks its functions ``cache=True``; umap-learn 0.5 almost none. Two set-ups, each run as
+UMAP's first fit in a new Python process compiles umap-learn's and pynndescent's numba functions (about
+30 s). pynndescent marks its functions ``cache=True``; umap-learn 0.5 almost none. Two set-ups, each run as
 two fresh processes one after the other on the same, initially empty ``NUMBA_CACHE_DIR``:
 
 * ``plain``: ``import umap`` and fit — numba's default behaviour (only ``cache=True`` functions are cached);

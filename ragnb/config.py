@@ -18,7 +18,7 @@ import yaml
 from ragnb.io import read_text
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
-SCHEMA_VERSION = "2.0"  # run-record schema (seed 001)
+SCHEMA_VERSION = "2.0"  # run-record schema (see README, Concepts)
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -68,7 +68,8 @@ def redact_url(url: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Table and column names (seed 001 defaults; a team's production schema can be mapped in YAML)
+# Table and column names (defaults; see README, Using a production database; a team's production schema can be mapped in
+# YAML)
 # --------------------------------------------------------------------------------------------
 
 CHUNK_FIELDS = ("table", "id", "url", "text", "embedding")
@@ -106,7 +107,7 @@ class QuestionColumns(_Columns):
 
 @dataclass(frozen=True)
 class SchemaMap:
-    """Where ragnb finds chunks and logged questions. Defaults are the seed's names."""
+    """Where ragnb finds chunks and logged questions. Defaults are the original names."""
 
     chunk: ChunkColumns = field(default_factory=ChunkColumns)
     question: QuestionColumns = field(default_factory=QuestionColumns)

@@ -236,7 +236,7 @@ def test_runs_frame_long_format_and_status(tmp_path):
     row = frame[(frame.run_id == RUN_IDS[0]) & (frame.metric == "hit_rate@1")].iloc[0]
     assert row.tier_key == "tier_1_metrics" and row.notebook == "tier1_retrieval" and row["order"] == 0
     assert row["mean"] == pytest.approx(np.mean(list(HIT_A.values()))) and row["n"] == 12
-    assert row.status == "good"  # 6/12 = 0.5: a value on the lower bound is "good" (seed §11.2)
+    assert row.status == "good"  # 6/12 = 0.5: a value on the lower bound is "good" (docs/metrics.md, Conventions)
     acc = frame[(frame.run_id == RUN_IDS[2]) & (frame.metric == "accuracy")].iloc[0]
     assert acc.status == "good" and (acc.ci_lo, acc.ci_hi) == (0.86, 0.94)  # 0.85 ≤ 0.90 ≤ 0.95
     # plain numbers count only when they are known metrics; settings such as top_k are not

@@ -1,4 +1,4 @@
-"""``ragnb dataset …`` end to end (seed 001 phase 2): synthetic against the scripted LLM server, real questions on a
+"""``ragnb dataset …`` end to end (see README, Datasets): synthetic against the scripted LLM server, real questions on a
 tiny corpus in the embedded database, annotation export/import, the judge-pipeline dataset, and bad inputs."""
 
 from __future__ import annotations
@@ -320,7 +320,7 @@ def _item(i: int, **kw) -> DatasetItem:
 def source_dataset(tmp_path) -> Path:
     items = [_item(i) for i in range(1, 10)]
     items[3] = _item(4, relevant_chunk_ids=["k4", "k5"])
-    # a9 in the seed's layout: no relevant_chunk_ids, its chunk_id is the relevant chunk.
+    # a9 in the original layout: no relevant_chunk_ids, its chunk_id is the relevant chunk.
     items[8] = DatasetItem(id="a9", question="Question 9?", ground_truth_answer="Answer 9.", chunk_id="k9",
                            chunk_text="Text 9.")
     ds = Dataset(name="src", type="synthetic", items=items, metadata={"mode": "synthetic", "counts": {"items": 9}})

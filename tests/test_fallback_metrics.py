@@ -1,5 +1,6 @@
-"""Seed 004 offline groundedness chain: sentence splitting, word overlap, embedding faithfulness with the
-sigmoid, hallucination rate, context utilization — hand counts, the real encoder, and BEGIN human labels."""
+"""The offline groundedness chain (see docs/metrics.md, Faithfulness): sentence splitting, word overlap, embedding
+faithfulness with the sigmoid, hallucination rate, context utilization — hand counts, the real encoder, and BEGIN human
+labels."""
 
 from __future__ import annotations
 
@@ -176,7 +177,7 @@ def test_context_utilization_contains_hand_count():
 
 
 def test_context_utilization_contains_weakness_and_alternatives(encoder):
-    # the seed's "contains" misses a faithful paraphrase entirely; the word-overlap and embedding methods see it
+    # the original "contains" misses a faithful paraphrase entirely; the word-overlap and embedding methods see it
     answer, ctx = "France's capital is Paris.", ["Paris is the capital of France."]
     assert fb.context_utilization(answer, ctx, "contains") == 0.0
     assert fb.context_utilization(answer, ctx, "word_overlap") == 1.0

@@ -280,7 +280,7 @@ def test_pipeline_baseline_with_llm_scores(llm_server):
 
 
 # --------------------------------------------------------------------------------------------
-# Offline: the seed-004 fallback on BEGIN human labels
+# Offline: the fallback (see docs/metrics.md, Faithfulness) on BEGIN human labels
 # --------------------------------------------------------------------------------------------
 
 

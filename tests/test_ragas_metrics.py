@@ -294,7 +294,7 @@ def test_endpoint_errors_fail_the_model_or_stop_the_run(llm_server):
     ([0, 1, 1], (1 / 2 + 2 / 3) / 2),        # 0.5833
     ([1, 1, 0], (1 / 1 + 2 / 2) / 2),        # 1.0
     ([0, 0, 1, 0], (1 / 3) / 1),             # 0.3333
-    ([0, 0, 0], 0.0),                        # no useful context → 0 (seed 002)
+    ([0, 0, 0], 0.0),                        # no useful context → 0 (see docs/metrics.md, Ragas-style suite)
     ([], math.nan),
 ])
 def test_average_precision_formula(v, expected):

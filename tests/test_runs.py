@@ -32,7 +32,7 @@ def test_git_info_outside_a_repo(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "metric, value, expected",
     [
-        # seed 000 §11.2: excellent > 0.8, good 0.5–0.8 (bounds included), attention < 0.5
+        # docs/metrics.md, Conventions: excellent > 0.8, good 0.5–0.8 (bounds included), attention < 0.5
         ("hit_rate@1", 0.81, "excellent"), ("hit_rate@1", 0.8, "good"), ("hit_rate@1", 0.5, "good"),
         ("hit_rate@1", 0.4999, "attention"), ("mrr", 1.0, "excellent"), ("mrr", 0.0, "attention"),
         ("ndcg@10", 0.8000001, "excellent"), ("ndcg@10", 0.65, "good"),

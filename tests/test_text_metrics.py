@@ -89,7 +89,7 @@ def test_rouge_russian_hand_count_and_the_default_tokenizer_trap():
     assert tm.rouge1(RU_PRED, RU_REF) == ours["rouge1"]
     assert tm.rouge2(RU_PRED, RU_REF) == ours["rouge2"]
     assert tm.rouge_l(RU_PRED, RU_REF) == ours["rougeL"]
-    # the trap (DESIGN §7): rouge-score's default tokenizer drops Cyrillic, even identical text scores 0
+    # the trap: rouge-score's default tokenizer drops Cyrillic, even identical text scores 0
     default = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"])
     assert all(s.fmeasure == 0.0 for s in default.score(RU_REF, RU_PRED).values())
     assert all(s.fmeasure == 0.0 for s in default.score(RU_REF, RU_REF).values())

@@ -161,7 +161,7 @@ def test_registered_ux_metrics_and_bad_sessions():
     assert registry.names("ux") == ["cache_hit_rate", "context_break_rate", "context_preservation",
                                     "multi_turn_consistency"]
     metric, k = registry.parse_name("multi_turn_consistency")
-    assert metric.fn is multi_turn_consistency and k is None and "10.3.3" in metric.doc
+    assert metric.fn is multi_turn_consistency and k is None and "docs/metrics.md, Tier UX" in metric.doc
     assert ">" in registry.REGISTRY["cache_hit_rate"].doc and "τ" in registry.REGISTRY["cache_hit_rate"].doc
     assert cosine([1, 0], [3, 4]) == pytest.approx(0.6)
     with pytest.raises(ValueError, match="empty"):

@@ -125,7 +125,7 @@ def load_table(db: Database, cfg: ChunkConfig, chunks: list[Chunk], vectors: np.
 
 def build_index(db: Database, cfg: ChunkConfig, m: int = 16, ef_construction: int = 64,
                 maintenance_work_mem: str = "1GB") -> str:
-    """HNSW (cosine) on ``cfg.table``'s embeddings. A bigger maintenance_work_mem builds ~4× faster (DESIGN §7)."""
+    """HNSW (cosine) on ``cfg.table``'s embeddings. A bigger maintenance_work_mem builds ~4× faster."""
     import sqlalchemy as sa
 
     if not re.fullmatch(r"\d+\s*(kB|MB|GB)", maintenance_work_mem):

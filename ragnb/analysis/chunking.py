@@ -1,4 +1,5 @@
-"""Chunking strategies side by side (seed 004 "Build Speed" and "Index Size", plus Tier 1 quality).
+"""Chunking strategies side by side ("Build Speed" and "Index Size";
+see docs/metrics.md, Build speed and index size, plus Tier 1 quality).
 
 For each (chunk size, overlap) of a grid, in words, the source articles are re-chunked with
 :func:`ragnb.store.loaders.chunk_text`, embedded, loaded into their own pgvector table

@@ -1,4 +1,4 @@
-"""Real-user domain analysis (seed 000 §7.4, seed 001 ``analyze_real_users_domain``): what real users ask
+"""Real-user domain analysis (see docs/metrics.md, Real users): what real users ask
 about, how satisfied they are per topic, and where the knowledge base has nothing close to the question.
 
 * topics: the logged questions clustered with :func:`ragnb.analysis.topics.cluster_questions`;

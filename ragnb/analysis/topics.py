@@ -1,5 +1,5 @@
-"""Topic coverage (seed 000 §12.2): cluster the questions into topics (KMeans over their embeddings) and count,
-per topic, how many distinct chunks and source URLs its questions' top-k retrievals reach.
+"""Topic coverage (see docs/metrics.md, Analytics): cluster the questions into topics (KMeans over their embeddings) and
+count, per topic, how many distinct chunks and source URLs its questions' top-k retrievals reach.
 
 A topic with many questions but few distinct chunks leans on a narrow slice of the knowledge base (weak
 coverage); a skew in ``unique_urls`` shows a topic served by a few sources only.
@@ -171,7 +171,7 @@ def topic_coverage(
     """Cluster the questions (:func:`cluster_questions`) and measure each topic's reach (:func:`coverage_by_topic`).
 
     Returns (per-question frame indexed by question id: ``question``, ``topic_id``, ``centroid_similarity``,
-    ``representative``, ``retrieved``; summary with the seed's fields ``n_topics``, ``total_questions``,
+    ``representative``, ``retrieved``; summary with the original fields ``n_topics``, ``total_questions``,
     ``avg_chunks_per_topic`` (mean unique_chunks over topics) and ``topic_coverage`` — a list of
     ``{topic_id, question_count, unique_chunks, unique_urls, chunks_per_question, low_coverage, top_urls,
     representative_questions, representative_ids}`` — plus ``silhouette``, ``avg_urls_per_topic``,

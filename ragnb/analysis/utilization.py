@@ -1,4 +1,4 @@
-"""Chunk utilization (seed 000 §12.1): which share of the corpus ever reaches a top-k result.
+"""Chunk utilization (see docs/metrics.md, Analytics): which share of the corpus ever reaches a top-k result.
 
 utilization_rate = |C_used| / |C_all|, C_all = chunks with an embedding (the searchable ones), C_used = chunks
 that appear in the top-k of at least one question of the set.

@@ -1,5 +1,5 @@
-"""Vector-space projection (seed 000 §12.3): UMAP 2D/3D of the stored chunk and question vectors, and the
-numbers that make the picture checkable.
+"""Vector-space projection (see docs/metrics.md, Analytics): UMAP 2D/3D of the stored chunk and question vectors, and
+the numbers that make the picture checkable.
 
 The projection is a diagnostic, not a metric: it helps to spot outliers, local clusters and empty zones.
 Because a 2D picture can mislead, every figure comes with

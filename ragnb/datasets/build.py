@@ -37,7 +37,7 @@ from ragnb.io import atomic_write_text
 
 MODES = ("synthetic", "from-real-questions", "from-real-questions-score-5", "export-annotation",
          "import-annotation", "judge-pipeline")
-# Seed 001 calls them dataset_realq_*, dataset_realq5_* and annotation_*; ragnb names every mode alike:
+# The original calls them dataset_realq_*, dataset_realq5_* and annotation_*; ragnb names every mode alike:
 # dataset_<mode>_YYYYMMDD_HHMMSS.json, one prefix per command (hyphens → underscores).
 FILE_PREFIX = {
     "synthetic": "dataset_synthetic",

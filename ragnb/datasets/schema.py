@@ -1,12 +1,12 @@
-"""Benchmark datasets: one JSON schema for every mode (seed 001 phase 2), validated on load.
+"""Benchmark datasets: one JSON schema for every mode (see README, Datasets), validated on load.
 
-A dataset file is either a JSON array of items (the seed's layout) or an object
+A dataset file is either a JSON array of items (the original layout) or an object
 ``{"name": ..., "type": ..., "metadata": {...}, "items": [...]}``. Unknown extra item fields (annotation
 fields, ``is_relevant_chunk_matched``, ``user_score`` …) are kept. The generation modes live in
 :mod:`ragnb.datasets.build` and the modules it names (``ragnb dataset …``).
 
 Relevance: ``relevant_chunk_ids`` (or graded ``relevance``) names the chunks that answer the question. When
-an item has no ``relevant_chunk_ids`` key at all, its ``chunk_id`` is the relevant chunk (the seed's
+an item has no ``relevant_chunk_ids`` key at all, its ``chunk_id`` is the relevant chunk (the original
 layout); an explicit empty list means "no chunk is known to be relevant" — Tier 1 then counts the item as
 undefined instead of scoring it (e.g. a logged question without a source url).
 """

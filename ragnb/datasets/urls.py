@@ -1,4 +1,5 @@
-"""Source URLs as relevance labels (seed 000 §7.3, seed 001 phase 2): normalise, then match by page id.
+"""Source URLs as relevance labels (see docs/metrics.md, Real users; README, Datasets): normalise, then match by page
+id.
 
 A logged ``confluence_url`` and a chunk's URL often differ in form only (``http`` vs ``https``, a
 trailing slash, a ``#section`` anchor, ``viewpage.action?pageId=…`` vs ``/pages/<id>/Title``). Two URLs

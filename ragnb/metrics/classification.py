@@ -372,7 +372,7 @@ def score_report(y_true: Sequence, scores: Sequence, n_boot: int = 1000, seed: i
 def judge_pipeline_metrics(ground_truth_show: Sequence, predicted_show: Sequence,
                            latencies_ms: Sequence | None = None, n_boot: int = 1000,
                            seed: int = 0) -> dict[str, Any]:
-    """Seed 000 §9: the production show/no-show judge against ``ground_truth_show``.
+    """docs/metrics.md, Tier Judge and Judge Pipeline: the production show/no-show judge against ``ground_truth_show``.
 
     accuracy = (TP + TN) / (TP + TN + FP + FN); precision = TP / (TP + FP) and recall = TP / (TP + FN)
     for the class "Yes" (show); f1_score = 2·P·R / (P + R) (computed as 2·TP / (2·TP + FP + FN)).

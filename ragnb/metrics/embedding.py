@@ -1,12 +1,13 @@
-"""Tier 0: intrinsic geometry of an embedding matrix E (N × D), no labels needed (seed 000 §3).
+"""Tier 0: intrinsic geometry of an embedding matrix E (N × D), no labels needed
+(see docs/metrics.md, Embedding geometry).
 
 ``distance`` ("euclidean" or "cosine", cosine distance = 1 − cos) applies to the nearest-neighbour and
 pairwise metrics. Spread and effective dimensionality are always computed on the raw vectors (L2 to the
-centroid, covariance eigenvalues), as the seed defines them.
+centroid, covariance eigenvalues), as the original definition defines them.
 
-Geometry has no universally better direction; ``higher_is_better`` follows the seed's interpretation
-(§3.5: lower nn distance = more compact, higher density = denser, too low effective dimensionality =
-collapse, max spread / max pairwise distance flag outliers) and, where the seed is silent, the anisotropy
+Geometry has no universally better direction; ``higher_is_better`` follows the original interpretation
+(docs/metrics.md, Embedding geometry: lower nn distance = more compact, higher density = denser, too low effective dimensionality =
+collapse, max spread / max pairwise distance flag outliers) and, where the original definition is silent, the anisotropy
 reading: tight neighbourhoods but a wide global spread are good, near-duplicates (tiny min pairwise
 distance) are a data-health problem. Read these numbers as diagnostics, not as a leaderboard.
 

@@ -1,10 +1,10 @@
-"""Seed 004's offline groundedness chain: faithfulness (LLM → embedding similarity → word overlap),
-hallucination rate and context utilization, for Russian and English.
+"""The offline groundedness chain (see docs/metrics.md, Faithfulness): faithfulness (LLM → embedding similarity → word
+overlap), hallucination rate and context utilization, for Russian and English.
 
 The LLM level lives with the judge (``ragnb.llm``); its caller passes the LLM score here when it has one.
 Without it, :func:`faithfulness_fallback` uses embedding similarity when an encoder is given, else word
 overlap, and every result names the ``method`` that produced it ("llm" | "embedding" | "word_overlap"):
-a fallback score is never an LLM judgement (DESIGN §2).
+a fallback score is never an LLM judgement (docs/metrics.md, Faithfulness).
 
 Calibration (all-MiniLM-L6-v2, the default encoder; see :data:`SIGMOID_CENTER`)
     Cosines of English paraphrases are ~0.95, related-but-different facts ("Paris is the capital of
@@ -231,18 +231,19 @@ def best_match_cosines(answer_sentence_vecs, context_vecs) -> np.ndarray:
 @register("faithfulness_embedding", FAMILY, kind="vectors", value_range=(0.0, 1.0), higher_is_better=True)
 def embedding_faithfulness(answer_sentence_vecs, context_vecs, *, center: float = SIGMOID_CENTER,
                            slope: float = SIGMOID_SLOPE) -> float:
-    """Seed 004 level 2: F_emb = σ( (1/n) Σ_i max_j cos(a_i, c_j) ), σ = :func:`sigmoid`(center, slope).
+    """Fallback level 2 (docs/metrics.md, Faithfulness): F_emb = σ( (1/n) Σ_i max_j cos(a_i, c_j) ), σ =
+    :func:`sigmoid`(center, slope).
 
     a_i = embedding of answer sentence i (n sentences), c_j = embedding of context unit j (ragnb embeds
     context *sentences*: a whole chunk's vector dilutes one supporting sentence and is truncated at 256
-    tokens). Seed: "每个答案句子与上下文的embedding余弦相似度, 取平均, sigmoid 映射到 0-1".
+    tokens).
     """
     return float(sigmoid(best_match_cosines(answer_sentence_vecs, context_vecs).mean(), center, slope))
 
 
 @register("faithfulness_word_overlap", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def word_overlap_faithfulness(answer: str, contexts: Sequence[str], language: str = "auto") -> float:
-    """Seed 004 level 3: F_wo = |W(answer) ∩ W(contexts)| / |W(answer)|.
+    """Fallback level 3 (docs/metrics.md, Faithfulness): F_wo = |W(answer) ∩ W(contexts)| / |W(answer)|.
 
     W(·) = the *set* of content words (:func:`content_words`: stop-words removed, casefolded, crude stems),
     so a repeated word counts once. Answer without content words → NaN; no context words → 0.
@@ -259,7 +260,7 @@ def word_overlap_faithfulness(answer: str, contexts: Sequence[str], language: st
 def faithfulness_fallback(answer: str, contexts: Sequence[str], encoder=None, language: str = "auto", *,
                           llm_score: float | None = None, center: float = SIGMOID_CENTER,
                           slope: float = SIGMOID_SLOPE) -> dict:
-    """Seed 004's 3-level chain for one answer → ``{"score", "method", "reason"}``.
+    """The 3-level chain (see docs/metrics.md, Faithfulness) for one answer → ``{"score", "method", "reason"}``.
 
     1. ``llm_score`` given and finite → that score, method "llm" (the judge computed it elsewhere);
     2. else ``encoder`` given → :func:`embedding_faithfulness` over the answer's and contexts' sentences
@@ -316,7 +317,8 @@ def fallback_faithfulness(answer: str, contexts: Sequence[str], *, encoder=None,
 
 @register("hallucination_rate", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=False)
 def hallucination_rate(faithfulness: float) -> float:
-    """Seed 004: H = 1 − F (F = faithfulness from any level); NaN stays NaN."""
+    """docs/metrics.md, Hallucination rate and context utilization: H = 1 − F (F = faithfulness from any level); NaN
+    stays NaN."""
     if isinstance(faithfulness, bool) or not isinstance(faithfulness, (int, float, np.floating, np.integer)):
         raise ValueError(f"faithfulness must be a number in [0, 1] (or NaN), got {faithfulness!r}")
     f = float(faithfulness)
@@ -342,10 +344,11 @@ def _contains_related(sentence: str, ctx_sentences: list[str]) -> bool:
 @register("context_utilization", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True)
 def context_utilization(answer: str, contexts: Sequence[str], method: str = "contains", *, encoder=None,
                         threshold: float | None = None, language: str = "auto") -> float:
-    """Seed 004: U = |{answer sentences related to some context sentence}| / |answer sentences|.
+    """docs/metrics.md, Hallucination rate and context utilization: U = |{answer sentences related to some context
+    sentence}| / |answer sentences|.
 
     Relatedness of answer sentence s to context sentence c (both from :func:`split_sentences`):
-    * ``"contains"`` — the seed's definition: norm(s) ⊆ norm(c) or norm(c) ⊆ norm(s) as substrings
+    * ``"contains"`` — the original definition: norm(s) ⊆ norm(c) or norm(c) ⊆ norm(s) as substrings
       (norm = casefold, collapsed whitespace, trailing . ! ? … removed). Weakness: only verbatim copying
       counts — a faithful paraphrase or a changed word form scores 0, and a very short context sentence
       ("Да.") is "contained" in many answer sentences.

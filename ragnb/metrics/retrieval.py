@@ -19,7 +19,7 @@ Where ragnb differs from trec_eval, on purpose
     * A query whose qrels have no relevant doc (all grades ≤ 0) is undefined → NaN, excluded from the
       mean and counted in ``n_failed``; trec_eval scores it 0.
     * Queries in the run but not in qrels are not judged (as in trec_eval); ``_info`` counts them.
-    * ``doc_*`` metrics (seed 004) first map chunks to documents and deduplicate the ranking;
+    * ``doc_*`` metrics (see docs/metrics.md, Retrieval) first map chunks to documents and deduplicate the ranking;
       ``doc_precision@k`` divides by the number of unique documents in the top k, not by k.
 """
 from __future__ import annotations
@@ -117,7 +117,7 @@ def ndcg(t: RankedGains, k: int) -> np.ndarray:
     return _defined(t, np.divide(_dcg(t.gains, k), idcg, out=np.zeros(len(idcg)), where=idcg > 0))
 
 
-# Document-level variants (seed 004). ``per_query``/``evaluate`` build their table from the
+# Document-level variants (see docs/metrics.md, Retrieval). ``per_query``/``evaluate`` build their table from the
 # deduplicated document ranking (``to_doc_run``) and document qrels (``to_doc_qrels``).
 _DOC_LEVEL: set[str] = set()
 
@@ -144,7 +144,7 @@ def doc_hit_rate(t: RankedGains, k: int) -> np.ndarray:
 def doc_mrr(t: RankedGains, k: None = None) -> np.ndarray:
     """Reciprocal rank of the first relevant *document* in the deduplicated document ranking.
 
-    rr = 1 / r, r = rank after deduplication (seed 004: "找到第一个相关文档在去重后的排名").
+    rr = 1 / r, r = rank after deduplication (see docs/metrics.md, Retrieval).
     """
     return mrr(t)
 
@@ -164,7 +164,7 @@ def doc_ndcg(t: RankedGains, k: int) -> np.ndarray:
 
 @_doc_level("doc_precision", needs_k=True)
 def doc_precision(t: RankedGains, k: int) -> np.ndarray:
-    """Seed-004 precision@k over the deduplicated document ranking — NOT trec_eval's P_k.
+    """The precision@k (see docs/metrics.md, Retrieval) over the deduplicated document ranking — NOT trec_eval's P_k.
 
     doc_precision@k = |relevant docs ∩ top-k| / |unique docs in top-k| = hits / min(n_docs, k);
     0 if nothing was retrieved. A short list is not penalised (trec_eval divides by k).
@@ -174,13 +174,13 @@ def doc_precision(t: RankedGains, k: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# Chunk → document conversion (seed 004).
+# Chunk → document conversion (see docs/metrics.md, Retrieval).
 
 
 def to_doc_run(run: Run, chunk_to_doc: Mapping[str, str] | None = None) -> dict[str, list[str]]:
     """Map each query's chunk ranking to documents and drop repeats; the first occurrence keeps
-    its place (seed 004: dedup by document before ranking). ``chunk_to_doc=None`` means the ids are
-    already document ids (e.g. each retrieved chunk's source url), which are only deduplicated.
+    its place (see docs/metrics.md, Retrieval: dedup by document before ranking). ``chunk_to_doc=None`` means the ids
+    are already document ids (e.g. each retrieved chunk's source url), which are only deduplicated.
     """
     check_mapping(run, "run", "{query_id: [doc_id, ...]} or {query_id: {doc_id: score}}")
     out: dict[str, list[str]] = {}

@@ -1,8 +1,8 @@
-"""Lexical and semantic answer metrics (seed 000 §5.4, §5.5.3–5.5.4, §6.3–6.4): ROUGE, BLEU, embedding
+"""Lexical and semantic answer metrics (see docs/metrics.md, Text and answer metrics): ROUGE, BLEU, embedding
 similarity, and the repeat-run stability of a response (``consistency_runs``).
 
 Tokenisation (ROUGE)
-    rouge-score's default tokenizer keeps only ``[a-z0-9]`` after lower-casing (DESIGN §7): identical
+    rouge-score's default tokenizer keeps only ``[a-z0-9]`` after lower-casing: identical
     Russian sentences score 0, "Café" becomes "caf". :class:`UnicodeTokenizer` replaces it: NFC
     normalisation, ``str.casefold``, tokens = maximal runs of Unicode letters/digits (``[^\\W_]+``:
     Latin, Cyrillic, accented letters, digits; underscores and punctuation split). On lower-case ASCII
@@ -246,7 +246,7 @@ def semantic_similarity(a_vecs, b_vecs, measure: str = "cosine") -> np.ndarray:
 
 @register("semantic_similarity", FAMILY, kind="vectors", value_range=(-1.0, 1.0), higher_is_better=True)
 def cosine_similarity(a_vec, b_vec) -> float:
-    """cos(e_sys, e_gt) = e_sys·e_gt / (‖e_sys‖ ‖e_gt‖), −1…1 (seed 000 §6.4.2)."""
+    """cos(e_sys, e_gt) = e_sys·e_gt / (‖e_sys‖ ‖e_gt‖), −1…1 (see docs/metrics.md, Text and answer metrics)."""
     return float(semantic_similarity(a_vec, b_vec, "cosine")[0])
 
 
@@ -301,8 +301,8 @@ def exact_match_rate(responses: Sequence[str], *, normalize: bool = True) -> flo
     """Share of repeat runs whose response equals the first run's, for one question.
 
     EM = (1/(R−1)) Σ_{r=2..R} 1[norm(y_r) = norm(y_1)], R = number of runs (``consistency_runs``); the same
-    "agree with the first call" form as seed 000 §4.4.5 (retrieval_consistency), applied to the seed's
-    ``response_exact_match_rate`` ("доля дословно совпадающих ответов при повторном запуске").
+    "agree with the first call" form as docs/metrics.md, Retrieval (retrieval_consistency), applied to the original
+    ``response_exact_match_rate``.
     norm = :func:`normalize_response` (case and whitespace), or identity with ``normalize=False``.
     R < 2 → NaN (nothing to compare; :func:`response_consistency` gives the reason).
     """

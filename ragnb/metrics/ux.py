@@ -1,4 +1,4 @@
-"""Tier UX metrics (seed 000 §10): cache hit rate, context preservation, multi-turn consistency.
+"""Tier UX metrics (see docs/metrics.md, Tier UX): cache hit rate, context preservation, multi-turn consistency.
 
 All three work on embeddings only; cos(a, b) = a·b / (‖a‖‖b‖), computed in float64 on L2-normalised rows and
 clipped to [−1, 1]. A zero vector has no direction, so it is an error, not a score.
@@ -21,7 +21,7 @@ from ragnb.metrics.registry import register
 from ragnb.metrics.vectors import unit_rows
 
 FAMILY = "ux"
-DEFAULT_TAU = 0.85  # seed 000 §10.3.1
+DEFAULT_TAU = 0.85  # see docs/metrics.md, Tier UX
 _BLOCK_ELEMS = 1 << 22  # query × cache similarities held at once (~32 MB of float64)
 
 
@@ -31,7 +31,7 @@ _BLOCK_ELEMS = 1 << 22  # query × cache similarities held at once (~32 MB of fl
 def check_tau(tau: float, name: str = "tau") -> float:
     """τ must be a number in (0, 1]: cosine similarities above 1 do not exist, and τ ≤ 0 makes almost anything a hit."""
     if isinstance(tau, bool) or not isinstance(tau, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} = {tau!r} must be a number in (0, 1], e.g. 0.85 (the seed's caching threshold)")
+        raise ValueError(f"{name} = {tau!r} must be a number in (0, 1], e.g. 0.85 (the default caching threshold)")
     tau = float(tau)
     if not (0.0 < tau <= 1.0):
         raise ValueError(f"{name} = {tau} is outside (0, 1]; use a cosine-similarity threshold such as 0.85")
@@ -118,7 +118,7 @@ def cache_hit_rate(
     cache_ids: Sequence | None = None,
     exclude_same_id: bool = True,
 ) -> CacheHits:
-    """Seed 000 §10.3.1: CacheHitRate = (1/|Q|) Σ_{q∈Q} 1[ max_{c∈Cache} cos(e_q, e_c) > τ ], τ = 0.85.
+    """docs/metrics.md, Tier UX: CacheHitRate = (1/|Q|) Σ_{q∈Q} 1[ max_{c∈Cache} cos(e_q, e_c) > τ ], τ = 0.85.
 
     The comparison is strict: a maximum similarity exactly equal to τ is *not* a hit. The cache is the
     set of logged questions users rated 5; each query keeps its best match (``max_similarity``,
@@ -196,7 +196,7 @@ def _session_items(sessions) -> list[tuple[str, object]]:
 
 @register("context_preservation", FAMILY, kind="session", value_range=(-1.0, 1.0), higher_is_better=True)
 def context_preservation(sessions: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> SessionScores:
-    """Seed 000 §10.3.2, per session S = [q_1 … q_n] (turns in order):
+    """docs/metrics.md, Tier UX, per session S = [q_1 … q_n] (turns in order):
 
         ContextPreservation(S) = 1/(|S|−1) · Σ_{i=1}^{|S|−1} cos(e_{q_i}, e_{q_{i+1}})
 
@@ -230,11 +230,11 @@ def context_preservation(sessions: Mapping[str, np.ndarray] | Sequence[np.ndarra
 
 @register("multi_turn_consistency", FAMILY, kind="session", value_range=(-1.0, 1.0), higher_is_better=True)
 def multi_turn_consistency(sessions: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> SessionScores:
-    """Seed 000 §10.3.3: a proxy for the consistency of intents across a dialogue. "In the current version"
-    the seed computes it with the same procedure as :func:`context_preservation` — mean cosine of
+    """docs/metrics.md, Tier UX: a proxy for the consistency of intents across a dialogue. "In the current version"
+    the original definition computes it with the same procedure as :func:`context_preservation` — mean cosine of
     consecutive turns, averaged per session, then over sessions — and logs it as a separate UX metric.
     ragnb does exactly that — MultiTurnConsistency(S) = 1/(|S|−1) · Σ_i cos(e_{q_i}, e_{q_{i+1}}) — so both
     values are always equal; it is kept as its own name so that run records
-    stay comparable with the seed's and a later, different definition can replace it without renaming.
+    stay comparable with the original definition and a later, different definition can replace it without renaming.
     """
     return context_preservation(sessions)

@@ -15,9 +15,10 @@
 
 # %% [markdown]
 # # Chunking — build speed, index size and retrieval quality
-# Seed 004's system metrics for each chunking strategy of a grid (chunk size × overlap, in words): how long
-# building the vector store takes (chunking, embedding, insert, HNSW index), how big it is on disk, how many
-# chunks the encoder silently truncates — and what it does to retrieval quality on the same questions.
+# The system metrics (see docs/metrics.md, Build speed and index size) for each chunking strategy of a grid (chunk size
+# × overlap, in words): how long building the vector store takes (chunking, embedding, insert, HNSW index), how big it
+# is on disk, how many chunks the encoder silently truncates — and what it does to retrieval quality on the same
+# questions.
 #
 # **Relevance rule.** A chunk is relevant to a question iff it comes from the gold paragraph's article, its
 # character span overlaps that paragraph, and it contains the reference answer (case and spacing ignored). A

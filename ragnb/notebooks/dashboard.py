@@ -16,9 +16,9 @@
 # %% [markdown]
 # # Benchmark dashboard
 # Every run recorded in `benchmark_runs.json`: the latest run's status, each metric over the runs with its 95%
-# confidence interval against the seed §11.2 thresholds, and run B compared with run A item by item — paired
-# differences with bootstrap CIs, McNemar's exact test for 0/1 metrics, a sign-flip permutation test otherwise
-# (Wilcoxon alongside), Holm-adjusted over all metrics.
+# confidence interval against the status thresholds (docs/metrics.md, Conventions), and run B compared with run A item
+# by item — paired differences with bootstrap CIs, McNemar's exact test for 0/1 metrics, a sign-flip permutation test
+# otherwise (Wilcoxon alongside), Holm-adjusted over all metrics.
 
 # %% tags=["parameters"]
 outputs: str = ""  # folder with benchmark_runs.json; "": this run's outputs folder, else RAGNB_OUTPUTS or ./outputs
@@ -59,8 +59,8 @@ else:
 # %% [markdown]
 # ## Metrics over runs
 # One chart per tier; the dropdown picks the metric. Error bars are each run's bootstrap 95% CI. Metrics with
-# seed §11.2 thresholds (HitRate@1, MRR, NDCG@10, Faithfulness, E2E score, judge accuracy and consistency) are
-# drawn over coloured bands: red = needs attention, blue = good, green = excellent.
+# the status thresholds (see docs/metrics.md, Conventions; HitRate@1, MRR, NDCG@10, Faithfulness, E2E score, judge
+# accuracy and consistency) are drawn over coloured bands: red = needs attention, blue = good, green = excellent.
 
 # %%
 figures = dashboard.trend_figures(frame)

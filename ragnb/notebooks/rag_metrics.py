@@ -15,10 +15,11 @@
 
 # %% [markdown]
 # # RAG metric suite
-# Ragas-style (seed 002) and NVIDIA-style (seed 003) metrics over a dataset of question, retrieved
-# contexts, response and reference — with an LLM judge when an endpoint is configured — plus seed 004's
-# offline faithfulness fallback, hallucination rate, context utilization and the comparison with the
-# reference, which always run. Every mean comes with a 95% confidence interval and its counts.
+# Ragas-style (see docs/metrics.md, Ragas-style suite) and NVIDIA-style (see docs/metrics.md, NVIDIA-style metrics)
+# metrics over a dataset of question, retrieved contexts, response and reference — with an LLM judge when an endpoint is
+# configured — plus the offline faithfulness fallback (see docs/metrics.md, Faithfulness), hallucination rate, context
+# utilization and the comparison with the reference, which always run. Every mean comes with a 95% confidence interval
+# and its counts.
 
 # %% tags=["parameters"]
 dataset_path: str = ""  # JSON array or JSONL of samples (question, retrieved_contexts, response, reference); "": built from the demo

@@ -15,8 +15,8 @@
 
 # %% [markdown]
 # # Real-users benchmark
-# Retrieval on real questions from the production question log (seed 000 §7). The ground truth is a proxy:
-# the page whose URL was logged with the question (`confluence_url`). A chunk is relevant when its URL names
+# Retrieval on real questions from the production question log (see docs/metrics.md, Real users). The ground truth is a
+# proxy: the page whose URL was logged with the question (`confluence_url`). A chunk is relevant when its URL names
 # the same page (page id after normalising scheme, `www.`, trailing slash, anchors and Confluence
 # `pageId=` / `/pages/<id>/` forms). Chunk-level metrics score the chunk ranking against *all* chunks of that
 # page; `doc_*` metrics score the ranking of pages (chunks mapped to their page, repeats dropped) — the

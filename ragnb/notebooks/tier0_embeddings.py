@@ -15,9 +15,9 @@
 
 # %% [markdown]
 # # Tier 0 — Embedding geometry
-# Intrinsic properties of the vector space (seed 000 §3): how close neighbours are, how spread out the
-# vectors are around their centroid, how many dimensions carry 95% of the variance, and how many texts the
-# model silently truncated. No labels needed.
+# Intrinsic properties of the vector space (see docs/metrics.md, Embedding geometry): how close neighbours are, how
+# spread out the vectors are around their centroid, how many dimensions carry 95% of the variance, and how many texts
+# the model silently truncated. No labels needed.
 
 # %% tags=["parameters"]
 corpus: str = "demo"  # "demo": bundled XQuAD corpus (own embedded database); "db": the configured database

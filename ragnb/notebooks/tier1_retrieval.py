@@ -17,7 +17,8 @@
 # # Tier 1 — Retrieval
 # How well does top-k search find the chunk that answers each question? Chunk-level metrics equal
 # trec_eval on rankings without score ties; `doc_*` metrics first collapse the ranking to source documents
-# (seed 004). Every mean comes with a bootstrap 95% confidence interval and the number of questions behind it.
+# (see docs/metrics.md, Retrieval). Every mean comes with a bootstrap 95% confidence interval and the number of
+# questions behind it.
 
 # %% tags=["parameters"]
 corpus: str = "demo"  # "demo": bundled XQuAD corpus (own embedded database); "db": the configured database

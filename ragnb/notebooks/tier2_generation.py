@@ -16,10 +16,10 @@
 # %% [markdown]
 # # Tier 2 — Generation on a fixed context
 # How good are the answers when retrieval is taken out of the picture? Every question is answered from the
-# dataset's own context passage (`chunk_text`), then scored: faithfulness to that context (LLM judge, or seed
-# 004's embedding fallback — the method is recorded per answer), answer relevance and correctness (LLM judge
-# only), ROUGE/BLEU and embedding similarity to the reference answer, and the stability of repeated answers.
-# Every mean comes with a bootstrap 95% confidence interval and the number of questions behind it.
+# dataset's own context passage (`chunk_text`), then scored: faithfulness to that context (LLM judge, or
+# the embedding fallback (see docs/metrics.md, Faithfulness) — the method is recorded per answer), answer relevance and
+# correctness (LLM judge only), ROUGE/BLEU and embedding similarity to the reference answer, and the stability of
+# repeated answers. Every mean comes with a bootstrap 95% confidence interval and the number of questions behind it.
 
 # %% tags=["parameters"]
 corpus: str = "demo"  # "demo": the bundled XQuAD questions with their paragraphs; "db": give dataset_path
@@ -94,8 +94,8 @@ report.show(charts.histogram(result.per_item["bleu"], "Sentence BLEU per answer 
 
 # %% [markdown]
 # ## Faithfulness by the method that produced it
-# "llm": the judge's score; "embedding": seed 004's fallback (no judge, or the judge failed on that answer).
-# A fallback score is a similarity, not an LLM judgement.
+# "llm": the judge's score; "embedding": the fallback (see docs/metrics.md, Faithfulness; no judge, or the judge failed
+# on that answer). A fallback score is a similarity, not an LLM judgement.
 
 # %%
 faith = result.faithfulness_key  # judge_faithfulness (LLM judge) or fallback_faithfulness (offline)

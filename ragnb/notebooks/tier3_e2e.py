@@ -18,9 +18,9 @@
 # The full user path: the system retrieves its top-k context (top-1 by default, as in production) and answers.
 # The answer is scored against the reference answer — end-to-end usefulness (LLM judge only), embedding
 # cosine / dot / euclidean similarity, ROUGE and BLEU — and against the retrieved context (faithfulness: LLM
-# judge, or seed 004's embedding fallback, the method recorded per answer). `context_hit@k` shows whether the
-# retrieved context was one of the question's relevant chunks, so retrieval errors can be told apart from
-# generation errors. Every mean comes with a bootstrap 95% confidence interval and the number of questions.
+# judge, or the embedding fallback (see docs/metrics.md, Faithfulness), the method recorded per answer). `context_hit@k`
+# shows whether the retrieved context was one of the question's relevant chunks, so retrieval errors can be told apart
+# from generation errors. Every mean comes with a bootstrap 95% confidence interval and the number of questions.
 
 # %% tags=["parameters"]
 corpus: str = "demo"  # "demo": bundled XQuAD corpus (own embedded database); "db": the configured database
@@ -115,7 +115,8 @@ report.show(px.box(coupled, x=hit, y="semantic_similarity", points="all", height
 
 # %% [markdown]
 # ## Faithfulness to the retrieved context, by the method that produced it
-# "llm": the judge's score; "embedding": seed 004's fallback (no judge, or the judge failed on that answer).
+# "llm": the judge's score; "embedding": the fallback (see docs/metrics.md, Faithfulness; no judge, or the judge failed
+# on that answer).
 
 # %%
 faith = result.faithfulness_key  # judge_faithfulness (LLM judge) or fallback_faithfulness (offline)

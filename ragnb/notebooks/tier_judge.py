@@ -15,10 +15,10 @@
 
 # %% [markdown]
 # # Tier Judge — can the judge be trusted?
-# Seed 000 §8: every answer's faithfulness is judged twice per judge mode (direct, reasoned); the second
-# pass bypasses the LLM cache, so it is a real repeat. `consistency_score` is the share of items whose two
-# scores differ by at most δ, `error_rate` the share of judgements without a valid verdict, plus the judge's
-# latency and its mean score. Beyond the seed, the scores are calibrated against **human labels** (the
+# docs/metrics.md, Tier Judge and Judge Pipeline: every answer's faithfulness is judged twice per judge mode (direct,
+# reasoned); the second pass bypasses the LLM cache, so it is a real repeat. `consistency_score` is the share of items
+# whose two scores differ by at most δ, `error_rate` the share of judgements without a valid verdict, plus the judge's
+# latency and its mean score. Beyond the original definition, the scores are calibrated against **human labels** (the
 # bundled BEGIN set by default): ROC-AUC, the best threshold, and accuracy, balanced accuracy, precision,
 # recall, F1 and Cohen's κ at the show threshold — each with a bootstrap 95% confidence interval.
 
@@ -30,7 +30,7 @@ judge_models: str = ""  # judge model ids, comma-separated; "": the offline fall
 judge_aggregate: str = "mean"  # how several judge models combine: "mean", "median" or "majority"
 modes: str = "direct,reasoned"  # judge modes, comma-separated; the first one gives the headline numbers
 explanation_language: str = "en"  # language of the judge prompt and its explanations: "en" or "ru"
-delta: float = 0.5  # two scores of one item agree when they differ by at most delta (seed 000 §8)
+delta: float = 0.5  # two scores of one item agree when they differ by at most delta
 show_threshold: float = 0.5  # a score at or above this counts as grounded in the calibration
 concurrency: int = 8  # items judged at once (LLM requests in flight)
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals

@@ -15,8 +15,8 @@
 
 # %% [markdown]
 # # Tier Judge Pipeline — the production show/no-show judge
-# Seed 000 §9: the judge that decides whether an answer is shown to the user, scored against human
-# `ground_truth_show` labels — accuracy, precision, recall and F1 for "show", the confusion counts and the
+# docs/metrics.md, Tier Judge and Judge Pipeline: the judge that decides whether an answer is shown to the user, scored
+# against human `ground_truth_show` labels — accuracy, precision, recall and F1 for "show", the confusion counts and the
 # judge's latency. The judge is the system under test's own `judge(question, answer)` when it has one;
 # otherwise ragnb's baseline: show when the answer's faithfulness to its context reaches `show_threshold`.
 # Every rate comes with a bootstrap 95% confidence interval; items without a verdict are counted, not scored.

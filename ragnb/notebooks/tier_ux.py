@@ -15,12 +15,13 @@
 
 # %% [markdown]
 # # Tier UX — cache reuse and dialogue continuity
-# Two "soft" aspects of how users experience the system (seed 000 §10), measured on embeddings only:
+# Two "soft" aspects of how users experience the system (see docs/metrics.md, Tier UX), measured on embeddings only:
 #
 # - **cache_hit_rate**: share of questions whose most similar question among those users rated 5 has cosine
 #   similarity **above** τ (equal to τ is not a hit) — how often a cached answer could be reused;
 # - **context_preservation**: mean cosine similarity of consecutive questions in a session, averaged within
-#   each session, then over sessions; **multi_turn_consistency** is the same number (the seed defines it so).
+#   each session, then over sessions; **multi_turn_consistency** is the same number (the original definition defines it
+#   so).
 #
 # Every mean comes with a bootstrap 95% confidence interval (over questions, resp. sessions) and the counts
 # behind it; undefined values (an empty cache, a one-turn session) are counted as failed, never dropped.
@@ -31,7 +32,7 @@ language: str = "ru"  # demo corpus only: "ru" (original) or "en" (the parallel 
 sessions: str = "demo"  # "demo": bundled ruTiE (ru) and TREC CAsT (en) sessions; "db": sessions of the configured log
 dataset_path: str = ""  # questions checked against the cache; "": demo questions, or (db) every logged question
 max_questions: int = 0  # check only the first N questions against the cache (0: all)
-cache_score: int = 5  # user score that puts a logged question into the cache (seed: 5)
+cache_score: int = 5  # user score that puts a logged question into the cache
 tau: float = 0.85  # cache hit when the best cosine similarity is strictly above this, in (0, 1]
 break_threshold: float = 0.3  # a turn breaks context when its similarity to the previous turn is below this
 max_sessions: int = 0  # analyse only the first N sessions, by time of their first turn (0: all)

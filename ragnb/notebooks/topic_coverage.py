@@ -15,7 +15,7 @@
 
 # %% [markdown]
 # # Topic coverage
-# Seed 000 §12.2: the questions are clustered into `n_topics` topics (KMeans over their unit-normalised
+# docs/metrics.md, Analytics: the questions are clustered into `n_topics` topics (KMeans over their unit-normalised
 # embeddings, fixed `random_state`); for every topic the top-k retrievals of its questions are pooled and the
 # distinct chunks and source pages counted. A topic with many questions but few distinct chunks leans on a
 # narrow slice of the knowledge base; a topic served by a few URLs only reuses a narrow set of sources.

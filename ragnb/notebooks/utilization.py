@@ -15,7 +15,7 @@
 
 # %% [markdown]
 # # Chunk utilization
-# Which share of the knowledge base ever reaches a top-k result (seed 000 §12.1)?
+# Which share of the knowledge base ever reaches a top-k result (see docs/metrics.md, Analytics)?
 # `utilization_rate = used_chunks / total_chunks`, where total = chunks with an embedding and used = chunks in
 # the top k of at least one question. A low rate can mean unreachable or junk chunks — or a question set that
 # covers only some topics; a very high rate together with poor retrieval quality can mean a noisy index.

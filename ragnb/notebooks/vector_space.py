@@ -15,8 +15,8 @@
 
 # %% [markdown]
 # # Vector space — UMAP projection
-# Where do the stored chunk and question vectors lie (seed 000 §12.3)? A 2D/3D UMAP picture helps to spot
-# outliers, local clusters and empty zones; it complements Tier 0, it does not replace it. Because a projection
+# Where do the stored chunk and question vectors lie (see docs/metrics.md, Analytics)? A 2D/3D UMAP picture helps to
+# spot outliers, local clusters and empty zones; it complements Tier 0, it does not replace it. Because a projection
 # can mislead, the numbers below say how far to trust it: **trustworthiness** (are neighbours in the picture
 # neighbours in the full space?), **neighbour preservation** (is a question's nearest chunk in the picture its
 # nearest chunk by cosine?), and **outliers** found in the full space, not in the picture. The vectors are the

@@ -254,7 +254,7 @@ def recall_vs_exact(approx: RetrievalResult, exact: RetrievalResult, k: int) -> 
 
 
 def consistency(runs: list[RetrievalResult], k: int) -> np.ndarray:
-    """Seed 000 §4.4.5 per query: (1/(R−1)) Σ_{r=2..R} 1[top-k of run r = top-k of run 1]."""
+    """docs/metrics.md, Retrieval, per query: (1/(R−1)) Σ_{r=2..R} 1[top-k of run r = top-k of run 1]."""
     if len(runs) < 2:
         return np.full(len(runs[0].ids) if runs else 0, np.nan)
     first = runs[0].ids

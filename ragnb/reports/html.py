@@ -248,7 +248,7 @@ def index_html(run_dir: str | Path, run_record: dict, reports: list[dict]) -> st
         f"<h2>Reports</h2>{_report_rows(run_dir, reports)}"
         f"<h2>Key metrics</h2>{_metric_rows(rec)}{_model_run_section(rec)}{params_html}"
         f"<p style=\"color:#57606a;font-size:12px;margin-top:24px\">schema {escape(rec.get('schema_version'))} · "
-        "thresholds from seed 000 §11.2: excellent above the upper bound, attention below the lower bound, "
+        "thresholds (docs/metrics.md, Conventions): excellent above the upper bound, attention below the lower bound, "
         "good in between (bounds included).</p></body></html>\n"
     )
 

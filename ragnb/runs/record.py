@@ -1,6 +1,6 @@
 """Run records: ids, git info, status (thresholds from :mod:`ragnb.spec`), executive summary, atomic append.
 
-A run record follows seed 001's ``benchmark_runs.json`` schema 2.0 (one JSON object per run in a
+A run record follows the ``benchmark_runs.json`` schema 2.0 (see README, Concepts; one JSON object per run in a
 JSON array). ragnb adds a few fields of its own after the schema fields (``reports``, ``failures``,
 ``params``, ``other_metrics``, ``duration_s``, ``ragnb_version``); readers of schema 2.0 ignore them.
 """

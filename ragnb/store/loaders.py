@@ -103,7 +103,7 @@ def _stable_id(*parts: Any) -> str:
 
 def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = None) -> list[dict]:
     """Validate every row of ``path`` into the table's fields; raise on the first bad row."""
-    # The seed's column name is accepted for the url field: --map confluence_url=link.
+    # The original column name is accepted for the url field: --map confluence_url=link.
     mapping = {("url" if f == "confluence_url" else f): c for f, c in (mapping or {}).items()}
     aliases = CHUNK_ALIASES if kind == "chunks" else QUESTION_ALIASES
     unknown = sorted(set(mapping) - set(aliases))

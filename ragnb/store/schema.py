@@ -1,4 +1,5 @@
-"""Tables: ``chunk`` and ``question_answer`` (seed 001), plus ragnb's record of which model made the vectors.
+"""Tables: ``chunk`` and ``question_answer`` (see README, Using a production database), plus ragnb's record of which
+model made the vectors.
 
 Table and column names come from :class:`ragnb.config.SchemaMap`, so the same code reads a team's
 production schema. Ids are treated as text everywhere (an integer primary key is read as its text form).

@@ -1,9 +1,10 @@
 """The RAG metric suite over a dataset of (question, retrieved contexts, response, reference).
 
-With an LLM endpoint: the ragas-style metrics of seed 002 and the NVIDIA-style metrics of seed 003, each item
-persisted as it finishes (an interrupted run resumes). Always, also offline: seed 004's faithfulness fallback
-(embedding similarity, method recorded), hallucination rate, context utilization, and the lexical and semantic
-comparison with the reference. LLM-only metrics are never imitated offline: they are listed as not computed.
+With an LLM endpoint: the ragas-style metrics (see docs/metrics.md, Ragas-style suite) and the NVIDIA-style metrics
+(see docs/metrics.md, NVIDIA-style metrics), each item persisted as it finishes (an interrupted run resumes). Always,
+also offline: the faithfulness fallback (see docs/metrics.md, Faithfulness; embedding similarity, method recorded),
+hallucination rate, context utilization, and the lexical and semantic comparison with the reference. LLM-only metrics
+are never imitated offline: they are listed as not computed.
 """
 
 from __future__ import annotations
@@ -101,8 +102,9 @@ def samples_from_system(items: list, system: Any, top_k: int) -> list[dict]:
 
 
 def offline_metrics(samples: list[dict], encoder: Any, language: str = "auto") -> pd.DataFrame:
-    """Per item: seed-004 faithfulness fallback (embedding; method recorded), hallucination rate, context
-    utilization (seed's "contains"), and ROUGE/BLEU/semantic similarity against the reference when present."""
+    """Per item: the faithfulness fallback (see docs/metrics.md, Faithfulness; embedding; method recorded),
+    hallucination rate, context utilization (the original "contains"), and ROUGE/BLEU/semantic similarity against the
+    reference when present."""
     from ragnb.metrics.fallback import context_utilization, faithfulness_fallback, hallucination_rate
     from ragnb.metrics.text import text_metrics
 
@@ -196,7 +198,7 @@ def run_rag_suite(samples: list[dict], encoder: Any, *, client: Any = None, metr
             notes.append(f"{missing_ref} samples have no reference: reference-based metrics skip them (counted as failed).")
     else:
         notes.append("No LLM endpoint configured (or no judge_models): the LLM metrics "
-                     f"{', '.join(metrics)} were not computed. Faithfulness is the seed-004 embedding fallback "
+                     f"{', '.join(metrics)} were not computed. Faithfulness is the offline embedding fallback "
                      "(fallback_faithfulness), never presented as an LLM judgement.")
     numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
     summary: dict[str, Any] = {c: aggregate(frame[c].to_numpy(dtype=float), n_boot=n_boot) for c in numeric}

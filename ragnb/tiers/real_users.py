@@ -1,4 +1,4 @@
-"""Real-users benchmark (seed 000 §7, seed 001): retrieval on real logged questions, scored against the page
+"""Real-users benchmark (see docs/metrics.md, Real users): retrieval on real logged questions, scored against the page
 whose URL the production system logged with each question (``question_answer.confluence_url``).
 
 Ground truth is a proxy: the page the production system showed the user, not a full manual judgment.
@@ -7,7 +7,8 @@ A logged URL and a chunk URL name the same page when their :func:`ragnb.datasets
 
 * relevant chunks (qrels) = every chunk whose URL has the logged page id, grade 1;
 * chunk-level metrics score that chunk ranking (recall@k = share of the page's chunks retrieved);
-* ``doc_*`` metrics first map each retrieved chunk to its page and deduplicate (seed 004) — the natural
+* ``doc_*`` metrics first map each retrieved chunk to its page and deduplicate (see docs/metrics.md, Retrieval) — the
+natural
   level here, since the label is a page;
 * questions without a logged URL and questions whose URL matches no chunk of the corpus are *excluded* from
   the metrics and *counted* (``no_url_share``, ``unmatched_url_share``): neither can be scored fairly.

@@ -1,4 +1,4 @@
-"""Tier 0 — intrinsic geometry of the embedding space (seed 000 §3): no labels needed."""
+"""Tier 0 — intrinsic geometry of the embedding space (see docs/metrics.md, Embedding geometry): no labels needed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tier 1 — retrieval (seed 000 §4, seed 004): ranking quality, consistency and latency of top-k search."""
+"""Tier 1 — retrieval (see docs/metrics.md, Retrieval): ranking quality, consistency and latency of top-k search."""
 
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ def run_tier1(
     """Embed the questions, retrieve top-k, score against the dataset's relevant chunk ids.
 
     - chunk-level metrics (equal to trec_eval on tie-free rankings) and, given ``chunk_urls``,
-      seed 004's document-level variants (``doc_*``: the ranking deduplicated by source URL);
-    - ``retrieval_consistency`` over ``consistency_runs`` repeated retrievals (seed 000 §4.4.5);
+      the document-level variants (see docs/metrics.md, Retrieval; ``doc_*``: the ranking deduplicated by source URL);
+    - ``retrieval_consistency`` over ``consistency_runs`` repeated retrievals (see docs/metrics.md, Retrieval);
     - latency: pgvector queries timed one by one on the first ``latency_sample`` questions
       (batched timings are amortised and would understate a single user's wait);
     - with an HNSW index, recall@k of the index against exact search on the same questions.

@@ -1,8 +1,8 @@
-"""Tier UX — user experience (seed 000 §10, seed 001 "Tier UX"): cache reuse potential and dialogue continuity.
+"""Tier UX — user experience (see docs/metrics.md, Tier UX): cache reuse potential and dialogue continuity.
 
 - ``cache_hit_rate``: share of questions whose nearest score-5 logged question is more similar than τ;
 - ``context_preservation`` / ``multi_turn_consistency``: mean cosine of consecutive questions, per session,
-  then over sessions (the seed defines both the same way);
+  then over sessions (the original definition defines both the same way);
 - "questions that broke context": consecutive turns less similar than ``break_threshold``; where a human
   flag says which turns needed earlier context (TREC CAsT), how well low similarity finds them.
 """
@@ -22,7 +22,7 @@ from ragnb.metrics.ux import DEFAULT_TAU, cache_hit_rate, check_tau, context_pre
 from ragnb.datasets.sessions import SESSION_CHOICES, SOURCES, SessionLog
 from ragnb.tiers.result import TierResult
 
-DEFAULT_BREAK_THRESHOLD = 0.3  # seed 000 §10.3.2: "ContextPreservation < 0.3: вопросы не связаны"
+DEFAULT_BREAK_THRESHOLD = 0.3  # see docs/metrics.md, Tier UX
 SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed random draw, see ragnb.datasets.demo): the "
                   "score-5 cache is a random ~half of the demo questions, so cache_hit_rate here shows how the "
                   "metric works, not how a real cache would perform.")
@@ -233,8 +233,8 @@ def run_tier_ux(
                          "interval across sessions (the per-turn chart shows its spread).")
     else:
         notes.append("context_preservation was not computed (no sessions given).")
-    notes.append("multi_turn_consistency is computed exactly like context_preservation (seed 000 §10.3.3, "
-                 "'in the current version'), so the two values are equal by definition.")
+    notes.append("multi_turn_consistency is computed exactly like context_preservation (as the metric is defined, see "
+                 "docs/metrics.md, Tier UX), so the two values are equal by definition.")
 
     summary = {
         "cache_hit_rate": cache_agg,

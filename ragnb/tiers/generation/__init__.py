@@ -4,7 +4,7 @@ offline faithfulness fallback, hallucination rate and context utilization (see d
 Per item (a dataset question):
 
 1. context — Tier 2: the dataset's ``chunk_text`` (an item without one fails, with the reason);
-   Tier 3: ``system.retrieve(question, top_k)`` (top-1 by default, as the seed's production path), timed;
+   Tier 3: ``system.retrieve(question, top_k)`` (top-1 by default, as the original production path), timed;
 2. answer — ``system.answer(question, contexts)``, ``consistency_runs`` times (timed on the first run);
    the baseline's LLM repeats carry seed r (r = 1, 2, …) so the disk cache cannot replay the first answer;
 3. judged metrics on the first answer, when an LLM judge is given — Tier 2: faithfulness, answer_relevance,
@@ -18,10 +18,10 @@ Per item (a dataset question):
 
 Deterministic metrics are computed afterwards on all records: ROUGE-1/2/L F, sentence BLEU (and corpus
 BLEU), embedding cosine / dot / euclidean between answer and reference, hallucination_rate = 1 − F,
-context_utilization (seed 004, "contains"), response_exact_match_rate and response_semantic_consistency
-over the repeated answers, and (Tier 3) ``context_hit@k`` = 1 if a retrieved chunk id is among the item's
-relevant chunk ids. An undefined or failed value is NaN, excluded from the mean and counted in
-``n_failed`` — never 0.
+context_utilization (see docs/metrics.md, Hallucination rate and context utilization, "contains"),
+response_exact_match_rate and response_semantic_consistency over the repeated answers, and (Tier 3) ``context_hit@k`` =
+1 if a retrieved chunk id is among the item's relevant chunk ids. An undefined or failed value is NaN, excluded from the
+mean and counted in ``n_failed`` — never 0.
 
 Modules: :mod:`.kinds` (what differs between the two tiers), :mod:`.answering` (one item, logged),
 :mod:`.aggregation` (the per-item table and the summary); this module runs them.
@@ -199,7 +199,7 @@ def _notes(kind: Tier2, summary: dict, methods: dict, records: list[dict], error
         notes.append(f"Not computed: {', '.join(missing)} — {they} an LLM judge, and none was used; omitted, "
                      "not estimated.")
     if not judged:
-        notes.append("fallback_faithfulness is seed 004's offline fallback (embedding similarity of answer and "
+        notes.append("fallback_faithfulness is the offline fallback (embedding similarity of answer and "
                      "context sentences, sigmoid-mapped), not an LLM judgement; hallucination_rate = 1 − that score.")
     key = faithfulness_key(judged, judge_metrics)
     n_fallback = methods[key].get("embedding", 0)
@@ -257,7 +257,8 @@ def run_tier2(dataset: Dataset, system: Any, encoder: Any, *, judge: Any = None,
               judge_metrics: Sequence[str] = TIER2_JUDGED, consistency_runs: int = 1, language: str = "auto",
               concurrency: int = 4, n_boot: int = 1000, log_path: str | Path | None = None,
               progress: Callable[[int, int], None] | None = None) -> GenerationResult:
-    """Tier 2 (seed 000 §5): answer every question on the dataset's fixed context (``chunk_text``) and score it.
+    """Tier 2 (see docs/metrics.md, LLM judge scores): answer every question on the dataset's fixed context
+    (``chunk_text``) and score it.
 
     ``system``: anything with ``answer(question, contexts)`` (:func:`ragnb.rag.system.load_system`); ``encoder``:
     the embedding model for the faithfulness fallback and the similarity metrics; ``judge``: a
@@ -277,8 +278,8 @@ def run_tier3(dataset: Dataset, system: Any, encoder: Any, *, top_k: int = 1, ju
               judge_metrics: Sequence[str] = TIER3_JUDGED, consistency_runs: int = 1, language: str = "auto",
               concurrency: int = 4, n_boot: int = 1000, log_path: str | Path | None = None,
               progress: Callable[[int, int], None] | None = None) -> GenerationResult:
-    """Tier 3 (seed 000 §6): retrieve ``top_k`` contexts (default 1, the seed's production path) through the
-    system under test, answer, and score the answer against the reference.
+    """Tier 3 (see docs/metrics.md, LLM judge scores): retrieve ``top_k`` contexts (default 1, the original production
+    path) through the system under test, answer, and score the answer against the reference.
 
     As :func:`run_tier2`, plus ``context_hit@k`` (1 if a retrieved chunk id is among the item's relevant
     chunk ids; NaN when the system gives no ids or the item has no relevant ids), ``e2e_score`` (0–1, with a

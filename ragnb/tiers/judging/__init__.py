@@ -3,17 +3,17 @@
 * :func:`run_tier_judge` — how far the *benchmark* judge can be trusted: every item's faithfulness is judged
   twice (the second pass with the LLM cache off, so it is a real repeat) per judge mode (direct / reasoned)
   → consistency_score (|s₁ − s₂| ≤ δ, δ = 0.5), error_rate, latency, avg_faithfulness, agreement between
-  judge models, and — beyond the seed — calibration of the scores against the human labels (ROC-AUC, best
+  judge models, and — beyond the original definition — calibration of the scores against the human labels (ROC-AUC, best
   threshold, accuracy / balanced accuracy / precision / recall / F1 / Cohen's κ at ``show_threshold``).
 * :func:`run_tier_judge_pipeline` — the *production* show/no-show judge against ``ground_truth_show``:
   the system under test's own ``judge(question, answer)`` when it has one, else ragnb's baseline judge
   (show ⇔ faithfulness ≥ ``show_threshold``) → accuracy, precision, recall, F1, TP/FP/FN/TN with bootstrap
   CIs, and latency mean/p50/p95.
 
-Without an LLM endpoint (or with no judge model named) the judge is seed 004's offline fallback
-(embedding similarity → word overlap): ``judge_backend = "offline-fallback"`` and every per-item score
-carries the ``method`` that produced it. The fallback is deterministic, so its consistency is 1.0 by
-construction; its latency and its calibration against the human labels are the meaningful offline numbers.
+Without an LLM endpoint (or with no judge model named) the judge is the offline fallback
+(see docs/metrics.md, Faithfulness; embedding similarity → word overlap): ``judge_backend = "offline-fallback"`` and
+every per-item score carries the ``method`` that produced it. The fallback is deterministic, so its consistency is 1.0
+by construction; its latency and its calibration against the human labels are the meaningful offline numbers.
 
 Judge-pipeline datasets: JSON (array, or ``{"name", "items": [...]}``) or JSONL, one item per
 object with ``question``, ``answer``, ``ground_truth_show`` and optional ``context`` (string or list of

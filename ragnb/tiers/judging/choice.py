@@ -10,7 +10,8 @@ from typing import Any
 
 from ragnb.io import comma_list
 
-# The metrics JSON's judge_backend: an OpenAI-compatible endpoint, or seed 004's offline fallback chain.
+# The metrics JSON's judge_backend: an OpenAI-compatible endpoint, or the offline fallback chain
+# (see docs/metrics.md, Faithfulness).
 LLM_BACKEND = "openai-compatible"
 OFFLINE_BACKEND = "offline-fallback"
 
@@ -41,7 +42,7 @@ class JudgeChoice:
     def header_info(self) -> dict:
         return {"judge_backend": self.backend, "llm_endpoint": self.endpoint or "none (offline)",
                 "judge_models": ", ".join(self.models) if self.client is not None else
-                "none: seed-004 fallback (embedding similarity → word overlap)"}
+                "none: offline fallback (embedding similarity → word overlap)"}
 
 
 def choose_judge(llm: Any, judge_models: str | Sequence[str]) -> JudgeChoice:
@@ -49,7 +50,7 @@ def choose_judge(llm: Any, judge_models: str | Sequence[str]) -> JudgeChoice:
     when an endpoint is configured *and* models are named, else the offline fallback (with a note why)."""
     models = parse_list(judge_models)
     if getattr(llm, "client", None) is None:
-        notes = ["No LLM endpoint is configured: the judge is seed 004's offline fallback (embedding similarity "
+        notes = ["No LLM endpoint is configured: the judge is the offline fallback (embedding similarity "
                  "→ word overlap), not an LLM."]
         if models:
             notes.append(f"judge_models {models} were not used: set RAGNB_LLM_BASE_URL and/or an API key "

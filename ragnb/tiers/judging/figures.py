@@ -32,7 +32,7 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def judge_table(summary: dict) -> pd.DataFrame:
-    """Tier Judge: one row per (mode, metric) — the seed's four metrics, then the calibration against the
+    """Tier Judge: one row per (mode, metric) — the original four metrics, then the calibration against the
     human labels (ROC-AUC, and the binary metrics at the show threshold), with CIs and counts."""
     rows = []
     for mode, b in summary["by_mode"].items():
@@ -50,7 +50,7 @@ def judge_table(summary: dict) -> pd.DataFrame:
 
 
 def pipeline_table(summary: dict) -> pd.DataFrame:
-    """Tier Judge Pipeline: the seed's metrics with CIs, then counts and latency."""
+    """Tier Judge Pipeline: the original metrics with CIs, then counts and latency."""
     rows = [_row(n, summary[n]) for n in ("accuracy", "precision", "recall", "f1_score", "balanced_accuracy",
                                             "cohen_kappa", "roc_auc") if n in summary]
     rows += [_row(n, summary[n]) for n in ("majority_class_accuracy", "tp", "fp", "fn", "tn", "n", "n_valid",

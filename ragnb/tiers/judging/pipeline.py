@@ -73,7 +73,7 @@ def resolve_judge_system(system: Any) -> tuple[Any | None, str]:
 
 
 def _verdict(value: Any) -> bool:
-    """A production judge's answer → show (True) / no-show (False); "Yes"/"No" as the seed's judge replies.
+    """A production judge's answer → show (True) / no-show (False); "Yes"/"No" as the original judge replies.
     A float is a score, not a verdict, and is refused."""
     if isinstance(value, str):
         value = value.strip().strip(".!")
@@ -152,13 +152,14 @@ def run_tier_judge_pipeline(
     object; it may be async and may take a ``context``/``contexts`` keyword), returning True/False or
     "Yes"/"No" — or, with ``system="baseline"``, ragnb's judge: show ⇔ faithfulness ≥ ``show_threshold``,
     faithfulness from the LLM judge (``client``, ``models``, ``aggregate``, ``mode``) or, without a client,
-    the seed-004 fallback (``encoder``). A call that raises or returns anything else is a *failed* item:
-    excluded from the metrics and counted (``n_failed``), never scored as wrong.
+    the fallback (see docs/metrics.md, Faithfulness; ``encoder``). A call that raises or returns anything else is a
+    *failed* item: excluded from the metrics and counted (``n_failed``), never scored as wrong.
 
     Metrics (:func:`ragnb.metrics.classification.binary_report` / ``judge_pipeline_metrics``):
         accuracy = (TP + TN) / n,  precision = TP / (TP + FP),  recall = TP / (TP + FN),
         f1_score = 2·TP / (2·TP + FP + FN),  plus balanced accuracy and Cohen's κ, each with a bootstrap CI;
-        TP/FP/FN/TN; latency avg/p50/p95 per judged item (ms). The seed-000 threshold applies to accuracy.
+        TP/FP/FN/TN; latency avg/p50/p95 per judged item (ms). The threshold (see docs/metrics.md, Conventions) applies
+        to accuracy.
     ``majority_class_accuracy`` is what always answering the more common label would score — on skewed
     labels, accuracy alone flatters a judge. The baseline also reports how its scores separate the classes
     (``roc_auc``, ``score_calibration`` with the best threshold by Youden's J).
@@ -226,7 +227,7 @@ def _baseline_label(items: list[JudgePipelineItem], client: Any, models: list[st
     how = (f"LLM faithfulness ({', '.join(models)}, {mode})" if client is not None else
            f"offline fallback faithfulness ({level})")
     if client is None:
-        notes.append("No LLM judge: the baseline show/no-show judge thresholds seed 004's offline fallback "
+        notes.append("No LLM judge: the baseline show/no-show judge thresholds the offline fallback "
                      "(not an LLM judgement); each item's method says which level scored it.")
     return f"baseline: show if {how} ≥ {show_threshold:g}"
 

@@ -50,7 +50,8 @@ def _fallback_sentences(it: JudgePipelineItem) -> list[str]:
 
 
 def _fallback_result(it: JudgePipelineItem, encoder: Any, extra_s: float):
-    """Seed 004's fallback on one item, as an EvaluationResult whose single "model" is the fallback."""
+    """The fallback (see docs/metrics.md, Faithfulness) on one item, as an EvaluationResult whose single "model" is the
+    fallback."""
     from ragnb.llm.result import EvaluationResult, ModelScore
     from ragnb.metrics.fallback import faithfulness_fallback
 

@@ -75,10 +75,11 @@ def run_tier_judge(
     ``client`` + ``models``: an :class:`~ragnb.llm.LLMClient` and judge model ids (several → per-model
     scores, ``aggregate`` over them, and inter-model agreement). Pass 1 may be answered from the client's
     disk cache; pass 2 always asks the endpoint again (``cache=False``), so it is a real repeat. Without a
-    client the judge is the seed-004 fallback (``encoder``: embedding similarity; None: word overlap), which
-    ignores ``modes`` and is deterministic.
+    client the judge is the fallback (see docs/metrics.md, Faithfulness; ``encoder``: embedding similarity; None: word
+    overlap), which ignores ``modes`` and is deterministic.
 
-    Per mode (seed 000 §8.3, via :func:`ragnb.llm.judges.reliability.judge_reliability`):
+    Per mode
+    (see docs/metrics.md, Tier Judge and Judge Pipeline, via :func:`ragnb.llm.judges.reliability.judge_reliability`):
         consistency_score = mean_q 𝟙[|s₁(q) − s₂(q)| ≤ δ]   (an item with a failed pass: NaN, excluded, counted)
         error_rate        = failed judgements / all 2·n judgements
         avg_latency_ms    = mean latency of the judge calls that reached the endpoint (cache hits excluded)
@@ -89,7 +90,7 @@ def run_tier_judge(
 
     The summary's top level holds the first mode's ``consistency_score``, ``error_rate``,
     ``avg_latency_ms``, ``avg_faithfulness``, ``roc_auc``, ``balanced_accuracy`` and ``cohen_kappa``
-    (the seed-000 threshold applies to consistency_score); ``by_mode`` holds every mode.
+    (the threshold (see docs/metrics.md, Conventions) applies to consistency_score); ``by_mode`` holds every mode.
     """
     items_in, items = items, check_items(items)
     require_context(items, "Tier Judge")
@@ -142,7 +143,7 @@ def run_tier_judge(
 def _check_delta(delta: Any) -> float:
     delta = float(delta) if isinstance(delta, (int, float)) and not isinstance(delta, bool) else delta
     if not isinstance(delta, float) or not math.isfinite(delta) or delta < 0:
-        raise ValueError(f"delta = {delta!r}; use a number ≥ 0 (seed 000: 0.5)")
+        raise ValueError(f"delta = {delta!r}; use a number ≥ 0 (default 0.5)")
     return delta
 
 
@@ -153,7 +154,7 @@ def _modes(offline: bool, modes: Sequence[str], models: list[str], encoder: Any)
     if offline:
         method = "embedding similarity" if encoder is not None else "word overlap (no encoder given)"
         notes = [
-            f"No LLM judge: every score comes from seed 004's offline fallback ({method}). The fallback is "
+            f"No LLM judge: every score comes from the offline fallback ({method}). The fallback is "
             "deterministic, so consistency_score is 1.0 by construction and says nothing about an LLM judge's "
             "repeatability; its latency and its calibration against the human labels are the meaningful numbers here."]
         if list(modes) != [OFFLINE_MODE]:

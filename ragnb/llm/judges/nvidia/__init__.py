@@ -17,7 +17,7 @@ Temperature 0.1 unless the JudgeConfig sets one (:class:`~ragnb.llm.judges.nvidi
 Every judge rating is an integer 0, 1 or 2, normalised to r / 2 ∈ {0, 0.5, 1}. Per judge model:
 
 * **nv_context_relevance** (``user_input``, ``retrieved_contexts``): every context is rated on its own
-  against the question; score = (1/C) Σ_i r_i / 2. No contexts → 0.0 without a call (seed: the average
+  against the question; score = (1/C) Σ_i r_i / 2. No contexts → 0.0 without a call (as originally defined: the average
   of nothing is 0).
 * **nv_response_groundedness** (``response``, ``retrieved_contexts``): one rating of the response against
   the contexts joined with a blank line; score = r / 2. With ``use_heuristic_shortcuts`` (default):

@@ -9,7 +9,7 @@ from typing import Any
 
 FIELDS = ("user_input", "response", "reference", "retrieved_contexts")
 
-# Seed 002 (camelCase), the project's dataset schema and common ragas-v1 column names.
+# The original field names (camelCase), the project's dataset schema and common ragas-v1 column names.
 _ALIASES = {
     "userInput": "user_input", "question": "user_input",
     "answer": "response",
