@@ -266,3 +266,21 @@ def test_production_column_declared_with_wrong_dimension_or_model(production, mo
     monkeypatch.setenv("RAGNB_PRODUCTION_EMBEDDING_DIM", "eight")
     with pytest.raises(ValueError, match="embedding_model.dim = 'eight'"):
         connect(url=url)
+
+
+def test_database_from_before_several_models_keeps_working(fresh_db):
+    """A ragnb_embedding_space without backend/fingerprint (older ragnb) reads as before, read-only too, and the
+    next write adds the columns."""
+    insert_rows(fresh_db, "chunks", _corpus(12))
+    words = WordEncoder()
+    embed_table(fresh_db, "chunks", words, progress=False)
+    with fresh_db.engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE ragnb_embedding_space DROP COLUMN backend, DROP COLUMN fingerprint"))
+    ro = connect(url=fresh_db.engine.url.render_as_string(hide_password=False))
+    space = check_space(ro, tables(ro.schema).chunk, WordEncoder(fingerprint="anything"))
+    assert (space["model"], space["dim"], space["verified"], space["fingerprint"]) == ("words-16", 16, True, None)
+    assert fetch_vectors(ro)[2].shape == (12, 16)
+    ro.dispose()
+    insert_rows(fresh_db, "chunks", [{"id": "new", "url": "u", "text": "gold"}])
+    assert embed_table(fresh_db, "chunks", words, progress=False).processed == 1
+    assert model_status(fresh_db, "chunks")[0]["fingerprint"] == "words:v1"
