@@ -106,7 +106,7 @@ def test_second_model_is_added_beside_the_first(two_models, encoder):
 
 
 def test_retrieval_per_model_equals_exact_in_memory(two_models, encoder):
-    db, rows, words, _, _ = two_models
+    db, _, words, _, _ = two_models
     texts = ["river capital city", "music art peace", "iron gold salt", "train plane bridge", "law school king"]
     for model, enc in ((None, encoder), ("all-MiniLM-L6-v2", encoder), ("words-16", words)):
         ids, _, vecs = fetch_vectors(db, model=model)
@@ -206,7 +206,7 @@ def production(fresh_db, monkeypatch):
 
 
 def test_read_only_production_is_never_written(production):
-    owner, url, rows, prod_vecs = production
+    owner, url, _, prod_vecs = production
     before = _snapshot(owner)
     prod = connect(url=url)
     assert not prod.writable and not prod.embedded
@@ -243,14 +243,14 @@ def test_read_only_production_is_never_written(production):
     with pytest.raises(ValueError, match="read-only.*prod-embed-8.*--write"):
         embed_table(prod, "chunks", WordEncoder(name="prod-embed-8", dim=8), progress=False)
     # And the role itself cannot write, whatever ragnb did.
-    with pytest.raises(sa.exc.DBAPIError):
-        with connect(url=url, write=True).engine.begin() as conn:
-            conn.execute(sa.text("UPDATE chunk SET text = 'x'"))
+    with pytest.raises(sa.exc.DBAPIError, match="permission denied"), \
+            connect(url=url, write=True).engine.begin() as conn:
+        conn.execute(sa.text("UPDATE chunk SET text = 'x'"))
     prod.dispose()
 
 
 def test_production_column_declared_with_wrong_dimension_or_model(production, monkeypatch):
-    owner, url, _, _ = production
+    _, url, _, _ = production
     monkeypatch.setenv("RAGNB_PRODUCTION_EMBEDDING_DIM", "1024")
     prod = connect(url=url)
     with pytest.raises(ValueError, match=r"chunk.embedding holds 8-dimensional vectors, but its model 'prod-embed-8' "
@@ -284,3 +284,27 @@ def test_database_from_before_several_models_keeps_working(fresh_db):
     insert_rows(fresh_db, "chunks", [{"id": "new", "url": "u", "text": "gold"}])
     assert embed_table(fresh_db, "chunks", words, progress=False).processed == 1
     assert model_status(fresh_db, "chunks")[0]["fingerprint"] == "words:v1"
+
+
+def test_column_model_declared_in_the_schema_map(tmp_path, monkeypatch):
+    from ragnb.config import ColumnModel, load_schema_map
+
+    for var in ("MODEL", "BACKEND", "DIM"):
+        monkeypatch.delenv(f"RAGNB_PRODUCTION_EMBEDDING_{var}", raising=False)
+    f = tmp_path / "schema.yaml"
+    f.write_text("chunk: {table: kb.chunks}\nembedding_model: {name: text-embedding-3-small, backend: openai, dim: 1024}\n")
+    assert load_schema_map(f).column_model == ColumnModel("text-embedding-3-small", 1024, "openai")
+    monkeypatch.setenv("RAGNB_PRODUCTION_EMBEDDING_MODEL", "qwen3-embedding-8b")  # the variables win
+    monkeypatch.setenv("RAGNB_PRODUCTION_EMBEDDING_DIM", "4096")
+    assert load_schema_map(f).column_model == ColumnModel("qwen3-embedding-8b", 4096, "")
+    monkeypatch.delenv("RAGNB_PRODUCTION_EMBEDDING_MODEL")
+    with pytest.raises(ValueError, match="RAGNB_PRODUCTION_EMBEDDING_MODEL is not"):
+        load_schema_map(f)
+    monkeypatch.delenv("RAGNB_PRODUCTION_EMBEDDING_DIM")
+    f.write_text("embedding_model: {name: m, dims: 8}\n")
+    with pytest.raises(ValueError, match=r"schema.yaml: unknown field\(s\) \['dims'\] under embedding_model"):
+        load_schema_map(f)
+    f.write_text("embedding_model: {dim: 8}\n")
+    with pytest.raises(ValueError, match="embedding_model.name is missing"):
+        load_schema_map(f)
+    assert load_schema_map(None).column_model is None

@@ -170,7 +170,7 @@ def vector_table_name(source: str, table: str, model: str) -> str:
     return f"ragnb_vec_{digest}"
 
 
-def _catalogue_rows(db: Database, table: sa.Table, model: str | None = None) -> list[dict]:
+def catalogue_rows(db: Database, table: sa.Table, model: str | None = None) -> list[dict]:
     store = db.vector_store()
     cat = catalogue_table(store.store_schema)
     if not table_exists(store, cat):
@@ -182,7 +182,7 @@ def _catalogue_rows(db: Database, table: sa.Table, model: str | None = None) -> 
         return [dict(r._mapping) for r in conn.execute(q.order_by(cat.c.created_at, cat.c.model))]
 
 
-def _table_vectors(db: Database, table: sa.Table, row: dict) -> ModelVectors:
+def table_vectors(db: Database, table: sa.Table, row: dict) -> ModelVectors:
     store = db.vector_store()
     schema = store.store_schema
     sql_table = (f"{quote(store, schema)}." if schema else "") + quote(store, row["vector_table"])
@@ -200,7 +200,7 @@ def table_models(db: Database, which: str) -> list[ModelVectors]:
         out.append(col)
     # Listing opens the vector store (for an external database: RAGNB_VECTOR_STORE_URL or the embedded server);
     # reading the default model (locate with model=None) never does.
-    out += [_table_vectors(db, table, r) for r in _catalogue_rows(db, table) if r["model"] != col.model]
+    out += [table_vectors(db, table, r) for r in catalogue_rows(db, table) if r["model"] != col.model]
     return out
 
 
@@ -210,9 +210,9 @@ def locate(db: Database, which: str, model: str | None = None) -> ModelVectors:
     col = column_vectors(db, table)
     if model is None or model == col.model:
         return col
-    rows = _catalogue_rows(db, table, model)
+    rows = catalogue_rows(db, table, model)
     if rows:
-        return _table_vectors(db, table, rows[0])
+        return table_vectors(db, table, rows[0])
     stored = [m.model for m in table_models(db, which)]
     hint = ("" if col.model or col.dim is None else
             "; if the table's own column holds this model, declare it (RAGNB_PRODUCTION_EMBEDDING_MODEL)")

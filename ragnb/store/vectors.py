@@ -17,9 +17,9 @@ from tqdm.auto import tqdm
 import numpy as np
 
 from ragnb.store.engine import Database
-from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_table, check_fingerprint, check_space,
-                                column_vectors, encode_fn, fingerprint, locate, qualified, recorded_space,
-                                source_table, vector_table_name)
+from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
+                                check_space, column_vectors, encode_fn, fingerprint, locate, qualified, recorded_space,
+                                source_table, table_vectors, vector_table_name)
 from ragnb.store.schema import Tables, column_dimension, ensure_schema, table_exists, tables
 
 __all__ = ["Encoder", "EmbedStats", "check_space", "embed_table", "fetch_vectors", "fetch_vectors_by_id",
@@ -65,13 +65,7 @@ def _in_column(db: Database, table: sa.Table, encoder: Encoder) -> bool:
     col = column_vectors(db, table)
     if col.model is not None:
         return col.model == encoder.name
-    return db.writable and not _catalogue_has(db, table, encoder.name)
-
-
-def _catalogue_has(db: Database, table: sa.Table, model: str) -> bool:
-    from ragnb.store.models import _catalogue_rows
-
-    return bool(_catalogue_rows(db, table, model))
+    return db.writable and not catalogue_rows(db, table, encoder.name)
 
 
 def embed_table(
@@ -240,13 +234,11 @@ def _prepare_vector_table(db: Database, table: sa.Table, encoder: Encoder, repla
     an existing one made with another dimension or fingerprint is an error naming the fix."""
     from sqlalchemy.dialects.postgresql import insert
 
-    from ragnb.store.models import _catalogue_rows, _table_vectors
-
     store = db.vector_store()
     cat = catalogue_table(store.store_schema)
-    rows = _catalogue_rows(db, table, encoder.name)
+    rows = catalogue_rows(db, table, encoder.name)
     if rows and not replace:
-        loc = _table_vectors(db, table, rows[0])
+        loc = table_vectors(db, table, rows[0])
         if loc.dim != encoder.dim:
             raise ValueError(
                 f"{loc.where} holds {loc.dim}-dimensional vectors; the active encoder {encoder.name!r} makes "
@@ -257,7 +249,7 @@ def _prepare_vector_table(db: Database, table: sa.Table, encoder: Encoder, repla
     row = {"source": db.source_key, "source_table": qualified(table), "model": encoder.name, "backend": backend(encoder),
            "fingerprint": fingerprint(encoder) or (rows[0]["fingerprint"] if rows and not replace else None), "dim": encoder.dim,
            "vector_table": name}
-    loc = _table_vectors(db, table, row)
+    loc = table_vectors(db, table, row)
     stmt = insert(cat).values(**row)
     stmt = stmt.on_conflict_do_update(index_elements=[cat.c.source, cat.c.source_table, cat.c.model],
                                       set_={k: stmt.excluded[k] for k in ("backend", "fingerprint", "dim")})
