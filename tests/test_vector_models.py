@@ -162,6 +162,13 @@ def test_column_fingerprint_is_checked(fresh_db):
     assert embed_table(fresh_db, "chunks", WordEncoder(), progress=False).storage == "column"
     with pytest.raises(ValueError, match=r"chunk.embedding holds vectors of model 'words-16' made with fingerprint"):
         embed_table(fresh_db, "chunks", WordEncoder(fingerprint="words:v2"), progress=False)
+    with pytest.raises(ValueError, match=r"chunk.embedding holds 16-dimensional vectors of model 'words-16'; the "
+                                         r"active encoder of that name makes 8-dim.*ragnb embed --chunks --model "
+                                         r"words-16 --replace"):
+        embed_table(fresh_db, "chunks", WordEncoder(dim=8), progress=False)
+    redone = embed_table(fresh_db, "chunks", WordEncoder(dim=8), replace=True, progress=False)
+    assert (redone.storage, redone.processed, redone.dim) == ("column", 10, 8)
+    assert fetch_vectors(fresh_db)[2].shape == (10, 8)
 
 
 # ------------------------------------------------------------------------- read-only production database

@@ -237,7 +237,11 @@ def check_space(db: Database, table: sa.Table, encoder: Encoder, model: str | No
                 "ones. Declare the model that made them (RAGNB_PRODUCTION_EMBEDDING_MODEL / _DIM) or set "
                 "RAGNB_EMBEDDING_MODEL to it.")
         return {"model": encoder.name, "dim": encoder.dim, "storage": "column", "verified": False}
-    if loc.model != encoder.name or (loc.dim is not None and loc.dim != encoder.dim):
+    if loc.model == encoder.name and loc.dim is not None and loc.dim != encoder.dim:
+        raise ValueError(f"{loc.where} holds {loc.dim}-dimensional vectors of model {loc.model!r}; the active encoder "
+                         f"of that name makes {encoder.dim}-dimensional ones. Re-embed that model with `ragnb embed "
+                         f"--{which} --model {loc.model} --replace`, or use the settings that made the stored vectors.")
+    if loc.model != encoder.name:
         others = [m.model for m in table_models(db, which) if m.model == encoder.name]
         beside = (f" Model {encoder.name!r} is stored beside it: read it by name (model={encoder.name!r})."
                   if others else f" To compare, embed {encoder.name!r} beside it with `ragnb embed --{which} "
