@@ -315,3 +315,28 @@ def test_column_model_declared_in_the_schema_map(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="embedding_model.name is missing"):
         load_schema_map(f)
     assert load_schema_map(None).column_model is None
+
+
+def test_vector_store_in_a_named_database_and_schema(production, monkeypatch):
+    owner, url, _, _ = production
+    store_name = f"teamstore_{os.getpid()}_{next(_names)}"
+    store_url = connect(database=store_name).engine.url.render_as_string(hide_password=False)
+    monkeypatch.setenv("RAGNB_VECTOR_STORE_URL", store_url)
+    monkeypatch.setenv("RAGNB_VECTOR_STORE_SCHEMA", "ragnb_vectors")
+    before = _snapshot(owner)
+    prod = connect(url=url)
+    words = WordEncoder()
+    assert embed_table(prod, "chunks", words, progress=False).processed == 40
+    assert _snapshot(owner) == before
+    store = prod.vector_store()
+    assert store.engine.url.database == store_name and store.store_schema == "ragnb_vectors"
+    with store.engine.connect() as conn:
+        tables_in_schema = conn.execute(sa.text(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'ragnb_vectors' ORDER BY 1")).scalars().all()
+    assert tables_in_schema[0] == "ragnb_embedding_model" and tables_in_schema[1].startswith("ragnb_vec_")
+    name = create_hnsw_index(prod, m=8, ef_construction=32, model="words-16")
+    assert hnsw_indexes(prod, model="words-16") == [name]
+    qw = words.encode_queries(["river sea", "gold iron", "law school"])
+    assert PgVectorRetriever(prod, mode="hnsw", ef_search=100, model="words-16").search(qw, 5).ids == \
+        MemoryRetriever.from_db(prod, model="words-16").search(qw, 5).ids
+    prod.dispose()
