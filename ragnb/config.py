@@ -106,12 +106,26 @@ class QuestionColumns(_Columns):
 
 
 @dataclass(frozen=True)
+class ColumnModel:
+    """The model that made the vectors already in the tables' own ``embedding`` columns (a production database's
+    column, filled outside ragnb): its name, the backend that encodes queries like it, and its dimension."""
+
+    name: str
+    dim: int
+    backend: str = ""
+
+    def describe(self) -> dict:
+        return {"model": self.name, "backend": self.backend or None, "dim": self.dim}
+
+
+@dataclass(frozen=True)
 class SchemaMap:
     """Where ragnb finds chunks and logged questions. Defaults are the original names."""
 
     chunk: ChunkColumns = field(default_factory=ChunkColumns)
     question: QuestionColumns = field(default_factory=QuestionColumns)
     source: str = "defaults"
+    column_model: ColumnModel | None = None  # declared model of the embedding columns (None: ragnb's own record)
 
     @property
     def is_default(self) -> bool:
@@ -157,20 +171,79 @@ def load_schema_map(path: str | Path | None = None) -> SchemaMap:
 
         chunk: {table: kb.chunks, id: chunk_id, url: source_url, text: content, embedding: emb}
         question: {table: qa_log, score: rating}
+
+    The model that made the vectors of the ``embedding`` columns (a production database's own) is declared
+    in the same file or by environment variables (see :func:`column_model`)::
+
+        embedding_model: {name: text-embedding-3-small, backend: openai, dim: 1024}
     """
     path = path or _env("RAGNB_SCHEMA_MAP")
     if not path:
-        return SchemaMap()
+        return SchemaMap(column_model=column_model())
     p = Path(path)
     raw = read_yaml_mapping(p, "RAGNB_SCHEMA_MAP: YAML mapping file", "a mapping with 'chunk' and/or 'question' sections")
-    unknown = sorted(set(raw) - {"chunk", "question"})
+    unknown = sorted(set(raw) - {"chunk", "question", "embedding_model"})
     if unknown:
-        raise ValueError(f"{path}: unknown section(s) {unknown}; allowed: ['chunk', 'question']")
+        raise ValueError(f"{path}: unknown section(s) {unknown}; allowed: ['chunk', 'question', 'embedding_model']")
     return SchemaMap(
         chunk=ChunkColumns(**_section(raw, "chunk", CHUNK_FIELDS, str(p))),
         question=QuestionColumns(**_section(raw, "question", QUESTION_FIELDS, str(p))),
         source=str(p),
+        column_model=column_model(raw.get("embedding_model"), str(p)),
     )
+
+
+COLUMN_MODEL_FIELDS = ("name", "backend", "dim")
+
+
+def column_model(section: Any = None, where: str = "RAGNB_SCHEMA_MAP") -> ColumnModel | None:
+    """The declared model of the ``embedding`` columns: ``RAGNB_PRODUCTION_EMBEDDING_MODEL`` (name),
+    ``RAGNB_PRODUCTION_EMBEDDING_BACKEND`` and ``RAGNB_PRODUCTION_EMBEDDING_DIM``, else the schema map's
+    ``embedding_model: {name, backend, dim}`` section; None when neither declares one."""
+    env = {"name": _env("RAGNB_PRODUCTION_EMBEDDING_MODEL"), "backend": _env("RAGNB_PRODUCTION_EMBEDDING_BACKEND"),
+           "dim": _env("RAGNB_PRODUCTION_EMBEDDING_DIM")}
+    if env["name"]:
+        section, where = env, "RAGNB_PRODUCTION_EMBEDDING_*"
+    elif env["dim"] or env["backend"]:
+        raise ValueError("RAGNB_PRODUCTION_EMBEDDING_DIM/_BACKEND are set but RAGNB_PRODUCTION_EMBEDDING_MODEL is not; "
+                         "name the model that made the production vectors")
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise ValueError(f"{where}: embedding_model must be a mapping {{name, backend, dim}}")
+    unknown = sorted(set(section) - set(COLUMN_MODEL_FIELDS))
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {unknown} under embedding_model; allowed: {list(COLUMN_MODEL_FIELDS)}")
+    name, dim = section.get("name"), section.get("dim")
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"{where}: embedding_model.name is missing; name the model that made the column's vectors")
+    try:
+        dim = int(dim)
+    except (TypeError, ValueError):
+        dim = 0
+    if dim < 1:
+        raise ValueError(f"{where}: embedding_model.dim = {section.get('dim')!r}; give the vectors' dimension "
+                         "(a positive integer, e.g. 1024)")
+    return ColumnModel(name.strip(), dim, str(section.get("backend") or "").strip())
+
+
+def vector_store_url() -> str | None:
+    """A writable PostgreSQL (with pgvector) for the vectors of models other than the external database's own
+    (``RAGNB_VECTOR_STORE_URL``); default: the embedded server, database :func:`vector_store_database`."""
+    return _env("RAGNB_VECTOR_STORE_URL")
+
+
+def vector_store_schema() -> str | None:
+    """Schema of ragnb's vector tables and their catalogue in the store (``RAGNB_VECTOR_STORE_SCHEMA``)."""
+    schema = _env("RAGNB_VECTOR_STORE_SCHEMA")
+    if schema and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", schema):
+        raise ValueError(f"RAGNB_VECTOR_STORE_SCHEMA = {schema!r} is not a plain SQL identifier")
+    return schema
+
+
+def vector_store_database() -> str:
+    """Embedded database that holds other models' vectors of an external database (``RAGNB_VECTOR_STORE_DB``)."""
+    return _env("RAGNB_VECTOR_STORE_DB", "ragnb_vectors") or "ragnb_vectors"
 
 
 # --------------------------------------------------------------------------------------------

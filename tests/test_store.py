@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from ragnb.store.engine import connect, embedded_status
 from ragnb.store.loaders import chunk_text, count_rows, load_file
 from ragnb.store.schema import tables
-from ragnb.store.vectors import embed_table, fetch_texts, fetch_vectors
+from ragnb.store.vectors import check_space, embed_table, fetch_texts, fetch_vectors
 
 CHUNKS = [
     {"id": "a1", "text": "Москва — столица России.", "confluence_url": "https://wiki/x?pageId=1"},
@@ -101,11 +101,12 @@ def test_incremental_embedding_and_model_mismatch(fresh_db, tmp_path, encoder):
     # Stored vectors equal a fresh encode (float32 round trip through pgvector's text form).
     np.testing.assert_allclose(vecs, encoder.encode([c["text"] for c in CHUNKS]), atol=1e-6)
 
-    class Other:  # a differently named model of another dimension must be refused, not mixed in
+    class Other:  # a differently named model of another dimension is refused as the table's model, not mixed in
         name, dim = "other-model", 8
 
-    with pytest.raises(ValueError, match="holds vectors of model 'all-MiniLM-L6-v2'.*--replace"):
-        embed_table(fresh_db, "chunks", Other(), progress=False)
+    with pytest.raises(ValueError, match="holds vectors of model 'all-MiniLM-L6-v2'.*ragnb embed --chunks --model "
+                                         "other-model"):
+        check_space(fresh_db, tables(fresh_db.schema).chunk, Other())
 
 
 def test_embedded_server_is_reused_by_a_second_process(fresh_db):

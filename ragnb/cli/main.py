@@ -64,10 +64,12 @@ def db_down() -> None:
 
 @db_app.command("status")
 def db_status() -> None:
-    """Where the data is, whether the server runs, and how many rows are loaded and embedded."""
+    """Where the data is, whether the server runs, how many rows are loaded, and every embedding model per table
+    (dimension, where its vectors are, how many rows have one)."""
     from ragnb import config
     from ragnb.store.engine import connect, embedded_status
     from ragnb.store.loaders import count_rows
+    from ragnb.store.models import model_status
 
     out: dict = {"external": bool(config.database_url())}
     if not out["external"]:
@@ -78,8 +80,10 @@ def db_status() -> None:
     try:
         db = connect()
         out["url"] = db.display_url
-        out["chunks"] = count_rows(db, "chunks")
-        out["questions"] = count_rows(db, "questions")
+        for which in ("chunks", "questions"):
+            out[which] = count_rows(db, which)
+            if out[which]["rows"]:
+                out[which]["models"] = model_status(db, which)
     except Exception as exc:  # noqa: BLE001 - status reports what is wrong instead of failing
         out["error"] = str(exc)
     _print_json(out)
@@ -99,17 +103,19 @@ def db_index(
     m: int = typer.Option(16, help="HNSW: links per node."),
     ef_construction: int = typer.Option(64, help="HNSW: candidate list size while building."),
     write: bool = typer.Option(False, "--write", help="Allow writing to an external RAGNB_DATABASE_URL."),
+    model: Optional[str] = typer.Option(None, "--model", help="Whose chunk vectors (a name `ragnb db status` lists; "
+                                        "default: the chunk table's own embedding column)."),
 ) -> None:
-    """Create (or drop) an HNSW cosine index on the chunk embeddings; Tier 1 then reports its recall vs exact."""
+    """Create (or drop) an HNSW cosine index on one model's chunk vectors; Tier 1 then reports its recall vs exact."""
     from ragnb.rag.retrieval import create_hnsw_index, drop_hnsw_indexes
     from ragnb.store.engine import connect
 
     try:
         db = connect(write=write)
         if drop:
-            typer.echo(f"dropped: {drop_hnsw_indexes(db)}")
+            typer.echo(f"dropped: {drop_hnsw_indexes(db, model=model)}")
         else:
-            typer.echo(f"index ready: {create_hnsw_index(db, m=m, ef_construction=ef_construction)}")
+            typer.echo(f"index ready: {create_hnsw_index(db, m=m, ef_construction=ef_construction, model=model)}")
     except ValueError as exc:
         _fail(exc)
 
@@ -175,10 +181,12 @@ def embed(
     questions: bool = typer.Option(False, "--questions", help="Embed logged questions."),
     model: Optional[str] = typer.Option(None, "--model", help="Sentence-transformers model name or path (default: bundled all-MiniLM-L6-v2)."),
     batch_size: int = typer.Option(32, help="Texts per encoder batch."),
-    replace: bool = typer.Option(False, "--replace", help="Drop the table's vectors first (to switch models)."),
+    replace: bool = typer.Option(False, "--replace", help="Drop this model's vectors first and re-embed them (other "
+                                 "models' vectors stay)."),
     write: bool = _WRITE,
 ) -> None:
-    """Embed rows that have no vector yet; prints total / processed / skipped / errors per table."""
+    """Embed rows that have no vector of the model yet; another model's vectors are added beside the existing ones,
+    never replacing them. Prints total / processed / skipped / errors and where the vectors went per table."""
     from ragnb.rag.embeddings import get_encoder
     from ragnb.store.engine import connect
     from ragnb.store.vectors import embed_table

@@ -14,8 +14,9 @@ import numpy as np
 import sqlalchemy as sa
 
 from ragnb.store.engine import Database
-from ragnb.store.schema import column_dimension, tables
-from ragnb.store.vectors import _fix_dimension, _q, _qt, fetch_vectors, vector_literal
+from ragnb.store.models import ModelVectors, data_dimension, locate
+from ragnb.store.schema import tables
+from ragnb.store.vectors import _fix_dimension, _q, fetch_vectors, vector_literal
 
 
 @dataclass
@@ -77,8 +78,9 @@ class MemoryRetriever:
         self.dim = self.matrix.shape[1]
 
     @classmethod
-    def from_db(cls, db: Database) -> "MemoryRetriever":
-        ids, urls, vecs = fetch_vectors(db, "chunks")
+    def from_db(cls, db: Database, model: str | None = None) -> "MemoryRetriever":
+        """Over the chunk vectors of ``model`` (default: the chunk table's own column)."""
+        ids, urls, vecs = fetch_vectors(db, "chunks", model=model)
         return cls(ids, vecs, urls)
 
     def search(self, queries: np.ndarray, k: int, batch_size: int = 256) -> RetrievalResult:
@@ -105,48 +107,58 @@ class MemoryRetriever:
         return RetrievalResult(all_ids, all_scores, latency, self.backend, "amortised")
 
 
-def hnsw_indexes(db: Database) -> list[str]:
-    """Names of HNSW indexes on the chunk embedding column."""
-    t = tables(db.schema).chunk
+def _index_target(db: Database, model: str | None) -> tuple[ModelVectors, str | None, str, str]:
+    """(location, schema, table, index name) of ``model``'s chunk vectors: the chunk table's own column keeps
+    its historical index name; a vector table's index is named after it."""
+    loc = locate(db, "chunks", model)
+    if loc.storage == "column":
+        t = tables(db.schema).chunk
+        return loc, t.schema, t.name, f"{t.name}_embedding_hnsw_idx"
+    schema, _, name = loc.table.rpartition(".")
+    return loc, schema or None, name, f"{name}_hnsw_idx"
+
+
+def hnsw_indexes(db: Database, model: str | None = None) -> list[str]:
+    """Names of HNSW indexes on ``model``'s chunk vectors (default: the chunk table's own column)."""
+    loc, schema, name, _ = _index_target(db, model)
     sql = sa.text(
         "SELECT indexname FROM pg_indexes WHERE tablename = :t AND schemaname = COALESCE(CAST(:s AS text), current_schema()) "
         "AND indexdef ILIKE '%USING hnsw%'"
     )
-    with db.engine.connect() as conn:
-        return [r[0] for r in conn.execute(sql, {"t": t.name, "s": t.schema})]
+    with loc.db.engine.connect() as conn:
+        return [r[0] for r in conn.execute(sql, {"t": name, "s": schema})]
 
 
 def create_hnsw_index(db: Database, m: int = 16, ef_construction: int = 64,
-                      maintenance_work_mem: str = "1GB") -> str:
-    """Build an HNSW index (cosine) on the chunk embeddings. A bigger maintenance_work_mem builds ~4× faster."""
-    if not db.writable:
+                      maintenance_work_mem: str = "1GB", model: str | None = None) -> str:
+    """Build an HNSW index (cosine) on ``model``'s chunk vectors (default: the chunk table's own column). A bigger
+    maintenance_work_mem builds ~4× faster. A vector table lives in the (writable) vector store."""
+    loc, _, _, name = _index_target(db, model)
+    if not loc.db.writable:
         raise ValueError(f"{db.display_url} is read-only; index creation writes — pass --write to allow it")
-    t = tables(db.schema).chunk
-    name = f"{t.name}_embedding_hnsw_idx"
-    if column_dimension(db, t) is None:
-        with db.engine.connect() as conn:
-            dim = conn.execute(sa.text(
-                f"SELECT vector_dims({_q(db, t.c.embedding.name)}) FROM {_qt(db, t)} "
-                f"WHERE {_q(db, t.c.embedding.name)} IS NOT NULL LIMIT 1")).scalar()
+    if loc.storage == "column":
+        t = tables(db.schema).chunk
+        dim = data_dimension(db, t)
         if dim is None:
             raise ValueError("no chunk has an embedding yet; run `ragnb embed --chunks` before building an index")
-        _fix_dimension(db, t, int(dim))
-    with db.engine.begin() as conn:
+        _fix_dimension(db, t, dim)
+    with loc.db.engine.begin() as conn:
         conn.execute(sa.text(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'"))
         conn.execute(sa.text(
-            f"CREATE INDEX IF NOT EXISTS {_q(db, name)} ON {_qt(db, t)} "
-            f"USING hnsw ({_q(db, t.c.embedding.name)} vector_cosine_ops) WITH (m = {int(m)}, ef_construction = {int(ef_construction)})"
+            f"CREATE INDEX IF NOT EXISTS {_q(loc.db, name)} ON {loc.sql_table} "
+            f"USING hnsw ({loc.emb_col} vector_cosine_ops) WITH (m = {int(m)}, ef_construction = {int(ef_construction)})"
         ))
     return name
 
 
-def drop_hnsw_indexes(db: Database) -> list[str]:
-    names = hnsw_indexes(db)
-    t = tables(db.schema).chunk
-    with db.engine.begin() as conn:
+def drop_hnsw_indexes(db: Database, model: str | None = None) -> list[str]:
+    """Drop the HNSW indexes on ``model``'s chunk vectors; returns their names."""
+    loc, schema, _, _ = _index_target(db, model)
+    names = hnsw_indexes(db, model)
+    with loc.db.engine.begin() as conn:
         for name in names:
-            schema = f"{_q(db, t.schema)}." if t.schema else ""
-            conn.execute(sa.text(f"DROP INDEX IF EXISTS {schema}{_q(db, name)}"))
+            prefix = f"{_q(loc.db, schema)}." if schema else ""
+            conn.execute(sa.text(f"DROP INDEX IF EXISTS {prefix}{_q(loc.db, name)}"))
     return names
 
 
@@ -156,26 +168,31 @@ class PgVectorRetriever:
     ``mode="exact"`` disables index scans (a sequential scan computes every distance); ``"hnsw"`` requires
     an HNSW index and uses it (approximate, ``ef_search`` candidates); ``"auto"`` uses HNSW when one exists.
     ``batch_size`` queries go to the server in one round trip (a LATERAL join over the query array);
-    ``batch_size=1`` measures true per-query latency.
+    ``batch_size=1`` measures true per-query latency. ``model`` chooses whose vectors are searched (default:
+    the chunk table's own column); another model's vector table is searched where it lives (the vector store).
     """
 
-    def __init__(self, db: Database, mode: str = "auto", ef_search: int = 40, dim: int | None = None):
+    def __init__(self, db: Database, mode: str = "auto", ef_search: int = 40, dim: int | None = None,
+                 model: str | None = None):
         if mode not in ("auto", "exact", "hnsw"):
             raise ValueError(f"mode = {mode!r}; use 'auto', 'exact' or 'hnsw'")
         self.db = db
-        self.table = tables(db.schema).chunk
-        indexes = hnsw_indexes(db)
+        loc = locate(db, "chunks", model)
+        self.model = loc.model
+        self._vectors_db = loc.db
+        indexes = hnsw_indexes(db, model)
         if mode == "hnsw" and not indexes:
-            raise ValueError("mode 'hnsw' needs an HNSW index; create one with `ragnb db index`")
+            flag = f" --model {model}" if model else ""
+            raise ValueError(f"mode 'hnsw' needs an HNSW index; create one with `ragnb db index{flag}`")
         self.mode = "hnsw" if (mode == "hnsw" or (mode == "auto" and indexes)) else "exact"
         self.ef_search = int(ef_search)
         self.backend = f"pgvector-{self.mode}"
-        self.dim = dim
-        emb, tid = _q(db, self.table.c.embedding.name), _q(db, self.table.c.id.name)
+        self.dim = dim if dim is not None else loc.dim
+        emb, tid, table = loc.emb_col, loc.id_col, loc.sql_table
         self._sql = (
             f"SELECT q.i, CAST(c.{tid} AS text), 1 - (c.{emb} <=> q.v) FROM "
             f"unnest(CAST(%(vecs)s AS vector[])) WITH ORDINALITY AS q(v, i) "
-            f"CROSS JOIN LATERAL (SELECT {tid}, {emb} FROM {_qt(db, self.table)} WHERE {emb} IS NOT NULL "
+            f"CROSS JOIN LATERAL (SELECT {tid}, {emb} FROM {table} WHERE {emb} IS NOT NULL "
             f"ORDER BY {emb} <=> q.v, {tid} LIMIT %(k)s) AS c ORDER BY q.i"
         )
         if self.mode == "hnsw":
@@ -183,7 +200,7 @@ class PgVectorRetriever:
             self._sql = (
                 f"SELECT q.i, CAST(c.{tid} AS text), 1 - c.d FROM "
                 f"unnest(CAST(%(vecs)s AS vector[])) WITH ORDINALITY AS q(v, i) "
-                f"CROSS JOIN LATERAL (SELECT {tid}, {emb} <=> q.v AS d FROM {_qt(db, self.table)} "
+                f"CROSS JOIN LATERAL (SELECT {tid}, {emb} <=> q.v AS d FROM {table} "
                 f"ORDER BY {emb} <=> q.v LIMIT %(k)s) AS c ORDER BY q.i, c.d, c.{tid}"
             )
 
@@ -193,7 +210,7 @@ class PgVectorRetriever:
         ids: list[list[str]] = [[] for _ in range(len(q))]
         scores: list[list[float]] = [[] for _ in range(len(q))]
         latency = np.empty(len(q))
-        with self.db.engine.connect() as conn:
+        with self._vectors_db.engine.connect() as conn:
             raw = conn.connection.driver_connection
             with raw.cursor() as cur:
                 if self.mode == "exact":
@@ -228,20 +245,22 @@ def check_backend(backend: str) -> str:
 
 
 def build_retriever(backend: str, db: Database, *, dim: int | None = None, index_mode: str = "auto",
-                    chunks: tuple[list[str], list[str | None], np.ndarray] | None = None) -> Retriever:
+                    chunks: tuple[list[str], list[str | None], np.ndarray] | None = None,
+                    model: str | None = None) -> Retriever:
     """The retriever a ``backend`` string names, over the chunks of ``db``.
 
     ``"memory"``: exact cosine in-process over ``chunks`` = ``(ids, urls, vectors)`` as
     :func:`ragnb.store.vectors.fetch_vectors` returns them (read from ``db`` when not given);
     ``"pgvector"``: search in the database with ``index_mode`` auto/exact/hnsw and query dimension ``dim``.
+    ``model``: whose chunk vectors (default: the chunk table's own column; ``chunks`` must then be that model's).
     """
     check_backend(backend)
     if backend == "memory":
         if chunks is None:
-            return MemoryRetriever.from_db(db)
+            return MemoryRetriever.from_db(db, model=model)
         ids, urls, vectors = chunks
         return MemoryRetriever(ids, vectors, urls)
-    return PgVectorRetriever(db, mode=index_mode, dim=dim)
+    return PgVectorRetriever(db, mode=index_mode, dim=dim, model=model)
 
 
 def recall_vs_exact(approx: RetrievalResult, exact: RetrievalResult, k: int) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -33,9 +33,39 @@ class Database:
     embedded: bool
     writable: bool
     schema: config.SchemaMap
+    store_schema: str | None = None  # schema of ragnb's vector tables and catalogue (None: the search path)
+    _store: "Database | None" = field(default=None, repr=False)
 
     def dispose(self) -> None:
+        if self._store is not None and self._store is not self:
+            self._store.dispose()
         self.engine.dispose()
+
+    def vector_store(self) -> "Database":
+        """Where ragnb keeps the vectors of models other than the ``embedding`` columns' own, with their catalogue.
+
+        The embedded database keeps them itself. An external database (a team's production database) is never
+        written for them: they go to ``RAGNB_VECTOR_STORE_URL`` (a writable database the user names; schema
+        ``RAGNB_VECTOR_STORE_SCHEMA``) or else to the embedded server's ``ragnb_vectors`` database. Opened on
+        first use, so reading the production column alone never starts the embedded server."""
+        if self._store is None:
+            if config.vector_store_url():
+                self._store = connect(url=config.vector_store_url(), write=True, store=False)
+            elif self.embedded:
+                self._store = self
+            else:
+                self._store = connect(database=config.vector_store_database(), store=False)
+        return self._store
+
+    @property
+    def source_key(self) -> str:
+        """Which database the catalogue's rows describe: '' for the store's own, else host:port/database
+        (no user, no password)."""
+        store = self.vector_store()
+        if store is self:
+            return ""
+        u = self.engine.url
+        return f"{u.host or u.query.get('host', '')}:{u.port or ''}/{u.database or ''}"
 
 
 def _embedded_server(pgdata: Path | None = None):
@@ -94,12 +124,13 @@ def _to_sqlalchemy_url(url: str) -> str:
     return url
 
 
-def connect(write: bool = False, database: str | None = None, url: str | None = None) -> Database:
+def connect(write: bool = False, database: str | None = None, url: str | None = None, store: bool = True) -> Database:
     """Open the configured database.
 
     Order: explicit ``url`` → ``RAGNB_DATABASE_URL`` → the embedded server (database ``database`` or
     ``RAGNB_EMBEDDED_DB``). External servers are read-only unless ``write`` is set; the embedded one is
-    ragnb's own and always writable.
+    ragnb's own and always writable. ``store=False`` opens a database as a vector store (no declared column
+    model: its tables are ragnb's own).
     """
     external = url or (None if database else config.database_url())
     schema = config.load_schema_map()
@@ -116,7 +147,10 @@ def connect(write: bool = False, database: str | None = None, url: str | None = 
         connect_args["options"] = "-c default_transaction_read_only=on"
     engine = sa.create_engine(sa_url, connect_args=connect_args, pool_pre_ping=True)
     _register_vector_on_connect(engine)
-    return Database(engine, config.redact_url(sa_url), embedded, writable, schema)
+    db = Database(engine, config.redact_url(sa_url), embedded, writable, schema, config.vector_store_schema())
+    if not store:
+        db._store = db
+    return db
 
 
 def _register_vector_on_connect(engine: sa.Engine) -> None:

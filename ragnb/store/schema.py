@@ -1,5 +1,5 @@
 """Tables: ``chunk`` and ``question_answer`` (see README, Using a production database), plus ragnb's record of which
-model made the vectors.
+model made the vectors of their ``embedding`` columns (other models' vectors: :mod:`ragnb.store.models`).
 
 Table and column names come from :class:`ragnb.config.SchemaMap`, so the same code reads a team's
 production schema. Ids are treated as text everywhere (an integer primary key is read as its text form).
@@ -57,6 +57,8 @@ def meta_table(metadata: sa.MetaData | None = None) -> sa.Table:
         sa.Column("model", sa.Text, nullable=False),
         sa.Column("dim", sa.Integer, nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.func.now()),
+        sa.Column("backend", sa.Text),  # added with several models per table; older databases gain them on write
+        sa.Column("fingerprint", sa.Text),
     )
 
 
@@ -89,6 +91,9 @@ def ensure_schema(db: Database) -> Tables:
             if table.schema:
                 conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{table.schema}"'))
         t.chunk.metadata.create_all(conn, checkfirst=True)
+        meta = db.engine.dialect.identifier_preparer.format_table(t.meta)
+        conn.execute(sa.text(f"ALTER TABLE {meta} ADD COLUMN IF NOT EXISTS backend text, "
+                             "ADD COLUMN IF NOT EXISTS fingerprint text"))
     return t
 
 

@@ -1,14 +1,15 @@
 """Vectors in the database: which model made them, incremental embedding, and bulk reads.
 
-One table holds vectors of one model only. The model name and dimension are recorded in
-``ragnb_embedding_space``; asking for another model is an error (or, with ``replace``, a full re-embed),
-never a silent mix.
+Each table holds the vectors of any number of models: its own ``embedding`` column holds one (the default,
+recorded in ``ragnb_embedding_space`` or declared for a production database), every other model has a vector
+table in the vector store (see :mod:`ragnb.store.models`). Embedding a model adds or completes that model's
+vectors and never touches another model's; the same model name with another fingerprint or dimension is an
+error (or, with ``replace``, a re-embed of that model only), never a silent mix.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Protocol
 
 import sqlalchemy as sa
 from tqdm.auto import tqdm
@@ -16,17 +17,13 @@ from tqdm.auto import tqdm
 import numpy as np
 
 from ragnb.store.engine import Database
+from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
+                                check_space, column_vectors, encode_fn, fingerprint, locate, qualified, recorded_space,
+                                source_table, table_vectors, vector_table_name)
 from ragnb.store.schema import Tables, column_dimension, ensure_schema, table_exists, tables
 
-
-class Encoder(Protocol):
-    """What the store needs of an encoder (ragnb.rag.embeddings.Encoder is one): the model name and dimension
-    recorded with the vectors, and ``encode`` (texts → float32 rows)."""
-
-    name: str
-    dim: int
-
-    def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray: ...
+__all__ = ["Encoder", "EmbedStats", "check_space", "embed_table", "fetch_vectors", "fetch_vectors_by_id",
+           "fetch_texts", "recorded_space", "vector_literal"]
 
 
 @dataclass
@@ -40,13 +37,13 @@ class EmbedStats:
     processed: int
     skipped: int
     errors: int
+    storage: str = "column"  # "column": the table's own embedding column; "table": a ragnb vector table
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def _qualified(table: sa.Table) -> str:
-    return f"{table.schema}.{table.name}" if table.schema else table.name
+_qualified = qualified
 
 
 def _q(db: Database, name: str) -> str:
@@ -62,46 +59,13 @@ def vector_literal(v: np.ndarray) -> str:
     return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).tolist())) + "]"
 
 
-def recorded_space(db: Database, t: Tables, table: sa.Table) -> tuple[str, int] | None:
-    """(model, dim) recorded for ``table``, or None if ragnb never embedded it."""
-    if not table_exists(db, t.meta):
-        return None
-    with db.engine.connect() as conn:
-        row = conn.execute(
-            sa.select(t.meta.c.model, t.meta.c.dim).where(t.meta.c.table_name == _qualified(table))
-        ).first()
-    return (row.model, int(row.dim)) if row else None
-
-
-def check_space(db: Database, table: sa.Table, encoder: Encoder) -> dict:
-    """Refuse to compare ``encoder``'s vectors with a table embedded by another model.
-
-    Returns what was verified: ``{"model": ..., "dim": ..., "verified": bool}`` — ``verified`` is False
-    for a table embedded outside ragnb, where only the dimension can be checked.
-    """
-    t = tables(db.schema)
-    space = recorded_space(db, t, table)
-    where = _qualified(table)
-    if space:
-        model, dim = space
-        if model != encoder.name or dim != encoder.dim:
-            raise ValueError(
-                f"{where}.{table.c.embedding.name} holds vectors of model {model!r} (dim {dim}); the active "
-                f"model is {encoder.name!r} (dim {encoder.dim}). Use the same model (--model {model!r} or "
-                f"RAGNB_EMBEDDING_MODEL), or re-embed the table with `ragnb embed --replace`."
-            )
-        return {"model": model, "dim": dim, "verified": True}
-    with db.engine.connect() as conn:
-        dim = conn.execute(
-            sa.text(f"SELECT vector_dims({_q(db, table.c.embedding.name)}) FROM {_qt(db, table)} "
-                    f"WHERE {_q(db, table.c.embedding.name)} IS NOT NULL LIMIT 1")
-        ).scalar()
-    if dim is not None and int(dim) != encoder.dim:
-        raise ValueError(
-            f"{where} holds {dim}-dimensional vectors but model {encoder.name!r} makes {encoder.dim}-dimensional "
-            "ones. Set RAGNB_EMBEDDING_MODEL to the model that made them."
-        )
-    return {"model": encoder.name, "dim": encoder.dim, "verified": False}
+def _in_column(db: Database, table: sa.Table, encoder: Encoder) -> bool:
+    """Whether ``encoder``'s vectors belong in the table's own column: it is the column's model, or the column
+    is ragnb's to fill (writable, no model recorded or declared) — the first model a table gets, as always."""
+    col = column_vectors(db, table)
+    if col.model is not None:
+        return col.model == encoder.name
+    return db.writable and not catalogue_rows(db, table, encoder.name)
 
 
 def embed_table(
@@ -113,20 +77,36 @@ def embed_table(
     replace: bool = False,
     progress: bool = True,
 ) -> EmbedStats:
-    """Embed the rows of ``which`` ("chunks" or "questions") that have no vector yet.
+    """Embed the rows of ``which`` ("chunks" or "questions") that have no vector of ``encoder``'s model yet.
 
-    Vectors are written every ``write_every`` rows in their own transaction, so an interrupted run keeps
-    what it finished and the next run continues where it stopped. Rows with empty text count as errors
-    and stay NULL. ``replace`` clears the table's vectors first (to switch models).
+    Chunks go through ``encode_documents``, questions through ``encode_queries`` (``encode`` when the encoder
+    has neither). The model's vectors land in the table's own column when it is that column's model (or the
+    column is still empty and writable), else in the model's vector table in the vector store; other models'
+    vectors are never touched. Vectors are written every ``write_every`` rows in their own transaction, so an
+    interrupted run keeps what it finished. Rows with empty text count as errors and get no vector.
+    ``replace`` drops this model's vectors first (to re-embed it with other prompts or dimensions).
     """
-    if which not in ("chunks", "questions"):
-        raise ValueError(f"which must be 'chunks' or 'questions', got {which!r}")
-    t = ensure_schema(db)
-    table = t.chunk if which == "chunks" else t.question
+    table = source_table(db, which)
+    if db.writable:
+        ensure_schema(db)
+    elif not table_exists(db, table):
+        raise ValueError(f"{db.display_url}: table {qualified(table)} does not exist (read-only database)")
+    if _in_column(db, table, encoder):
+        if not db.writable:
+            raise ValueError(
+                f"{db.display_url} is opened read-only and {qualified(table)}.{table.c.embedding.name} holds model "
+                f"{encoder.name!r}: its vectors are the production's own. Pass --write to fill missing rows, or "
+                "embed another model (it goes to the vector store).")
+        return _embed_column(db, which, table, encoder, batch_size, write_every, replace, progress)
+    return _embed_side(db, which, table, encoder, batch_size, write_every, replace, progress)
+
+
+def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, batch_size: int, write_every: int,
+                  replace: bool, progress: bool) -> EmbedStats:
+    t = tables(db.schema)
     text_col = table.c.text if which == "chunks" else table.c.question
     emb = table.c.embedding
-    where = _qualified(table)
-
+    where = qualified(table)
     if replace:
         with db.engine.begin() as conn:
             conn.execute(sa.update(table).values(embedding=None))
@@ -140,27 +120,36 @@ def embed_table(
         todo = conn.execute(
             sa.select(sa.cast(table.c.id, sa.Text), text_col).where(emb.is_(None)).order_by(table.c.id)
         ).all()
-    # Longest texts first: each block then holds texts of similar length, so the encoder pads less.
-    todo.sort(key=lambda row: len(row[1]) if isinstance(row[1], str) else 0, reverse=True)
     stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - len(todo), 0)
-    if not todo:
-        _record_space(db, t, table, encoder)
-        return stats
-
-    _fix_dimension(db, table, encoder.dim)
+    if todo:
+        _fix_dimension(db, table, encoder.dim)
     _record_space(db, t, table, encoder)
-    bar = tqdm(total=len(todo), desc=f"embedding {where}", unit="row", disable=not progress)
+    _encode_blocks(todo, encoder, which, batch_size, write_every, progress, stats,
+                   lambda ids, vecs: _write_vectors(db, table, ids, vecs))
+    return stats
+
+
+def _encode_blocks(todo: list, encoder: Encoder, which: str, batch_size: int, write_every: int, progress: bool,
+                   stats: EmbedStats, write) -> None:
+    """Encode (id, text) rows block by block and ``write(ids, vectors)`` each block."""
+    # Longest texts first: each block then holds texts of similar length, so the encoder pads less.
+    todo = sorted(todo, key=lambda row: len(row[1]) if isinstance(row[1], str) else 0, reverse=True)
+    encode = encode_fn(encoder, which)
+    bar = tqdm(total=len(todo), desc=f"embedding {stats.table} ({stats.model})", unit="row",
+               disable=not progress or not todo)
     for start in range(0, len(todo), write_every):
         block = todo[start:start + write_every]
         ok = [(rid, txt) for rid, txt in block if isinstance(txt, str) and txt.strip()]
         stats.errors += len(block) - len(ok)
         if ok:
-            vecs = encoder.encode([txt for _, txt in ok], batch_size=batch_size)
-            _write_vectors(db, table, [rid for rid, _ in ok], vecs)
+            vecs = np.asarray(encode([txt for _, txt in ok], batch_size=batch_size), dtype=np.float32)
+            if vecs.shape != (len(ok), encoder.dim):
+                raise ValueError(f"model {encoder.name!r} returned vectors of shape {vecs.shape} for {len(ok)} texts "
+                                 f"of {stats.table}; expected ({len(ok)}, {encoder.dim})")
+            write([rid for rid, _ in ok], vecs)
             stats.processed += len(ok)
         bar.update(len(block))
     bar.close()
-    return stats
 
 
 def _fix_dimension(db: Database, table: sa.Table, dim: int) -> None:
@@ -173,13 +162,12 @@ def _fix_dimension(db: Database, table: sa.Table, dim: int) -> None:
 
 
 def _record_space(db: Database, t: Tables, table: sa.Table, encoder: Encoder) -> None:
+    """Record the column's model (name, dim, backend, fingerprint) in ``ragnb_embedding_space``."""
     from sqlalchemy.dialects.postgresql import insert
 
-    stmt = insert(t.meta).values(table_name=_qualified(table), model=encoder.name, dim=encoder.dim)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[t.meta.c.table_name],
-        set_={"model": stmt.excluded.model, "dim": stmt.excluded.dim, "updated_at": sa.func.now()},
-    )
+    values = {"model": encoder.name, "dim": encoder.dim, "backend": backend(encoder), "fingerprint": fingerprint(encoder)}
+    stmt = insert(t.meta).values(table_name=_qualified(table), **values)
+    stmt = stmt.on_conflict_do_update(index_elements=[t.meta.c.table_name], set_={**values, "updated_at": sa.func.now()})
     with db.engine.begin() as conn:
         conn.execute(stmt)
 
@@ -202,6 +190,92 @@ def _write_vectors(db: Database, table: sa.Table, ids: list[str], vecs: np.ndarr
             )
 
 
+def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, batch_size: int, write_every: int,
+                replace: bool, progress: bool) -> EmbedStats:
+    """A model other than the column's: its own vector table in the vector store (never the source tables)."""
+    store = db.vector_store()
+    _ensure_store(store)
+    loc = _prepare_vector_table(db, table, encoder, replace)
+    with db.engine.connect() as conn:
+        all_ids = [r[0] for r in conn.execute(sa.select(sa.cast(table.c.id, sa.Text)))]
+    with store.engine.connect() as conn:
+        done = {r[0] for r in conn.execute(sa.text(f"SELECT row_id FROM {loc.sql_table}"))}
+    missing = [i for i in all_ids if i not in done]
+    text_col = table.c.text if which == "chunks" else table.c.question
+    todo: list = []
+    with db.engine.connect() as conn:
+        for start in range(0, len(missing), 10_000):  # bounded parameter lists
+            part = missing[start:start + 10_000]
+            todo += conn.execute(sa.select(sa.cast(table.c.id, sa.Text), text_col)
+                                 .where(sa.cast(table.c.id, sa.Text).in_(part))).all()
+    stats = EmbedStats(qualified(table), encoder.name, encoder.dim, len(all_ids), 0, len(all_ids) - len(missing), 0,
+                       storage="table")
+    _encode_blocks([tuple(r) for r in todo], encoder, which, batch_size, write_every, progress, stats,
+                   lambda ids, vecs: _insert_vectors(store, loc.sql_table, ids, vecs))
+    return stats
+
+
+def _ensure_store(store: Database) -> None:
+    """pgvector and the catalogue in the vector store (created on first use)."""
+    with store.engine.connect() as conn:
+        has_vector = conn.execute(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).first()
+    with store.engine.begin() as conn:
+        if not has_vector:
+            conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
+        if store.store_schema:
+            conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {_q(store, store.store_schema)}"))
+        catalogue_table(store.store_schema).create(conn, checkfirst=True)
+    if not has_vector:
+        store.engine.dispose()  # fresh connections register the new vector type
+
+
+def _prepare_vector_table(db: Database, table: sa.Table, encoder: Encoder, replace: bool) -> ModelVectors:
+    """The model's vector table, created (or, with ``replace``, recreated) and registered in the catalogue;
+    an existing one made with another dimension or fingerprint is an error naming the fix."""
+    from sqlalchemy.dialects.postgresql import insert
+
+    store = db.vector_store()
+    cat = catalogue_table(store.store_schema)
+    rows = catalogue_rows(db, table, encoder.name)
+    if rows and not replace:
+        loc = table_vectors(db, table, rows[0])
+        if loc.dim != encoder.dim:
+            raise ValueError(
+                f"{loc.where} holds {loc.dim}-dimensional vectors; the active encoder {encoder.name!r} makes "
+                f"{encoder.dim}-dimensional ones. Re-embed that model with `ragnb embed --model {encoder.name} "
+                "--replace`, or use the encoder settings that made the stored vectors.")
+        check_fingerprint(loc, encoder)
+    name = rows[0]["vector_table"] if rows else vector_table_name(db.source_key, qualified(table), encoder.name)
+    row = {"source": db.source_key, "source_table": qualified(table), "model": encoder.name, "backend": backend(encoder),
+           "fingerprint": fingerprint(encoder) or (rows[0]["fingerprint"] if rows and not replace else None), "dim": encoder.dim,
+           "vector_table": name}
+    loc = table_vectors(db, table, row)
+    stmt = insert(cat).values(**row)
+    stmt = stmt.on_conflict_do_update(index_elements=[cat.c.source, cat.c.source_table, cat.c.model],
+                                      set_={k: stmt.excluded[k] for k in ("backend", "fingerprint", "dim")})
+    with store.engine.begin() as conn:
+        if replace:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {loc.sql_table}"))
+        conn.execute(sa.text(f"CREATE TABLE IF NOT EXISTS {loc.sql_table} "
+                             f"(row_id text PRIMARY KEY, embedding vector({int(encoder.dim)}) NOT NULL)"))
+        conn.execute(stmt)
+    return loc
+
+
+def _insert_vectors(store: Database, sql_table: str, ids: list[str], vecs: np.ndarray) -> None:
+    """COPY into a temp table, then one INSERT … ON CONFLICT (one transaction; a re-run overwrites)."""
+    with store.engine.begin() as conn:
+        raw = conn.connection.driver_connection
+        with raw.cursor() as cur:
+            cur.execute(f"CREATE TEMP TABLE ragnb_tmp_vec ON COMMIT DROP AS "
+                        f"SELECT row_id, embedding FROM {sql_table} WITH NO DATA")
+            with cur.copy("COPY ragnb_tmp_vec (row_id, embedding) FROM STDIN") as copy:
+                for rid, vec in zip(ids, vecs):
+                    copy.write_row((rid, vector_literal(vec)))
+            cur.execute(f"INSERT INTO {sql_table} (row_id, embedding) SELECT row_id, embedding FROM ragnb_tmp_vec "
+                        "ON CONFLICT (row_id) DO UPDATE SET embedding = EXCLUDED.embedding")
+
+
 def _binary_rows(db: Database, sql: str, params: tuple = ()) -> list[tuple]:
     from pgvector.psycopg import register_vector
 
@@ -220,40 +294,48 @@ def _as_matrix(vectors: list) -> np.ndarray:
     return mat.astype(np.float32, copy=False)
 
 
-def fetch_vectors(db: Database, which: str = "chunks") -> tuple[list[str], list[str | None], np.ndarray]:
-    """All (id, url, vector) rows that have a vector, ordered by id, as a float32 matrix.
+def _source_urls(db: Database, table: sa.Table) -> dict[str, str | None]:
+    with db.engine.connect() as conn:
+        return {r[0]: r[1] for r in conn.execute(sa.select(sa.cast(table.c.id, sa.Text), table.c.url))}
+
+
+def fetch_vectors(db: Database, which: str = "chunks", model: str | None = None
+                  ) -> tuple[list[str], list[str | None], np.ndarray]:
+    """All (id, url, vector) rows with a vector of ``model`` (default: the table's own column), ordered by id,
+    as a float32 matrix. A vector table's rows whose source row is gone are left out.
 
     Vectors travel in pgvector's binary format (4 bytes per value) straight into numpy; the text form
     (``real[]``) costs ~8× more time on 100k × 384 vectors.
     """
-    t = tables(db.schema)
-    table = t.chunk if which == "chunks" else t.question
-    sql = (
-        f"SELECT CAST({_q(db, table.c.id.name)} AS text), {_q(db, table.c.url.name)}, "
-        f"{_q(db, table.c.embedding.name)} FROM {_qt(db, table)} "
-        f"WHERE {_q(db, table.c.embedding.name)} IS NOT NULL ORDER BY 1"
-    )
-    rows = _binary_rows(db, sql)
+    loc = locate(db, which, model)
+    if loc.storage == "column":
+        table = source_table(db, which)
+        sql = (f"SELECT CAST({loc.id_col} AS text), {_q(db, table.c.url.name)}, {loc.emb_col} FROM {loc.sql_table} "
+               f"WHERE {loc.emb_col} IS NOT NULL ORDER BY 1")
+        rows = _binary_rows(db, sql)
+    else:
+        urls = _source_urls(db, source_table(db, which))
+        rows = [(rid, urls[rid], vec) for rid, vec in
+                _binary_rows(loc.db, f"SELECT row_id, embedding FROM {loc.sql_table} ORDER BY 1") if rid in urls]
     if not rows:
         return [], [], np.zeros((0, 0), dtype=np.float32)
     return [r[0] for r in rows], [r[1] for r in rows], _as_matrix([r[2] for r in rows])
 
 
-def fetch_vectors_by_id(db: Database, which: str, ids: list[str]) -> np.ndarray:
-    """The vectors of ``ids`` (in that order); a missing id or a row without a vector is a ``ValueError``."""
-    t = tables(db.schema)
-    table = t.chunk if which == "chunks" else t.question
+def fetch_vectors_by_id(db: Database, which: str, ids: list[str], model: str | None = None) -> np.ndarray:
+    """The vectors of ``ids`` (in that order) of ``model`` (default: the table's own column); a missing id or a
+    row without a vector is a ``ValueError``."""
     if not ids:
         return np.zeros((0, 0), dtype=np.float32)
-    sql = (
-        f"SELECT CAST({_q(db, table.c.id.name)} AS text), {_q(db, table.c.embedding.name)} FROM {_qt(db, table)} "
-        f"WHERE CAST({_q(db, table.c.id.name)} AS text) = ANY(%s) AND {_q(db, table.c.embedding.name)} IS NOT NULL"
-    )
-    found = dict(_binary_rows(db, sql, (list(ids),)))
+    loc = locate(db, which, model)
+    sql = (f"SELECT CAST({loc.id_col} AS text), {loc.emb_col} FROM {loc.sql_table} "
+           f"WHERE CAST({loc.id_col} AS text) = ANY(%s) AND {loc.emb_col} IS NOT NULL")
+    found = dict(_binary_rows(loc.db, sql, (list(ids),)))
     missing = [i for i in ids if i not in found]
     if missing:
-        raise ValueError(f"{which}: {len(missing)} row(s) have no vector (first: {missing[0]!r}); "
-                         f"run `ragnb embed --{which}` first")
+        flag = f" --model {loc.model}" if model else ""
+        raise ValueError(f"{which}: {len(missing)} row(s) have no vector of model {loc.model!r} (first: "
+                         f"{missing[0]!r}); run `ragnb embed --{which}{flag}` first")
     return _as_matrix([found[i] for i in ids])
 
 

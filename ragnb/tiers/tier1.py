@@ -92,7 +92,7 @@ def run_tier1(
     info = {"backend": result.backend, "top_k": top_k, "n_questions": len(qids),
             "index": "hnsw" if result.backend == "pgvector-hnsw" else "exact", **result.info}
     if hnsw_check and isinstance(retriever, PgVectorRetriever) and retriever.mode == "hnsw":
-        exact = PgVectorRetriever(retriever.db, mode="exact").search(vectors, top_k, batch_size=batch_size)
+        exact = PgVectorRetriever(retriever.db, mode="exact", model=retriever.model).search(vectors, top_k, batch_size=batch_size)
         info[f"hnsw_recall@{top_k}_vs_exact"] = recall_vs_exact(result, exact, top_k)
     summary["info"] = {**summary.pop("_info", {}), **info}
 

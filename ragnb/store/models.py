@@ -1,0 +1,276 @@
+"""Several embedding models per table: where each model's vectors live, and the checks that keep them apart.
+
+A table's own ``embedding`` column holds one model — the one ragnb recorded in ``ragnb_embedding_space`` when it
+filled the column, or the one a production database's column is *declared* to hold (``RAGNB_PRODUCTION_EMBEDDING_*``
+or the schema map's ``embedding_model``). That model is the table's default: everything that reads vectors
+without naming a model reads the column, exactly as before several models existed.
+
+Every other model gets a table of its own in the vector store (:meth:`Database.vector_store`): ``row_id`` (the
+source row's id as text) and ``embedding vector(dim)`` — one fixed dimension per table, which pgvector's HNSW
+index needs. The catalogue ``ragnb_embedding_model`` lists them: source database, source table, model, backend,
+fingerprint, dimension, vector table, created. The same model name with another fingerprint or dimension is an
+error, never a silent mix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import sqlalchemy as sa
+
+from ragnb.store.engine import Database
+from ragnb.store.schema import Tables, column_dimension, table_exists, tables
+
+CATALOGUE_TABLE = "ragnb_embedding_model"
+
+
+class Encoder(Protocol):
+    """What the store needs of an encoder: the model name and dimension recorded with the vectors and
+    ``encode`` (texts → float32 rows). Optional (read with fallbacks): ``backend``, ``fingerprint`` (changes when
+    anything that changes the vectors changes), ``encode_documents`` and ``encode_queries``."""
+
+    name: str
+    dim: int
+
+    def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray: ...
+
+
+def fingerprint(encoder: Encoder) -> str | None:
+    return getattr(encoder, "fingerprint", None)
+
+
+def backend(encoder: Encoder) -> str | None:
+    return getattr(encoder, "backend", None)
+
+
+def encode_fn(encoder: Encoder, which: str):
+    """Chunks are documents, logged questions are queries (models with prompts encode them differently)."""
+    name = "encode_documents" if which == "chunks" else "encode_queries"
+    return getattr(encoder, name, None) or encoder.encode
+
+
+def source_table(db: Database, which: str) -> sa.Table:
+    if which not in ("chunks", "questions"):
+        raise ValueError(f"which must be 'chunks' or 'questions', got {which!r}")
+    t = tables(db.schema)
+    return t.chunk if which == "chunks" else t.question
+
+
+def which_of(db: Database, table: sa.Table) -> str:
+    return "chunks" if table.name == tables(db.schema).chunk.name and table.schema == tables(db.schema).chunk.schema \
+        else "questions"
+
+
+def qualified(table: sa.Table) -> str:
+    return f"{table.schema}.{table.name}" if table.schema else table.name
+
+
+def quote(db: Database, name: str) -> str:
+    return db.engine.dialect.identifier_preparer.quote(name)
+
+
+def catalogue_table(schema: str | None, metadata: sa.MetaData | None = None) -> sa.Table:
+    return sa.Table(
+        CATALOGUE_TABLE, metadata or sa.MetaData(),
+        sa.Column("source", sa.Text, primary_key=True),  # '' = the store's own database, else host:port/database
+        sa.Column("source_table", sa.Text, primary_key=True),
+        sa.Column("model", sa.Text, primary_key=True),
+        sa.Column("backend", sa.Text),
+        sa.Column("fingerprint", sa.Text),
+        sa.Column("dim", sa.Integer, nullable=False),
+        sa.Column("vector_table", sa.Text, nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now()),
+        schema=schema,
+    )
+
+
+@dataclass
+class ModelVectors:
+    """Where one model's vectors of one table are: the database, the SQL table and its id/vector columns."""
+
+    model: str | None  # None: a column filled outside ragnb, model neither recorded nor declared
+    dim: int | None
+    backend: str | None
+    fingerprint: str | None
+    storage: str  # "column" (the table's own embedding column) or "table" (a ragnb vector table)
+    db: Database  # the database that holds the vectors
+    table: str  # qualified name, for messages
+    sql_table: str  # quoted, for SQL
+    id_col: str  # quoted
+    emb_col: str  # quoted
+    verified: bool  # model recorded by ragnb or declared; False: only the dimension could be checked
+    where: str  # "chunk.embedding" / "vector table ragnb_vec_… of chunk" — for messages
+
+    def describe(self) -> dict:
+        return {"model": self.model, "backend": self.backend, "dim": self.dim, "fingerprint": self.fingerprint,
+                "storage": self.storage, "table": self.table, "verified": self.verified}
+
+
+def data_dimension(db: Database, table: sa.Table) -> int | None:
+    """Dimension of the column's vectors: declared (``vector(384)``), else the first stored vector's, else None."""
+    dim = column_dimension(db, table)
+    if dim is not None:
+        return dim
+    emb = quote(db, table.c.embedding.name)
+    fmt = db.engine.dialect.identifier_preparer.format_table(table)
+    with db.engine.connect() as conn:
+        found = conn.execute(sa.text(f"SELECT vector_dims({emb}) FROM {fmt} WHERE {emb} IS NOT NULL LIMIT 1")).scalar()
+    return None if found is None else int(found)
+
+
+def recorded_space(db: Database, t: Tables, table: sa.Table) -> dict | None:
+    """What ragnb recorded for ``table``'s own column (model, dim, backend, fingerprint), or None. Databases
+    from before several models lack backend/fingerprint: they read as None."""
+    if not table_exists(db, t.meta):
+        return None
+    fmt = db.engine.dialect.identifier_preparer.format_table(t.meta)
+    with db.engine.connect() as conn:
+        row = conn.execute(sa.text(f"SELECT * FROM {fmt} WHERE table_name = :t"), {"t": qualified(table)}).first()
+    if row is None:
+        return None
+    m = row._mapping
+    return {"model": m["model"], "dim": int(m["dim"]), "backend": m.get("backend"), "fingerprint": m.get("fingerprint")}
+
+
+def column_vectors(db: Database, table: sa.Table) -> ModelVectors:
+    """The table's own column: its recorded or declared model (checked against each other and against the
+    column's dimension), or an unverified location when neither names one."""
+    t = tables(db.schema)
+    rec = recorded_space(db, t, table) if table_exists(db, table) else None
+    declared = db.schema.column_model
+    where = f"{qualified(table)}.{table.c.embedding.name}"
+    model = dim = be = fp = None
+    if declared is not None:
+        if rec and rec["model"] != declared.name:
+            raise ValueError(
+                f"{where} is declared to hold vectors of model {declared.name!r}, but ragnb embedded it with "
+                f"{rec['model']!r}. Fix the declaration (RAGNB_PRODUCTION_EMBEDDING_MODEL or the schema map's "
+                f"embedding_model) or re-embed with `ragnb embed --model {declared.name} --replace --write`.")
+        actual = data_dimension(db, table) if table_exists(db, table) else None
+        if actual is not None and actual != declared.dim:
+            raise ValueError(
+                f"{where} holds {actual}-dimensional vectors, but its model {declared.name!r} is declared with "
+                f"dim {declared.dim}. Fix RAGNB_PRODUCTION_EMBEDDING_DIM (or embedding_model.dim in the schema map) "
+                f"to {actual}, or declare the model that made these vectors.")
+        model, dim, be = declared.name, declared.dim, declared.backend or None
+        fp = rec["fingerprint"] if rec else None
+    elif rec:
+        model, dim, be, fp = rec["model"], rec["dim"], rec["backend"], rec["fingerprint"]
+    prep = db.engine.dialect.identifier_preparer
+    return ModelVectors(model, dim, be, fp, "column", db, qualified(table), prep.format_table(table),
+                        quote(db, table.c.id.name), quote(db, table.c.embedding.name), model is not None, where)
+
+
+def vector_table_name(source: str, table: str, model: str) -> str:
+    """One table per (source database, source table, model); a hash keeps any model name a valid identifier."""
+    digest = hashlib.sha1(f"{source}\x00{table}\x00{model}".encode()).hexdigest()[:16]
+    return f"ragnb_vec_{digest}"
+
+
+def catalogue_rows(db: Database, table: sa.Table, model: str | None = None) -> list[dict]:
+    store = db.vector_store()
+    cat = catalogue_table(store.store_schema)
+    if not table_exists(store, cat):
+        return []
+    q = sa.select(cat).where(cat.c.source == db.source_key, cat.c.source_table == qualified(table))
+    if model is not None:
+        q = q.where(cat.c.model == model)
+    with store.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(q.order_by(cat.c.created_at, cat.c.model))]
+
+
+def table_vectors(db: Database, table: sa.Table, row: dict) -> ModelVectors:
+    store = db.vector_store()
+    schema = store.store_schema
+    sql_table = (f"{quote(store, schema)}." if schema else "") + quote(store, row["vector_table"])
+    return ModelVectors(row["model"], int(row["dim"]), row["backend"], row["fingerprint"], "table", store,
+                        (f"{schema}." if schema else "") + row["vector_table"], sql_table, "row_id", "embedding", True,
+                        f"the vector table of model {row['model']!r} for {qualified(table)}")
+
+
+def table_models(db: Database, which: str) -> list[ModelVectors]:
+    """Every model with vectors for ``which``: the column's (when known or filled) first, then the others."""
+    table = source_table(db, which)
+    out = []
+    col = column_vectors(db, table)
+    if col.model is not None or (table_exists(db, table) and data_dimension(db, table) is not None):
+        out.append(col)
+    # Listing opens the vector store (for an external database: RAGNB_VECTOR_STORE_URL or the embedded server);
+    # reading the default model (locate with model=None) never does.
+    out += [table_vectors(db, table, r) for r in catalogue_rows(db, table) if r["model"] != col.model]
+    return out
+
+
+def locate(db: Database, which: str, model: str | None = None) -> ModelVectors:
+    """Where ``model``'s vectors of ``which`` are; ``None``: the table's default (its own column)."""
+    table = source_table(db, which)
+    col = column_vectors(db, table)
+    if model is None or model == col.model:
+        return col
+    rows = catalogue_rows(db, table, model)
+    if rows:
+        return table_vectors(db, table, rows[0])
+    stored = [m.model for m in table_models(db, which)]
+    hint = ("" if col.model or col.dim is None else
+            "; if the table's own column holds this model, declare it (RAGNB_PRODUCTION_EMBEDDING_MODEL)")
+    raise ValueError(f"{qualified(table)} has no vectors of model {model!r} (stored: {stored}); embed them with "
+                     f"`ragnb embed --{which} --model {model}`{hint}")
+
+
+def check_space(db: Database, table: sa.Table, encoder: Encoder, model: str | None = None) -> dict:
+    """Refuse to compare ``encoder``'s vectors with vectors another model made.
+
+    ``model`` names the stored vectors the caller will read (default: the table's own column). Returns what
+    was verified: model, dim, storage, and ``verified`` — False for a column filled outside ragnb with no
+    declared model, where only the dimension can be checked.
+    """
+    which = which_of(db, table)
+    loc = locate(db, which, model)
+    if loc.model is None:
+        dim = loc.dim if loc.dim is not None else data_dimension(db, table) if table_exists(db, table) else None
+        if dim is not None and dim != encoder.dim:
+            raise ValueError(
+                f"{loc.table} holds {dim}-dimensional vectors but model {encoder.name!r} makes {encoder.dim}-dimensional "
+                "ones. Declare the model that made them (RAGNB_PRODUCTION_EMBEDDING_MODEL / _DIM) or set "
+                "RAGNB_EMBEDDING_MODEL to it.")
+        return {"model": encoder.name, "dim": encoder.dim, "storage": "column", "verified": False}
+    if loc.model == encoder.name and loc.dim is not None and loc.dim != encoder.dim:
+        raise ValueError(f"{loc.where} holds {loc.dim}-dimensional vectors of model {loc.model!r}; the active encoder "
+                         f"of that name makes {encoder.dim}-dimensional ones. Re-embed that model with `ragnb embed "
+                         f"--{which} --model {loc.model} --replace`, or use the settings that made the stored vectors.")
+    if loc.model != encoder.name:
+        others = [m.model for m in table_models(db, which) if m.model == encoder.name]
+        beside = (f" Model {encoder.name!r} is stored beside it: read it by name (model={encoder.name!r})."
+                  if others else f" To compare, embed {encoder.name!r} beside it with `ragnb embed --{which} "
+                  f"--model {encoder.name}` (or re-embed that model with `--replace`).")
+        raise ValueError(f"{loc.where} holds vectors of model {loc.model!r} (dim {loc.dim}); the active model is "
+                         f"{encoder.name!r} (dim {encoder.dim}). Use the same model (--model {loc.model!r} or "
+                         f"RAGNB_EMBEDDING_MODEL).{beside}")
+    check_fingerprint(loc, encoder)
+    return {"model": loc.model, "dim": loc.dim, "storage": loc.storage, "verified": loc.verified,
+            "fingerprint": loc.fingerprint, "backend": loc.backend}
+
+
+def check_fingerprint(loc: ModelVectors, encoder: Encoder) -> None:
+    """Same name, other prompts or dimensions → other vectors: an error, never a mix. A location recorded
+    without a fingerprint (before fingerprints existed, or a declared column) accepts any."""
+    fp = fingerprint(encoder)
+    if loc.fingerprint and fp and loc.fingerprint != fp:
+        raise ValueError(
+            f"{loc.where} holds vectors of model {loc.model!r} made with fingerprint {loc.fingerprint!r}; the active "
+            f"encoder of that name has fingerprint {fp!r} (other prompts or dimensions). Re-embed that model with "
+            f"`ragnb embed --model {loc.model} --replace`, or use the encoder settings that made the stored vectors.")
+
+
+def model_status(db: Database, which: str) -> list[dict]:
+    """Each model of ``which`` with its dimension, storage and how many rows have its vector (for ``db status``)."""
+    out = []
+    for loc in table_models(db, which):
+        where = f" WHERE {loc.emb_col} IS NOT NULL" if loc.storage == "column" else ""
+        with loc.db.engine.connect() as conn:
+            n = conn.execute(sa.text(f"SELECT count(*) FROM {loc.sql_table}{where}")).scalar_one()
+        out.append({**loc.describe(), "embedded": int(n), "default": loc.storage == "column"})
+    return out
