@@ -53,4 +53,4 @@ def test_unwritable_cache_folder_is_a_clear_error(tmp_path, monkeypatch):
     blocker.write_text("x")
     monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(blocker / "sub"))
     with pytest.raises(ValueError, match="RAGNB_EMBEDDING_CACHE"):
-        Encoder()
+        Encoder().encode(["x"])  # the cache opens with the first text to encode
