@@ -3,7 +3,8 @@
 1. **Endpoint throughput.** ``--endpoint-texts`` (default 512) texts through
    :class:`ragnb.rag.encoders.endpoint.EndpointEncoder` (the real ``openai`` client over real HTTP) against
    the local OpenAI-compatible embeddings server of the tests (``tests/embeddings_server.py``) answering each
-   request after ``--latency`` seconds (default 0.1), ``--endpoint-batch`` texts per request (default 16):
+   request after ``--latency`` seconds (default 0.25, a hosted API's usual round trip), ``--endpoint-batch``
+   texts per request (default 16):
    at the default concurrency (``LLMSettings.max_concurrency``, 16) vs one request at a time
    (``max_concurrency=1``); both without the disk cache. Goal ≥ 10×. Then a cached re-run: a fresh encoder
    over a filled disk cache must send 0 requests.
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--endpoint-texts", type=int, default=512)
     ap.add_argument("--endpoint-batch", type=int, default=16)
-    ap.add_argument("--latency", type=float, default=0.1)
+    ap.add_argument("--latency", type=float, default=0.25)
     ap.add_argument("--questions", type=int, default=400)
     ap.add_argument("--chunks", type=int, default=60)
     ap.add_argument("--repeats", type=int, default=3)

@@ -104,12 +104,13 @@ class CachedEncoder:
 
     def cache_for(self, role: str = "document") -> Any:
         """The disk cache of ``role`` (None when ``RAGNB_EMBEDDING_CACHE=off``)."""
-        cid = self.cache_id(role)
-        if cid not in self._caches:
-            from ragnb.rag.embedding_cache import open_encoder_cache
+        from ragnb.rag.embedding_cache import cache_dir, open_encoder_cache
 
-            self._caches[cid] = open_encoder_cache(self.name, cid, self._known_dim())
-        return self._caches[cid]
+        cid = self.cache_id(role)
+        key = (str(cache_dir()), cid)  # RAGNB_EMBEDDING_CACHE may change between calls (tests, notebooks)
+        if key not in self._caches:
+            self._caches[key] = open_encoder_cache(self.name, cid, self._known_dim())
+        return self._caches[key]
 
     @property
     def cache(self) -> Any:
