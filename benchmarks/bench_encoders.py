@@ -22,7 +22,6 @@ Run (from the repository root)::
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import statistics
@@ -35,15 +34,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from bench_retrieval import RESULTS, machine_info  # noqa: E402
+from bench_retrieval import RESULTS, machine_info
 
 XQUAD = HERE.parent / "ragnb" / "data" / "xquad_ru"
 
 
 def xquad_texts(n_questions: int, n_chunks: int, words: int = 200) -> tuple[list[str], list[str]]:
-    questions = [json.loads(line)["question"] for line in gzip.open(XQUAD / "queries.jsonl.gz", "rt", encoding="utf-8")]
-    tokens = [w for line in gzip.open(XQUAD / "corpus.jsonl.gz", "rt", encoding="utf-8")
-              for w in json.loads(line)["text"].split()]
+    from ragnb.io import iter_json_records
+
+    questions = [q["question"] for _, q in iter_json_records(XQUAD / "queries.jsonl.gz")]
+    tokens = [w for _, d in iter_json_records(XQUAD / "corpus.jsonl.gz") for w in d["text"].split()]
     chunks = [" ".join(tokens[i:i + words]) for i in range(0, len(tokens) - words, words)]
     return questions[:n_questions], chunks[:n_chunks]
 

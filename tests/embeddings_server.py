@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from llm_server import FakeLLMServer, Reply, error_reply
 
 EMBEDDING_PATHS = ("/v1/embeddings", "/embeddings")

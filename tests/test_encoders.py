@@ -4,7 +4,6 @@ fingerprints, lazy loading, and OpenAI-compatible endpoints through the real ope
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 from embeddings_server import embeddings_body, expected_vector
 from llm_server import Reply, error_reply
 
+from ragnb.io import iter_json_records
 from ragnb.llm.replies import LLMTransientError
 from ragnb.llm.settings import LLMSettings
 from ragnb.rag.embeddings import Encoder, get_encoder, make_encoder
@@ -34,9 +34,9 @@ def _own_cache(tmp_path, monkeypatch):
 
 def _xquad_pairs() -> tuple[list[str], list[str]]:
     """The first question of each XQuAD-ru article with its own paragraph (24 articles, unrelated topics)."""
-    docs = {d["doc_id"]: d for d in map(json.loads, gzip.open(XQUAD / "corpus.jsonl.gz", "rt", encoding="utf-8"))}
+    docs = {d["doc_id"]: d for _, d in iter_json_records(XQUAD / "corpus.jsonl.gz")}
     first: dict[str, dict] = {}
-    for q in map(json.loads, gzip.open(XQUAD / "queries.jsonl.gz", "rt", encoding="utf-8")):
+    for _, q in iter_json_records(XQUAD / "queries.jsonl.gz"):
         first.setdefault(docs[q["relevant_doc_ids"][0]]["title"], q)
     return [q["question"] for q in first.values()], [docs[q["relevant_doc_ids"][0]]["text"] for q in first.values()]
 

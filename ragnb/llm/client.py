@@ -45,7 +45,14 @@ from ragnb.llm.replies import (
     extract_json,
     reask_message,
 )
-from ragnb.llm.retry import TRANSIENT_STATUS, MalformedReply, backoff_delay, is_insufficient_quota, parse_retry_after, provider_message
+from ragnb.llm.retry import (
+    TRANSIENT_STATUS,
+    MalformedReply,
+    backoff_delay,
+    is_insufficient_quota,
+    parse_retry_after,
+    provider_message,
+)
 from ragnb.llm.settings import LLMSettings, is_number
 from ragnb.llm.sync import LIVE_CLIENTS
 from ragnb.llm.usage import CallRecord, UsageLedger

@@ -41,7 +41,7 @@ def cache_dir() -> Path | None:
     return Path(value).expanduser() if value else config.ragnb_home() / "embedding_cache"
 
 
-def open_cache(model: Any, dim: int | None = None) -> "EmbeddingCache | None":
+def open_cache(model: Any, dim: int | None = None) -> EmbeddingCache | None:
     """The cache in :func:`cache_dir` (None when the cache is off). ``model`` is an encoder (its document
     cache, the one ``encoder.encode`` uses), or a model name with its dimension (a cache of that name alone,
     for callers that know no fingerprint)."""
@@ -55,7 +55,7 @@ def open_cache(model: Any, dim: int | None = None) -> "EmbeddingCache | None":
     return None if folder is None else EmbeddingCache(folder, model, dim)
 
 
-def open_encoder_cache(name: str, cache_id: str, dim: int | None) -> "EmbeddingCache | None":
+def open_encoder_cache(name: str, cache_id: str, dim: int | None) -> EmbeddingCache | None:
     """The cache of one encoder role (``cache_id``); ``dim=None`` opens it to read a dimension stored by an
     earlier run (:meth:`EmbeddingCache.stored_dim`)."""
     folder = cache_dir()

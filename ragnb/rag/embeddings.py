@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ def resolve_model(name: str | None = None) -> tuple[str, str]:
         from huggingface_hub import snapshot_download
 
         return name, snapshot_download(name, local_files_only=True)
-    except Exception as exc:  # not in the offline cache (or not a repo id at all)
+    except (OSError, ValueError) as exc:  # not in the offline cache (OSError), not a repo id (ValueError)
         raise ValueError(
             f"embedding model {name!r} is not available offline ({type(exc).__name__}). Pass a local directory of "
             "a sentence-transformers model, 'all-MiniLM-L6-v2', 'multilingual-e5-small', or "
