@@ -239,3 +239,17 @@ def test_endpoint_settings_from_environment(embeddings_server, monkeypatch):
     monkeypatch.delenv("RAGNB_LLM_BASE_URL")
     with pytest.raises(ValueError, match="RAGNB_EMBEDDING_BASE_URL"):
         make_encoder("endpoint:emb-small")
+
+
+def test_resolution_errors_name_the_model_and_the_fix(tmp_path):
+    with pytest.raises(ValueError, match=r"'no-org/no-such-model' is not available offline.*'endpoint:<model id>'"):
+        make_encoder("no-org/no-such-model")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="not a sentence-transformers model directory"):
+        make_encoder(str(tmp_path / "empty"))
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['dimensions'\]"):
+        make_encoder("all-MiniLM-L6-v2", dimensions=128)
+    with pytest.raises(ValueError, match="dim=8 contradicts dimensions=4"):
+        EndpointEncoder("emb-small", dimensions=4, dim=8, settings=LLMSettings(base_url="http://127.0.0.1:9/v1"))
+    assert get_encoder("default") is get_encoder("default")  # one per name and options per process
+    assert get_encoder("all-MiniLM-L6-v2").name == get_encoder("default").name == "all-MiniLM-L6-v2"

@@ -68,14 +68,16 @@ def make_encoder(name: str | None = None, **options: Any) -> TextEncoder:
     """A new encoder for ``name`` (resolution rules: module docstring); :func:`get_encoder` shares them."""
     from_env = name is None or name == config.embedding_model_name()
     name = name or config.embedding_model_name()
+    endpoint = name.startswith(config.ENDPOINT_MODEL_PREFIX)
     if from_env:  # RAGNB_EMBEDDING_* options belong to the model RAGNB_EMBEDDING_MODEL names
-        options = {**config.embedding_env_options(), **options}
-    if name.startswith(config.ENDPOINT_MODEL_PREFIX):
+        env = config.embedding_env_options()
+        if not endpoint:
+            env.pop("dimensions", None)  # RAGNB_EMBEDDING_DIMENSIONS is for endpoint models only
+        options = {**env, **options}
+    if endpoint:
         from ragnb.rag.encoders.endpoint import EndpointEncoder
 
         return EndpointEncoder(name[len(config.ENDPOINT_MODEL_PREFIX):], **options)
-    if from_env:
-        options.pop("dimensions", None)  # RAGNB_EMBEDDING_DIMENSIONS is for endpoint models only
     if name.lower() in _E5_ALIASES:
         if options.get("query_prompt") or options.get("document_prompt") or set(options) - {
                 "num_threads", "query_prompt", "document_prompt"}:
