@@ -159,6 +159,8 @@ class CachedEncoder:
         if todo:
             vecs = self.encode_uncached(list(todo.values()), batch_size, progress, role)
             cache.put_many(list(todo), vecs)
+            if cache.get_meta("encoder") is None:  # provenance: what made these vectors
+                cache.set_meta("encoder", json.dumps({**self.describe(), "role": role}, sort_keys=True))
             found.update(zip(todo, vecs))
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 

@@ -167,6 +167,11 @@ class EndpointEncoder(CachedEncoder):
             cached=False, attempts=attempts))
         return vectors
 
+    def token_counts(self, texts: list[str]) -> np.ndarray:
+        raise ValueError(f"endpoint model {self.name!r}: an endpoint exposes no tokenizer, so token counts and "
+                         "truncation shares cannot be measured for it; skip them for this model, or measure "
+                         "them with a local copy of the model (a sentence-transformers folder)")
+
     def _check(self, resp: Any, n: int) -> np.ndarray:
         """The reply's vectors in input order, after checking their count and dimension."""
         data = sorted(getattr(resp, "data", None) or [], key=lambda d: d.index)
