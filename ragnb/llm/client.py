@@ -45,7 +45,14 @@ from ragnb.llm.replies import (
     extract_json,
     reask_message,
 )
-from ragnb.llm.retry import TRANSIENT_STATUS, backoff_delay, is_insufficient_quota, parse_retry_after, provider_message
+from ragnb.llm.retry import (
+    TRANSIENT_STATUS,
+    MalformedReply,
+    backoff_delay,
+    is_insufficient_quota,
+    parse_retry_after,
+    provider_message,
+)
 from ragnb.llm.settings import LLMSettings, is_number
 from ragnb.llm.sync import LIVE_CLIENTS
 from ragnb.llm.usage import CallRecord, UsageLedger
@@ -212,7 +219,6 @@ class LLMClient:
 
     async def _request(self, messages: list[dict], model: str, params: dict[str, Any],
                        metric: str) -> tuple[dict[str, Any], int, float]:
-        sem, oai = self._resources()
         kwargs: dict[str, Any] = {"model": model, "messages": messages,
                                   "temperature": params["temperature"], "max_tokens": params["max_tokens"]}
         if params["seed"] is not None:
@@ -221,6 +227,18 @@ class LLMClient:
             kwargs["response_format"] = params["response_format"]
         if "extra" in params:
             kwargs["extra_body"] = params["extra"]
+
+        async def send(oai: openai.AsyncOpenAI) -> dict[str, Any]:
+            return _payload(await oai.chat.completions.create(**kwargs))
+
+        return await self.with_retries(send, model=model, metric=metric)
+
+    async def with_retries(self, send: Callable[[openai.AsyncOpenAI], Any], *, model: str,
+                           metric: str = "") -> tuple[Any, int, float]:
+        """``(await send(sdk_client), attempts, latency of the successful request)`` under this client's
+        concurrency bound and retry policy (module docstring). ``send`` raises :class:`MalformedReply` for a
+        200 reply it cannot use (retried like a 5xx). Any endpoint (chat, embeddings) goes through here."""
+        sem, oai = self._resources()
         where = redact_url(self.settings.resolved_base_url)
         attempts = 0
         while True:
@@ -229,10 +247,8 @@ class LLMClient:
             async with sem:
                 t0 = time.perf_counter()
                 try:
-                    resp = await oai.chat.completions.create(**kwargs)
-                    latency = time.perf_counter() - t0
-                    payload = _payload(resp)
-                    return payload, attempts, latency
+                    payload = await send(oai)
+                    return payload, attempts, time.perf_counter() - t0
                 except openai.APIStatusError as exc:
                     status = exc.status_code
                     provider_msg, code = provider_message(exc)
@@ -255,7 +271,7 @@ class LLMClient:
                     last, last_status = f"timed out after {self.settings.timeout_s} s", None
                 except openai.APIConnectionError as exc:
                     last, last_status = f"connection error: {self._redact(str(exc))}", None
-                except (openai.APIError, _MalformedReply, json.JSONDecodeError) as exc:  # 200 with a bad body
+                except (openai.APIError, MalformedReply, json.JSONDecodeError) as exc:  # 200 with a bad body
                     last, last_status = f"malformed reply: {self._redact(str(exc))[:300]}", None
             if attempts > self.settings.max_retries:
                 self._record_failure(metric, model, attempts)
@@ -325,15 +341,11 @@ class LLMClient:
         )
 
 
-class _MalformedReply(Exception):
-    """A 200 reply without a usable completion (e.g. OpenRouter relaying an upstream error)."""
-
-
 def _payload(resp: Any) -> dict[str, Any]:
     choices = getattr(resp, "choices", None)
     if not choices:
         error = (getattr(resp, "model_extra", None) or {}).get("error")
-        raise _MalformedReply(f"no choices in the reply{f': {error}' if error else ''}")
+        raise MalformedReply(f"no choices in the reply{f': {error}' if error else ''}")
     choice = choices[0]
     message = getattr(choice, "message", None)
     content = getattr(message, "content", None) if message is not None else None

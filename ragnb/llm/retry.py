@@ -15,6 +15,11 @@ from ragnb.llm.settings import LLMSettings
 
 TRANSIENT_STATUS = frozenset({408, 409, 429})
 
+
+class MalformedReply(Exception):
+    """A 200 reply without a usable result (e.g. OpenRouter relaying an upstream error): retried like a 5xx."""
+
+
 def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (delta-seconds or HTTP date); None if absent."""
     if headers is None:

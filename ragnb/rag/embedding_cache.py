@@ -1,8 +1,13 @@
 """Disk cache of text embeddings, so that no notebook of a run (or of a later run) encodes a text twice.
 
-One sqlite file per model and dimension under ``$RAGNB_EMBEDDING_CACHE`` (default
-``$RAGNB_HOME/embedding_cache``; ``off`` disables it), table ``vectors(key, vec)``: key = sha256 of the
-text, vec = the float32 vector as bytes. The text itself is not stored. A vector read back is bit-identical
+One sqlite file per encoder fingerprint and role under ``$RAGNB_EMBEDDING_CACHE`` (default
+``$RAGNB_HOME/embedding_cache``; ``off`` disables it): :func:`open_encoder_cache` names the file after
+``encoder.cache_id(role)`` — a digest of the encoder's fingerprint (backend, model content, prompts,
+dimensions, normalisation) and of what the role adds to a text (query vs document prefix, ``input_type``),
+so changing a prompt can never serve a stale vector, and a model without prompts shares one file for both
+roles. Table ``vectors(key, vec)``: key = sha256 of the text, vec = the float32 vector as bytes; table
+``meta(name, value)`` keeps the dimension (an endpoint encoder reads it from there instead of asking the
+endpoint) and the encoder's description. The text itself is not stored. A vector read back is bit-identical
 to the one the encoder returned when it was first computed. sqlite serialises writers across processes
 (WAL mode, 30 s busy timeout).
 
@@ -18,6 +23,7 @@ import re
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,10 +41,43 @@ def cache_dir() -> Path | None:
     return Path(value).expanduser() if value else config.ragnb_home() / "embedding_cache"
 
 
-def open_cache(model: str, dim: int) -> "EmbeddingCache | None":
-    """The cache of ``model`` (``dim``-d vectors) in :func:`cache_dir`, or None when the cache is off."""
+def open_cache(model: Any, dim: int | None = None) -> EmbeddingCache | None:
+    """The cache in :func:`cache_dir` (None when the cache is off). ``model`` is an encoder (its document
+    cache, the one ``encoder.encode`` uses), or a model name with its dimension (a cache of that name alone,
+    for callers that know no fingerprint)."""
+    if hasattr(model, "cache_id"):
+        return open_encoder_cache(model.name, model.cache_id("document"), model.dim)
+    if hasattr(model, "name") and hasattr(model, "dim"):  # an encoder without a fingerprint
+        model, dim = model.name, model.dim
     folder = cache_dir()
+    if dim is None:
+        raise ValueError("open_cache(name, dim) needs the dimension, or pass the encoder itself")
     return None if folder is None else EmbeddingCache(folder, model, dim)
+
+
+def open_encoder_cache(name: str, cache_id: str, dim: int | None) -> EmbeddingCache | None:
+    """The cache of one encoder role (``cache_id``); ``dim=None`` opens it to read a dimension stored by an
+    earlier run (:meth:`EmbeddingCache.stored_dim`)."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    return EmbeddingCache(folder, name, dim, file_id=cache_id)
+
+
+def read_stored_dim(name: str, cache_id: str) -> int | None:
+    """The dimension an earlier run stored for this encoder role, without creating anything."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    path = folder / _file_name(name, cache_id)
+    if not path.exists():
+        return None
+    return EmbeddingCache(folder, name, None, file_id=cache_id).stored_dim()
+
+
+def _file_name(name: str, file_id: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[-80:]
+    return f"{slug}-{file_id[:16]}.sqlite3"
 
 
 def text_key(text: str) -> str:
@@ -48,25 +87,52 @@ def text_key(text: str) -> str:
 class EmbeddingCache:
     """Text → vector of one model, persisted in sqlite."""
 
-    def __init__(self, folder: str | Path, model: str, dim: int) -> None:
-        self.dim = int(dim)
+    def __init__(self, folder: str | Path, model: str, dim: int | None, *, file_id: str | None = None) -> None:
+        self.dim = None if dim is None else int(dim)
         folder = Path(folder).expanduser()
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ValueError(f"RAGNB_EMBEDDING_CACHE={str(folder)!r} cannot be created ({exc.strerror}); "
                              "set it to a writable folder, or to 'off'") from None
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", model)[-80:]
-        self.path = folder / f"{slug}-{hashlib.sha256(model.encode()).hexdigest()[:8]}-{self.dim}.sqlite3"
+        if file_id is not None:
+            self.path = folder / _file_name(model, file_id)
+        else:  # by name and dimension (callers without a fingerprint)
+            slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", model)[-80:]
+            self.path = folder / f"{slug}-{hashlib.sha256(model.encode()).hexdigest()[:8]}-{dim}.sqlite3"
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
             self._conn.execute("CREATE TABLE IF NOT EXISTS encode_seconds (key TEXT PRIMARY KEY, seconds REAL NOT NULL)")
+            self._conn.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        stored = self.stored_dim()
+        if self.dim is None:
+            self.dim = stored
+        elif stored is None:
+            self.set_meta("dim", str(self.dim))
+        elif stored != self.dim:
+            raise ValueError(f"embedding cache {self.path} holds {stored}-d vectors of {model!r} but the encoder "
+                             f"makes {self.dim}-d ones; delete that file (or set RAGNB_EMBEDDING_CACHE elsewhere)")
+
+    def stored_dim(self) -> int | None:
+        value = self.get_meta("dim")
+        return None if value is None else int(value)
+
+    def get_meta(self, name: str) -> str | None:
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, name: str, value: str) -> None:
+        with self._lock:
+            self._conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
 
     def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
+        if self.dim is None:  # nothing stored yet
+            return out
         width = self.dim * 4
         with self._lock:
             for start in range(0, len(keys), _QUERY_CHUNK):
@@ -79,6 +145,10 @@ class EmbeddingCache:
         return out
 
     def put_many(self, keys: list[str], vectors: np.ndarray) -> None:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if self.dim is None and len(vectors):
+            self.dim = int(vectors.shape[1])
+            self.set_meta("dim", str(self.dim))
         rows = [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vectors)]
         with self._lock:
             self._conn.execute("BEGIN")

