@@ -141,12 +141,12 @@ def _config_entry(cfg: ChunkConfig, build: Build, metrics: dict) -> tuple[dict, 
     """(the config's row of the comparison table, its entry in ``summary["configs"]``)."""
     entry = {"chunk_size": cfg.chunk_size, "overlap": cfg.overlap, "table": cfg.table, "n_chunks": len(build.chunks),
              "timings": build.timings, "size": build.size, "truncation": build.truncation, **metrics}
-    size = build.size
+    size, trunc = build.size, build.truncation or {}  # no truncation stats: the model cuts nothing countable
     row = {"config": cfg.name, "chunk_size": cfg.chunk_size, "overlap": cfg.overlap,
            "n_chunks": len(build.chunks), **{k: v for k, v in build.timings.items()},
            "table_bytes": size["table_bytes"], "index_bytes": size["index_bytes"], "hnsw_bytes": size["hnsw_bytes"],
            "total_bytes": size["total_bytes"], "total_mb": size["total_mb"], "bytes_per_chunk": size["bytes_per_chunk"],
-           "share_truncated": build.truncation["share_truncated"], "mean_tokens": build.truncation["mean_tokens"],
+           "share_truncated": trunc.get("share_truncated", math.nan), "mean_tokens": trunc.get("mean_tokens", math.nan),
            "n_no_relevant_chunk": metrics["n_no_relevant_chunk"],
            **{name: metrics[name]["mean"] for name in METRICS},
            **{f"{name}_ci95": metrics[name]["ci95"] for name in METRICS}}

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ragnb.rag.encoders.base import encode_queries
 from ragnb.rag.retrieval import Retriever, build_retriever, check_backend
 from ragnb.store.questions import fetch_question_log
 from ragnb.store.schema import tables
@@ -89,7 +90,7 @@ def load_questions(
         if not ds.items:
             raise ValueError(f"dataset {ds.name!r} has no questions")
         texts = [it.question for it in ds.items]
-        return QuestionSet([it.id for it in ds.items], texts, ctx.encoder.encode(texts, batch_size=64),
+        return QuestionSet([it.id for it in ds.items], texts, encode_queries(ctx.encoder, texts, batch_size=64),
                            "dataset", ds.name)
     log, vectors = load_log(ctx, min_score, max_questions)
     label = "question log" + (f" (score ≥ {min_score})" if min_score else "")

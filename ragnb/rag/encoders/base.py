@@ -37,6 +37,13 @@ class TextEncoder(Protocol):
     def describe(self) -> dict: ...
 
 
+def encode_queries(encoder: Any, texts: list[str], batch_size: int = 32) -> np.ndarray:
+    """Questions as *queries* (with the model's query prompt, e.g. e5's ``query: ``). Any object with only
+    ``encode`` (a symmetric model, a test double) is asked with ``encode``."""
+    fn = getattr(encoder, "encode_queries", None) or encoder.encode
+    return fn(list(texts), batch_size=batch_size)
+
+
 def digest(fields: dict[str, Any]) -> str:
     """sha256 hex of the canonical JSON of ``fields`` (sorted keys, no whitespace)."""
     return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"),
