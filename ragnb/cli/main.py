@@ -210,7 +210,8 @@ def retrieve(
     language: str = typer.Option("ru", help="Demo only: ru or en."),
     tag: str = typer.Option("ragnb", help="Run tag in the TREC file."),
 ) -> None:
-    """Retrieve top-k for every dataset question and export the ranking as a TREC run file."""
+    """Retrieve top-k for every dataset question and export the ranking as a TREC run file (in the order Tier 1
+    evaluates it; tied scores are lowered by one float32 step so trec_eval keeps that order)."""
     from ragnb.datasets import trec
     from ragnb.rag.retrieval import build_retriever
     from ragnb.datasets.corpus import open_corpus, open_dataset
@@ -221,7 +222,9 @@ def retrieve(
         ds = open_dataset(str(dataset) if dataset else "", corpus, language)
         retriever = build_retriever(backend, ctx.db, dim=ctx.encoder.dim, index_mode=index_mode)
         res = retriever.search(ctx.encoder.encode([it.question for it in ds.items]), top_k)
-        run = {it.id: dict(zip(ids, map(float, sc))) for it, ids, sc in zip(ds.items, res.ids, res.scores)}
+        # The ranking Tier 1 evaluates (ties by chunk id), its scores made strictly decreasing so that
+        # trec_eval, which re-sorts by score (ties by doc id descending), reads the same order.
+        run = {it.id: list(zip(ids, map(float, sc))) for it, ids, sc in zip(ds.items, res.ids, res.scores)}
         trec.write_run(run, out, tag=tag)
         if qrels_out:
             trec.write_qrels(ds.qrels(), qrels_out)
