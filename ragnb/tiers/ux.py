@@ -327,6 +327,7 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
     """The question log's database, the questions to check and the score-``cache_score`` cache, with vectors."""
     from ragnb.datasets.schema import load_dataset
     from ragnb.datasets import demo
+    from ragnb.datasets.fingerprint import note_corpus, note_dataset
     from ragnb.store.engine import connect
     from ragnb.store.questions import fetch_question_log
     from ragnb.store.schema import tables
@@ -340,11 +341,13 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
         log_db = connect()
         info["corpus"] = "database"
     info["question_log"] = log_db.display_url
+    note_corpus(log_db)
     cache, cache_vectors = fetch_question_log(log_db, exact_score=cache_score, with_vectors=True)
     check_space(log_db, tables(log_db.schema).question, encoder)  # after the fetch: it names a missing table better
     if dataset_path or corpus == "demo":
         ds = load_dataset(dataset_path) if dataset_path else demo.dataset(language)
         items = ds.items[:max_questions] if max_questions else ds.items
+        note_dataset(ds.model_copy(update={"items": items}))  # the run record says which questions were checked
         # source_id: the log row an item was built from (from-real-questions), so it never hits itself
         queries = pd.DataFrame({"question": [it.question for it in items],
                                 "source_id": [_source_id(it) for it in items]},
