@@ -117,8 +117,12 @@ def test_notebook_in_a_run_matches_independent_computation(tmp_path):
     result = run_notebooks(["dashboard"], {"n_boot": "300"}, outputs=out, log=lambda *_: None)
     assert result.failures == []
     metrics = json.loads((result.run_dir / "dashboard.metrics.json").read_text(encoding="utf-8"))
-    # this run's own record (no benchmark metrics) is already in the file but never a default
-    assert metrics["runs"] == 4 and (metrics["run_a"], metrics["run_b"]) == (RUN_IDS[0], RUN_IDS[2])
+    # rendering the dashboard alone adds no run to the history it reads (its record stays in its own folder)
+    assert metrics["runs"] == 3 and (metrics["run_a"], metrics["run_b"]) == (RUN_IDS[0], RUN_IDS[2])
+    assert [r["id"] for r in compare.load_runs(out / "benchmark_runs.json")] == list(RUN_IDS)
+    assert (result.run_dir / "run_record.json").is_file()
+    # synthetic records carry no fingerprints: compared, with the note that the data could not be checked
+    assert metrics["comparable"] is None and metrics["reasons"] == []
     rows = {(r["tier_key"], r["metric"]): r for r in metrics["comparison"]}
     expected = expected_comparison()
     assert set(rows) == set(expected)
@@ -154,3 +158,38 @@ def test_notebook_unknown_run_id(tmp_path):
     out = make_outputs(tmp_path / "out")
     with pytest.raises(PapermillExecutionError, match=r"unknown run id 'nope'.*20250101-100000-aaaa"):
         _papermill(tmp_path, outputs=str(out), run_a="nope", metrics="mrr, acc*")
+
+
+@pytest.mark.slow
+def test_demo_reference_run_is_not_comparable(tmp_path):
+    """As `ragnb demo` does it: Tier 1 on the English text first (the reference run), then the Russian run with
+    the dashboard. Different question texts and a different corpus: "not comparable", no winner, no p-value;
+    one trend line per dataset + corpus."""
+    from ragnb.runs.runner import run_notebooks
+
+    out = tmp_path / "out"
+    quiet = {"log": lambda *_: None, "outputs": out}
+    ref = run_notebooks(["tier1"], {"language": "en", "max_questions": 40, "n_boot": 50}, **quiet)
+    main = run_notebooks(["tier1", "dashboard"], {"language": "ru", "max_questions": 40, "n_boot": 50}, **quiet)
+    assert ref.failures == [] and main.failures == []
+    metrics = json.loads((main.run_dir / "dashboard.metrics.json").read_text(encoding="utf-8"))
+    assert (metrics["run_a"], metrics["run_b"]) == (ref.run_id, main.run_id)
+    assert metrics["comparable"] is False
+    assert any("different datasets" in r for r in metrics["reasons"])
+    assert any("different corpora" in r for r in metrics["reasons"])
+    rows = metrics["comparison"]
+    assert rows and all(r["verdict"] == "not comparable" and r["p_value"] is None and r["p_holm"] is None
+                        for r in rows)
+    kinds = {d["kind"] for d in metrics["differences"]}
+    assert {"parameter", "dataset", "database"} <= kinds
+    assert any(d["name"] == "tier1_retrieval.language" for d in metrics["differences"])
+    html = (main.run_dir / "dashboard.html").read_text(encoding="utf-8")
+    assert "NOT COMPARABLE" in html and "B better" not in html and "B worse" not in html
+    # the trend chart draws the two runs as two lines (one per dataset + corpus), not one line with a "regression"
+    runs, frame = compare.load_runs_frame(out)
+    fig = dashboard.trend_figure(frame, "tier_1_metrics")
+    visible = [t for t in fig.data if t.visible]
+    assert len(visible) == 2 and all(len(t.x) == 1 for t in visible)
+    # rendering the dashboard again adds no run
+    again = run_notebooks(["dashboard"], {}, **quiet)
+    assert again.failures == [] and len(compare.load_runs(out / "benchmark_runs.json")) == 2

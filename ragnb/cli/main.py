@@ -312,8 +312,9 @@ def demo(
     params_file: Path = typer.Option(Path("params/demo.yaml"), "--params-file", "-f", help="Notebook parameters."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Resume an interrupted demo run."),
     reference: bool = typer.Option(True, "--reference/--no-reference",
-                                   help="First record a Tier 1 run on the other language, so that the dashboard "
-                                        "has two runs to compare item by item."),
+                                   help="First record a Tier 1 run on the other language. Its questions and "
+                                        "corpus differ, so the dashboard shows it as a second trend line and "
+                                        "says the two runs are not comparable (it names no winner)."),
 ) -> None:
     """The main job on the embedded defaults: load and embed the bundled corpus, run every report, print the index."""
     from ragnb.datasets.demo import LANGUAGES, ensure_demo
@@ -329,7 +330,8 @@ def demo(
         file = str(params_file) if params_file.exists() else None
         if reference and run_id is None:
             other = next(lang for lang in LANGUAGES if lang != language)
-            typer.echo(f"reference run: Tier 1 on the same questions in {other!r} (the dashboard compares it with this run)")
+            typer.echo(f"reference run: Tier 1 on the parallel questions in {other!r} (other texts and corpus: the "
+                       "dashboard lists it and explains why it is not comparable with this run)")
             ref = run_notebooks(["tier1"], {"language": other}, params_file=file)
             if ref.failures:
                 _report(ref)
