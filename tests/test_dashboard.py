@@ -184,7 +184,8 @@ def test_demo_reference_run_is_not_comparable(tmp_path):
     assert {"parameter", "dataset", "database"} <= kinds
     assert any(d["name"] == "tier1_retrieval.language" for d in metrics["differences"])
     html = (main.run_dir / "dashboard.html").read_text(encoding="utf-8")
-    assert "NOT COMPARABLE" in html and "B better" not in html and "B worse" not in html
+    assert "Not comparable." in html and "different corpora" in html and "What differs between the two runs" in html
+    assert "B better on" not in html  # no "B better on n, worse on m" summary (only the explanatory text names verdicts)
     # the trend chart draws the two runs as two lines (one per dataset + corpus), not one line with a "regression"
     runs, frame = compare.load_runs_frame(out)
     fig = dashboard.trend_figure(frame, "tier_1_metrics")
