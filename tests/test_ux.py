@@ -410,6 +410,19 @@ def test_load_inputs_from_the_configured_db(monkeypatch, encoder):
 # --------------------------------------------------------------------------------------------
 
 
+def _peer_norm(text: str) -> str:
+    """Independent text key: NFKC, casefold, whitespace runs → one space, Unicode punctuation off both ends."""
+    import re
+    import unicodedata
+
+    t = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    while t and (t[0] == " " or unicodedata.category(t[0])[0] == "P"):
+        t = t[1:]
+    while t and (t[-1] == " " or unicodedata.category(t[-1])[0] == "P"):
+        t = t[:-1]
+    return t
+
+
 def _unit(m: np.ndarray) -> np.ndarray:
     m = np.asarray(m, dtype=np.float64)
     return m / np.linalg.norm(m, axis=1, keepdims=True)
@@ -441,13 +454,19 @@ def test_notebook_matches_numpy_recomputation(tmp_path, encoder):
     qv = _unit(encoder.encode([it.question for it in items]))
     cache, cv = fetch_question_log(connect(database=demo.database_name("ru")), exact_score=5, with_vectors=True)
     sims = qv @ _unit(cv).T
-    sims[np.array([it.id for it in items])[:, None] == cache.index.to_numpy()[None, :]] = -np.inf
+    same_id = np.array([it.id for it in items])[:, None] == cache.index.to_numpy()[None, :]
+    same_text = (np.array([_peer_norm(it.question) for it in items])[:, None]
+                 == np.array([_peer_norm(q) for q in cache["question"]])[None, :])
+    sims[same_id | same_text] = -np.inf  # a question never matches itself: by id or by (normalised) text
     best = sims.max(axis=1)
     assert m["cache_hit_rate"]["n"] == n_q and m["cache_hit_rate"]["n_failed"] == 0
     assert m["cache_hit_rate"]["mean"] == pytest.approx(float((best > 0.85).mean()))
     per_query = pd.read_csv(run_dir / "tier_ux.per_query.csv")
     np.testing.assert_allclose(per_query["max_similarity"], best, atol=1e-5)
-    assert m["cache"]["n_self_in_cache"] == int(np.isin([it.id for it in items], cache.index).sum()) > 0
+    assert m["cache"]["n_self_in_cache"] == int((same_id | same_text).any(axis=1).sum()) > 0
+    excluded = m["cache"]["self_matches_excluded"]
+    assert excluded["same_id"] == int(same_id.sum()) and excluded["same_source_id"] == 0
+    assert excluded["same_text"] == int((same_text & ~same_id).sum())
 
     # sessions: the first n_s sessions in file order (rutie_0, then CAsT), consecutive cosines with numpy
     ids, _, mat = fetch_vectors(connect(database=DEMO_SESSIONS_DATABASE), "questions")
