@@ -425,3 +425,25 @@ def test_differences_list_every_parameter_model_dataset_and_database(tmp_path):
     assert d.loc["tier1_retrieval.backend", "run A"] == "—"
     assert "demo-ru" in d.loc["tier1_retrieval: dataset", "run A"] and "demo-en" in d.loc["tier1_retrieval: dataset", "run B"]
     assert d.loc["embedding_model", "kind"] == "model" and d.loc["tier1_retrieval: corpus", "kind"] == "database"
+
+
+def test_default_baseline_is_the_latest_run_on_the_same_data(tmp_path):
+    """ru, en (a demo's reference run), ru: run B = the last ru run; A = the first ru run, not the later en run."""
+    from ragnb.tiers import payload as report
+    from ragnb.metrics.stats import aggregate
+    from ragnb.runs.record import append_run_record, build_record
+
+    out = tmp_path / "out"
+    ru = {"datasets": [DS_RU], "corpora": [CORPUS_200]}
+    en = {"datasets": [DS_EN], "corpora": [{**CORPUS_200, "chunks_md5": "e" * 32}]}
+    ids = ("20250101-000000-aaaa", "20250102-000000-bbbb", "20250103-000000-cccc")
+    for run_id, prov in zip(ids, (ru, en, ru)):
+        df = pd.DataFrame({"mrr": [0.1, 0.5, 1.0]}, index=pd.Index(["i0", "i1", "i2"]))
+        metrics = {"mrr": aggregate(df["mrr"].to_numpy(), n_boot=20), "provenance": prov}
+        report.write_metrics(out / "runs" / run_id, "tier1_retrieval", metrics, per_item=df)
+        append_run_record(out / "benchmark_runs.json", build_record(run_id, {"tier_1_metrics": metrics}, None, None,
+                                                                     None, cwd=tmp_path))
+    runs = compare.load_runs(out / "benchmark_runs.json")
+    assert choose_runs(runs, out) == (ids[0], ids[2])
+    assert choose_runs(runs, out, run_b=ids[1]) == (ids[0], ids[1])  # nothing on the same data: the latest paired
+    assert compare.same_data(runs[0], runs[2]) and not compare.same_data(runs[1], runs[2])

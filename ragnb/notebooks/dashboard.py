@@ -24,7 +24,7 @@
 
 # %% tags=["parameters"]
 outputs: str = ""  # folder with benchmark_runs.json; "": this run's outputs folder, else RAGNB_OUTPUTS or ./outputs
-run_a: str = ""  # baseline run id; "": the latest earlier run sharing per-item files with run B
+run_a: str = ""  # baseline run id; "": the latest earlier run sharing per-item files with run B (same data first)
 run_b: str = ""  # run id to judge against run A; "": the latest run
 alpha: float = 0.05  # significance level for the verdicts (Holm-adjusted over all compared metrics)
 n_boot: int = 1000  # bootstrap resamples for the 95% CI of each paired difference

@@ -138,7 +138,8 @@ def choose_runs(
     runs: list[dict], outputs: str | Path, run_a: str = "", run_b: str = "",
 ) -> tuple[str | None, str | None]:
     """The pair to compare: ``run_b`` or the latest run; ``run_a`` or the most recent run before B that
-    shares a notebook with per-item files in both runs (a paired comparison), else the most recent earlier
+    shares a notebook with per-item files in both runs (a paired comparison) — preferring one whose shared
+    notebooks recorded the same dataset and corpus fingerprints as B's (:func:`same_data`) — else the most recent earlier
     run sharing any notebook, else the run just before B. Defaults consider only runs with benchmark
     metrics. ``(None, None)`` without such runs, ``(None, B)`` without an earlier one. Unknown ids or
     ``run_a == run_b`` → ValueError (the message lists the ids)."""
@@ -162,14 +163,25 @@ def choose_runs(
     earlier = list(reversed([r for r in ordered[: ordered.index(b)] if blocks_of(r)]))
     if not earlier:
         return None, run_b
-    for candidate in earlier:
-        if paired_stems(outputs, candidate, b):
+    paired = [c for c in earlier if paired_stems(outputs, c, b)]
+    for candidate in paired:  # a baseline on the same data first: a demo's reference run is on other data
+        if same_data(candidate, b):
             return str(candidate["id"]), run_b
+    for candidate in paired:
+        return str(candidate["id"]), run_b
     shared = set(blocks_of(b))
     for candidate in earlier:
         if shared & set(blocks_of(candidate)):
             return str(candidate["id"]), run_b
     return str(earlier[0]["id"]), run_b
+
+
+def same_data(a: dict, b: dict) -> bool:
+    """Every notebook the two run records share recorded the same dataset and corpus fingerprints."""
+    blocks_a, blocks_b = blocks_of(a), blocks_of(b)
+    shared = [k for k in blocks_a if k in blocks_b]
+    return bool(shared) and all(comparability.block_comparability(k, blocks_a[k][1], blocks_b[k][1])[0] is True
+                                for k in shared)
 
 
 COMPARISON_COLUMNS = [
