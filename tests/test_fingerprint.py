@@ -51,5 +51,7 @@ def test_opened_data_lands_in_the_metrics_json(tmp_path):
     written = json.loads(TierResult(None, {"x": 1}, []).write(tmp_path / "out", "tier1_retrieval").read_text())
     assert written["provenance"] == {"datasets": [fingerprint.dataset_fingerprint(ds)]}
     assert written["provenance"]["datasets"][0]["n_items"] == 2  # what was scored, after max_questions
+    again = open_dataset(str(path), "db", max_questions=3)  # a cell re-run with other parameters: the last one counts
+    assert fingerprint.opened() == {"datasets": [fingerprint.dataset_fingerprint(again)]}
     fingerprint.reset()
     assert "provenance" not in json.loads(TierResult(None, {"x": 1}, []).write(tmp_path / "o2", "t").read_text())

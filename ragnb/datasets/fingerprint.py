@@ -12,9 +12,10 @@ embedded server's port changes between sessions), so the fingerprints hash the c
   recorded for the chunk vectors. ``database`` (the display URL, password redacted) is recorded for the
   comparison table but is not part of the identity.
 
-The notebook's process keeps what it opened (:func:`note_dataset`, :func:`note_corpus`, called by
-:func:`ragnb.datasets.corpus.open_corpus` / ``open_dataset``); :meth:`ragnb.tiers.result.TierResult.write`
-adds it to the metrics JSON as ``provenance``, so the run record carries it per notebook.
+The notebook's process keeps the dataset and the corpus it opened last (:func:`note_dataset`,
+:func:`note_corpus`, called by :func:`ragnb.datasets.corpus.open_corpus` / ``open_dataset``) — the last, so that
+re-running a cell with other parameters in a live kernel does not record both; :meth:`ragnb.tiers.result.TierResult.write`
+adds them to the metrics JSON as ``provenance``, so the run record carries them per notebook.
 """
 
 from __future__ import annotations
@@ -62,16 +63,16 @@ def corpus_fingerprint(db: Any) -> dict:
 
 
 def note_dataset(dataset: Any) -> dict:
-    """Remember that this process scored ``dataset``; returns its fingerprint."""
+    """Remember that this process scores ``dataset`` (replacing an earlier one); returns its fingerprint."""
     fp = dataset_fingerprint(dataset)
-    _OPENED["datasets"][fp["sha256"]] = fp
+    _OPENED["datasets"] = {fp["sha256"]: fp}
     return fp
 
 
 def note_corpus(db: Any) -> dict:
-    """Remember that this process searched ``db``'s chunks; returns its fingerprint."""
+    """Remember that this process searches ``db``'s chunks (replacing an earlier corpus); returns its fingerprint."""
     fp = corpus_fingerprint(db)
-    _OPENED["corpora"][f"{fp['chunks_md5']}|{fp['database']}"] = fp
+    _OPENED["corpora"] = {f"{fp['chunks_md5']}|{fp['database']}": fp}
     return fp
 
 
