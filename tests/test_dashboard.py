@@ -194,3 +194,22 @@ def test_demo_reference_run_is_not_comparable(tmp_path):
     # rendering the dashboard again adds no run
     again = run_notebooks(["dashboard"], {}, **quiet)
     assert again.failures == [] and len(compare.load_runs(out / "benchmark_runs.json")) == 2
+
+
+def test_failed_and_empty_runs_are_listed_not_drawn(synthetic):
+    from ragnb.runs.record import append_run_record, build_record
+
+    out, _, _ = synthetic
+    block = {"tier": "tier_1", "hit_rate@1": {"mean": 0.01, "ci95": [0.0, 0.03], "n": 12, "n_valid": 12, "n_failed": 0}}
+    failed = build_record("20250104-100000-dddd", {"tier_1_metrics": block}, None, None, None,
+                          {"failures": ["tier2"]}, cwd=out)
+    empty = build_record("20250105-100000-eeee", {}, None, None, None, cwd=out)
+    for record in (failed, empty):
+        append_run_record(out / "benchmark_runs.json", record)
+    runs, frame = compare.load_runs_frame(out)
+    assert failed["overall_status"] == "failed" and len(dashboard.runs_table(runs)) == 5  # listed
+    fig = dashboard.trend_figure(frame, "tier_1_metrics")
+    assert list(fig.data[0].x) == [RUN_IDS[0], RUN_IDS[2]]  # the failed run's 0.01 is not a point
+    assert "20250104-100000-dddd" not in list(fig.layout.xaxis.categoryarray)
+    assert dashboard.not_drawn(runs, frame) == ["20250104-100000-dddd: failed (notebooks: tier2)",
+                                                "20250105-100000-eeee: no metric values (no-data)"]
