@@ -185,3 +185,70 @@ def test_console_script_entry_point():
     assert out.returncode == 0
     for command in ("db", "load", "embed", "retrieve", "metrics", "run", "demo"):
         assert command in out.stdout
+
+
+@pytest.mark.parametrize("backend", ["memory", "pgvector"])
+def test_exported_ranking_scores_as_tier1_even_with_tied_scores(backend, tmp_path, encoder):
+    """Two chunks with the same text tie exactly. Tier 1 breaks the tie by chunk id (t-a first); trec_eval
+    re-sorts equal scores by doc id descending (t-b first), so an export of the raw scores scored MRR 0.5 where
+    Tier 1 said 1.0. The export keeps Tier 1's order: both read the same ranking."""
+    from ragnb.datasets.schema import load_dataset
+    from ragnb.datasets.trec import read_run
+    from ragnb.metrics.ranked_gains import trec_order
+    from ragnb.rag.retrieval import build_retriever
+    from ragnb.store.engine import connect
+    from ragnb.tiers.tier1 import run_tier1
+
+    name = f"cli_ties_{backend}_{os.getpid()}"
+    env = {"RAGNB_EMBEDDED_DB": name}
+    runner = CliRunner()
+
+    def cli(*args: str):
+        return runner.invoke(build_cli(), list(args), env=env, catch_exceptions=False)
+
+    text = "The office is open from 9 to 18 on weekdays."
+    chunks = [{"id": "t-a", "text": text}, {"id": "t-b", "text": text}, *CHUNKS]
+    assert cli("load", "chunks", str(_jsonl(tmp_path / "c.jsonl", chunks))).exit_code == 0
+    assert cli("embed", "--chunks").exit_code == 0
+    items = [{"id": "hours", "question": "When is the office open?", "relevant_chunk_ids": ["t-a"]},
+             {"id": "nile", "question": "Which river is the longest in Africa?", "relevant_chunk_ids": ["c3"]}]
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps(items), encoding="utf-8")
+    run, qrels = tmp_path / "run.trec", tmp_path / "qrels.trec"
+    extra = ("--index-mode", "exact") if backend == "pgvector" else ()
+    res = cli("retrieve", "--dataset", str(ds), "--out", str(run), "--qrels-out", str(qrels), "--top-k", "5",
+              "--backend", backend, *extra)
+    assert res.exit_code == 0, res.output
+    metrics = "hit_rate@1,mrr,recall@1,precision@1,ndcg@5"
+    out = cli("metrics", "retrieval", "--run", str(run), "--qrels", str(qrels), "--metrics", metrics)
+    assert out.exit_code == 0, out.output
+    exported = json.loads(out.output)
+
+    db = connect(database=name)
+    retriever = build_retriever(backend, db, dim=encoder.dim, index_mode="exact")
+    tier1 = run_tier1(load_dataset(ds), encoder, retriever, top_k=5, n_boot=20, hnsw_check=False, latency_sample=0)
+    assert tier1.retrieval.ids[0][:2] == ["t-a", "t-b"]  # the tie, broken by chunk id
+    assert float(tier1.retrieval.scores[0][0]) == float(tier1.retrieval.scores[0][1])
+    # The file lists each query in Tier 1's order, and a score sort (trec_eval's rule) does not change it.
+    read = read_run(run)
+    for qid, ids in zip([it["id"] for it in items], tier1.retrieval.ids):
+        assert list(read[qid]) == list(ids) == trec_order(read[qid])
+    for m in metrics.split(","):
+        assert exported[m]["mean"] == pytest.approx(tier1.summary[m]["mean"], abs=1e-12), m
+    # hours: t-a first (an export of the raw tied scores read t-b first: MRR 0.5, mean 0.75)
+    assert tier1.summary["mrr"]["mean"] == exported["mrr"]["mean"] == 1.0
+    db.dispose()
+
+
+def test_strictly_decreasing_scores():
+    import numpy as np
+
+    from ragnb.datasets.trec import strictly_decreasing
+
+    out = strictly_decreasing([0.8125, 0.8125, 0.8125, 0.5])
+    assert out[0] == 0.8125 and out[0] > out[1] > out[2] > out[3] == 0.5
+    assert out[1] == float(np.nextafter(np.float32(0.8125), np.float32(-1)))
+    assert strictly_decreasing([0.9, 0.7]) == [float(np.float32(0.9)), float(np.float32(0.7))]
+    # equal only in float32 (trec_eval's precision) still counts as a tie
+    a, b = 0.7, 0.7 - 1e-12
+    assert np.float32(strictly_decreasing([a, b])[1]) < np.float32(a)

@@ -20,10 +20,10 @@ from ragnb.runs.significance import holm, mcnemar_exact, paired_test, sign_flip_
 # --------------------------------------------------------------------------------------------
 
 ITEMS_A = [f"q{i:02d}" for i in range(1, 13)]  # q01..q12
-ITEMS_B = [f"q{i:02d}" for i in range(2, 14)]  # q02..q13: q01 only in A, q13 only in B
+ITEMS_B = list(ITEMS_A)  # the same items (runs with different item ids are not comparable)
 HIT_A = dict(zip(ITEMS_A, [1, 0, 1, 0, 1, 1, 0, 0, 1, 0, 1, 0]))
-# paired items q02..q12: A→B changes 0→1 at q02, q04 and 1→0 at q03; q13 is new
-HIT_B = dict(zip(ITEMS_B, [1, 0, 1, 1, 1, 0, 0, 1, 0, 1, 0, 1]))
+# A→B changes 1→0 at q01, q03 and 0→1 at q02, q04
+HIT_B = dict(zip(ITEMS_B, [0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1, 0]))
 MRR_A = {q: round(0.05 * i, 2) for i, q in enumerate(ITEMS_A, start=1)}  # 0.05 … 0.60
 MRR_B = {q: round(MRR_A.get(q, 0.3) + 0.25, 2) for q in ITEMS_B}
 MRR_B["q05"] = math.nan  # B failed on one item: counted as a NaN pair, not dropped silently
@@ -286,10 +286,10 @@ def test_compare_runs_matches_independent_computation(tmp_path):
     assert not acc.paired and "not paired: per-item file missing for run A and run B" in acc.test
     assert acc.verdict == "B better (unpaired)"
     al = comp.alignment.set_index("notebook")
-    assert al.loc["tier1_retrieval", "n_paired"] == 11 and al.loc["tier1_retrieval", "only_in_a"] == 1
+    assert al.loc["tier1_retrieval", "n_paired"] == 12 and al.loc["tier1_retrieval", "only_in_a"] == 0
     assert not al.loc["tier_judge_pipeline", "paired"]
-    assert any("q01" in n and "only in run A" in n for n in comp.notes)
-    assert any("q13" in n and "only in run B" in n for n in comp.notes)
+    # synthetic records carry no fingerprints: the comparison runs, but says it could not check the data
+    assert comp.comparable is None and comp.reasons == [] and any("could not be checked" in n for n in comp.notes)
     records = comp.records()
     assert all(r["p_value"] is None or 0 <= r["p_value"] <= 1 for r in records)
     filtered = compare_runs(runs, out, RUN_IDS[0], RUN_IDS[2], n_boot=100, metrics=["mrr"])
@@ -338,3 +338,112 @@ def test_unchanged_metrics_are_left_out_of_holm(tmp_path):
     assert t.loc["recall@1", "n_changed"] == 0 and t.loc["recall@1", "p_holm"] == 1.0
     assert t.loc["mrr", "n_changed"] == 6 and t.loc["mrr", "p_value"] == pytest.approx(2 / 64)
     assert t.loc["mrr", "p_holm"] == pytest.approx(2 / 64) and t.loc["mrr", "verdict"] == "B better"
+
+
+# --------------------------------------------------------------------------------------------
+# Like with like: dataset, corpus and item ids
+# --------------------------------------------------------------------------------------------
+
+DS_RU = {"name": "demo-ru", "n_items": 6, "sha256": "a" * 32}
+DS_EN = {"name": "demo-en", "n_items": 6, "sha256": "b" * 32}
+CORPUS_200 = {"database": "postgresql://x/db200", "n_chunks": 40, "n_embedded": 40, "chunks_md5": "c" * 32,
+              "model": "all-MiniLM-L6-v2", "dim": 384}
+CORPUS_60 = {**CORPUS_200, "database": "postgresql://x/db60", "n_chunks": 130, "n_embedded": 130,
+             "chunks_md5": "d" * 32}
+
+
+def _two_runs(tmp_path, prov_a, prov_b, ids_b=None, params_b=None, model_b="mini"):
+    """Two Tier 1 runs whose mrr differs by +0.3 on every item (a clear 'B better' if they were comparable)."""
+    from ragnb.tiers import payload as report
+    from ragnb.metrics.stats import aggregate
+    from ragnb.runs.record import append_run_record, build_record
+
+    out = tmp_path / "out"
+    ids_a = [f"i{k}" for k in range(8)]
+    runs = (("20250101-000000-aaaa", ids_a, 0.0, prov_a, {"tier1_retrieval": {"top_k": 10, "output_dir": "x"}}, "mini"),
+            ("20250102-000000-bbbb", ids_b or ids_a, 0.3, prov_b,
+             params_b or {"tier1_retrieval": {"top_k": 10, "output_dir": "y"}}, model_b))
+    for run_id, ids, shift, prov, params, model in runs:
+        df = pd.DataFrame({"mrr": np.linspace(0.1, 0.6, len(ids)) + shift}, index=pd.Index(ids))
+        metrics = {"mrr": aggregate(df["mrr"].to_numpy(), n_boot=50), **({"provenance": prov} if prov else {})}
+        report.write_metrics(out / "runs" / run_id, "tier1_retrieval", metrics, per_item=df)
+        append_run_record(out / "benchmark_runs.json", build_record(
+            run_id, {"tier_1_metrics": metrics}, None, None, model, {"params": params}, cwd=tmp_path))
+    runs = compare.load_runs(out / "benchmark_runs.json")
+    return compare_runs(runs, out, "20250101-000000-aaaa", "20250102-000000-bbbb", n_boot=50)
+
+
+def test_same_dataset_and_corpus_are_comparable(tmp_path):
+    prov = {"datasets": [DS_RU], "corpora": [CORPUS_200]}
+    comp = _two_runs(tmp_path, prov, {**prov, "corpora": [{**CORPUS_200, "database": "postgresql://other-port/db"}]})
+    row = comp.table.set_index("metric").loc["mrr"]
+    assert comp.comparable is True and comp.reasons == [] and row.comparable == True  # noqa: E712
+    assert row.verdict == "B better" and row.p_value == pytest.approx(2 / 2 ** 8)  # exact sign-flip, 8 items
+    # the database URL is listed as a difference, but the same chunks in another database are still comparable
+    assert comp.differences["kind"].tolist() == ["database"]
+
+
+@pytest.mark.parametrize("case", ["dataset", "corpus", "one_sided", "item_ids"])
+def test_different_data_is_not_comparable_and_names_no_winner(tmp_path, case):
+    prov_a = {"datasets": [DS_RU], "corpora": [CORPUS_200]}
+    prov_b, ids_b = dict(prov_a), None
+    if case == "dataset":
+        prov_b = {**prov_a, "datasets": [DS_EN]}
+    elif case == "corpus":
+        prov_b = {**prov_a, "corpora": [CORPUS_60]}
+    elif case == "one_sided":
+        prov_b = None
+    else:
+        ids_b = [f"i{k}" for k in range(1, 9)]  # i0 only in A, i8 only in B
+    comp = _two_runs(tmp_path, prov_a, prov_b, ids_b=ids_b)
+    row = comp.table.set_index("metric").loc["mrr"]
+    assert comp.comparable is False and row.comparable == False  # noqa: E712
+    assert row.verdict == "not comparable" and "not comparable" in row.test
+    for col in ("p_value", "p_holm", "ci_lo", "ci_hi", "p_wilcoxon", "p_permutation"):
+        assert pd.isna(row[col]), col  # no p-value, no CI of Δ: nothing that reads as a winner
+    assert row.mean_b - row.mean_a == pytest.approx(row.delta)  # the means stay readable
+    expected = {"dataset": "different datasets", "corpus": "different corpora",
+                "one_sided": "recorded no dataset/corpus fingerprint", "item_ids": "different item ids"}[case]
+    assert len(comp.reasons) == 1 and expected in comp.reasons[0]
+    block = comp.verdict_block()
+    assert block["comparable"] is False and block["reasons"] == comp.reasons
+    if case == "corpus":
+        assert "130 chunks" in comp.reasons[0] and "40 chunks" in comp.reasons[0]
+    if case == "item_ids":
+        assert "1 only in run A (i0)" in comp.reasons[0] and "1 only in run B (i8)" in comp.reasons[0]
+
+
+def test_differences_list_every_parameter_model_dataset_and_database(tmp_path):
+    prov_a = {"datasets": [DS_RU], "corpora": [CORPUS_200]}
+    prov_b = {"datasets": [DS_EN], "corpora": [CORPUS_60]}
+    comp = _two_runs(tmp_path, prov_a, prov_b, params_b={"tier1_retrieval": {"top_k": 5, "backend": "memory",
+                                                                             "output_dir": "y"}}, model_b="e5")
+    d = comp.differences.set_index("name")
+    assert set(d.index) == {"embedding_model", "tier1_retrieval.top_k", "tier1_retrieval.backend",
+                            "tier1_retrieval: dataset", "tier1_retrieval: corpus"}  # output_dir differs always
+    assert (d.loc["tier1_retrieval.top_k", "run A"], d.loc["tier1_retrieval.top_k", "run B"]) == ("10", "5")
+    assert d.loc["tier1_retrieval.backend", "run A"] == "—"
+    assert "demo-ru" in d.loc["tier1_retrieval: dataset", "run A"] and "demo-en" in d.loc["tier1_retrieval: dataset", "run B"]
+    assert d.loc["embedding_model", "kind"] == "model" and d.loc["tier1_retrieval: corpus", "kind"] == "database"
+
+
+def test_default_baseline_is_the_latest_run_on_the_same_data(tmp_path):
+    """ru, en (a demo's reference run), ru: run B = the last ru run; A = the first ru run, not the later en run."""
+    from ragnb.tiers import payload as report
+    from ragnb.metrics.stats import aggregate
+    from ragnb.runs.record import append_run_record, build_record
+
+    out = tmp_path / "out"
+    ru = {"datasets": [DS_RU], "corpora": [CORPUS_200]}
+    en = {"datasets": [DS_EN], "corpora": [{**CORPUS_200, "chunks_md5": "e" * 32}]}
+    ids = ("20250101-000000-aaaa", "20250102-000000-bbbb", "20250103-000000-cccc")
+    for run_id, prov in zip(ids, (ru, en, ru)):
+        df = pd.DataFrame({"mrr": [0.1, 0.5, 1.0]}, index=pd.Index(["i0", "i1", "i2"]))
+        metrics = {"mrr": aggregate(df["mrr"].to_numpy(), n_boot=20), "provenance": prov}
+        report.write_metrics(out / "runs" / run_id, "tier1_retrieval", metrics, per_item=df)
+        append_run_record(out / "benchmark_runs.json", build_record(run_id, {"tier_1_metrics": metrics}, None, None,
+                                                                     None, cwd=tmp_path))
+    runs = compare.load_runs(out / "benchmark_runs.json")
+    assert choose_runs(runs, out) == (ids[0], ids[2])
+    assert choose_runs(runs, out, run_b=ids[1]) == (ids[0], ids[1])  # nothing on the same data: the latest paired
+    assert compare.same_data(runs[0], runs[2]) and not compare.same_data(runs[1], runs[2])

@@ -69,7 +69,7 @@ def test_comparison_table_and_forest(synthetic):
     comp = compare.compare_runs(runs, out, RUN_IDS[0], RUN_IDS[2], n_boot=200)
     shown = dashboard.comparison_display(comp, tested=True).set_index("metric")
     assert shown.loc["mrr", "verdict"] == "B better" and shown.loc["mrr", "Δ (B − A)"] == "+0.2500"
-    assert shown.loc["latency_ms", "A"] == f"{np.mean([LAT_A[q] for q in ITEMS_A[1:]]):.4f}"
+    assert shown.loc["latency_ms", "A"] == f"{np.mean([LAT_A[q] for q in ITEMS_A]):.4f}"
     assert dashboard.comparison_display(comp, tested=False).empty
     unit, other = dashboard.forest_figures(comp)
     assert sorted(y for t in unit.data for y in t.y) == sorted(
@@ -117,8 +117,12 @@ def test_notebook_in_a_run_matches_independent_computation(tmp_path):
     result = run_notebooks(["dashboard"], {"n_boot": "300"}, outputs=out, log=lambda *_: None)
     assert result.failures == []
     metrics = json.loads((result.run_dir / "dashboard.metrics.json").read_text(encoding="utf-8"))
-    # this run's own record (no benchmark metrics) is already in the file but never a default
-    assert metrics["runs"] == 4 and (metrics["run_a"], metrics["run_b"]) == (RUN_IDS[0], RUN_IDS[2])
+    # rendering the dashboard alone adds no run to the history it reads (its record stays in its own folder)
+    assert metrics["runs"] == 3 and (metrics["run_a"], metrics["run_b"]) == (RUN_IDS[0], RUN_IDS[2])
+    assert [r["id"] for r in compare.load_runs(out / "benchmark_runs.json")] == list(RUN_IDS)
+    assert (result.run_dir / "run_record.json").is_file()
+    # synthetic records carry no fingerprints: compared, with the note that the data could not be checked
+    assert metrics["comparable"] is None and metrics["reasons"] == []
     rows = {(r["tier_key"], r["metric"]): r for r in metrics["comparison"]}
     expected = expected_comparison()
     assert set(rows) == set(expected)
@@ -126,7 +130,7 @@ def test_notebook_in_a_run_matches_independent_computation(tmp_path):
         for col, value in exp.items():
             assert rows[key][col] == pytest.approx(value, rel=1e-9, abs=1e-12), (key, col)
     lat = rows[("tier_1_metrics", "latency_ms")]
-    d = np.array([LAT_B[q] - LAT_A[q] for q in ITEMS_A[1:]])
+    d = np.array([LAT_B[q] - LAT_A[q] for q in ITEMS_A])
     assert [lat["ci_lo"], lat["ci_hi"]] == pytest.approx(list(bootstrap_ci(d, n_boot=300, seed=0)))
     assert lat["verdict"] == "B better" and lat["test"] == "sign-flip permutation (exact)"
     assert rows[("tier_judge_pipeline_metrics", "accuracy")]["verdict"] == "B better (unpaired)"
@@ -154,3 +158,58 @@ def test_notebook_unknown_run_id(tmp_path):
     out = make_outputs(tmp_path / "out")
     with pytest.raises(PapermillExecutionError, match=r"unknown run id 'nope'.*20250101-100000-aaaa"):
         _papermill(tmp_path, outputs=str(out), run_a="nope", metrics="mrr, acc*")
+
+
+@pytest.mark.slow
+def test_demo_reference_run_is_not_comparable(tmp_path):
+    """As `ragnb demo` does it: Tier 1 on the English text first (the reference run), then the Russian run with
+    the dashboard. Different question texts and a different corpus: "not comparable", no winner, no p-value;
+    one trend line per dataset + corpus."""
+    from ragnb.runs.runner import run_notebooks
+
+    out = tmp_path / "out"
+    quiet = {"log": lambda *_: None, "outputs": out}
+    ref = run_notebooks(["tier1"], {"language": "en", "max_questions": 40, "n_boot": 50}, **quiet)
+    main = run_notebooks(["tier1", "dashboard"], {"language": "ru", "max_questions": 40, "n_boot": 50}, **quiet)
+    assert ref.failures == [] and main.failures == []
+    metrics = json.loads((main.run_dir / "dashboard.metrics.json").read_text(encoding="utf-8"))
+    assert (metrics["run_a"], metrics["run_b"]) == (ref.run_id, main.run_id)
+    assert metrics["comparable"] is False
+    assert any("different datasets" in r for r in metrics["reasons"])
+    assert any("different corpora" in r for r in metrics["reasons"])
+    rows = metrics["comparison"]
+    assert rows and all(r["verdict"] == "not comparable" and r["p_value"] is None and r["p_holm"] is None
+                        for r in rows)
+    kinds = {d["kind"] for d in metrics["differences"]}
+    assert {"parameter", "dataset", "database"} <= kinds
+    assert any(d["name"] == "tier1_retrieval.language" for d in metrics["differences"])
+    html = (main.run_dir / "dashboard.html").read_text(encoding="utf-8")
+    assert "Not comparable." in html and "different corpora" in html and "What differs between the two runs" in html
+    assert "B better on" not in html  # no "B better on n, worse on m" summary (only the explanatory text names verdicts)
+    # the trend chart draws the two runs as two lines (one per dataset + corpus), not one line with a "regression"
+    runs, frame = compare.load_runs_frame(out)
+    fig = dashboard.trend_figure(frame, "tier_1_metrics")
+    visible = [t for t in fig.data if t.visible]
+    assert len(visible) == 2 and all(len(t.x) == 1 for t in visible)
+    # rendering the dashboard again adds no run
+    again = run_notebooks(["dashboard"], {}, **quiet)
+    assert again.failures == [] and len(compare.load_runs(out / "benchmark_runs.json")) == 2
+
+
+def test_failed_and_empty_runs_are_listed_not_drawn(synthetic):
+    from ragnb.runs.record import append_run_record, build_record
+
+    out, _, _ = synthetic
+    block = {"tier": "tier_1", "hit_rate@1": {"mean": 0.01, "ci95": [0.0, 0.03], "n": 12, "n_valid": 12, "n_failed": 0}}
+    failed = build_record("20250104-100000-dddd", {"tier_1_metrics": block}, None, None, None,
+                          {"failures": ["tier2"]}, cwd=out)
+    empty = build_record("20250105-100000-eeee", {}, None, None, None, cwd=out)
+    for record in (failed, empty):
+        append_run_record(out / "benchmark_runs.json", record)
+    runs, frame = compare.load_runs_frame(out)
+    assert failed["overall_status"] == "failed" and len(dashboard.runs_table(runs)) == 5  # listed
+    fig = dashboard.trend_figure(frame, "tier_1_metrics")
+    assert list(fig.data[0].x) == [RUN_IDS[0], RUN_IDS[2]]  # the failed run's 0.01 is not a point
+    assert "20250104-100000-dddd" not in list(fig.layout.xaxis.categoryarray)
+    assert dashboard.not_drawn(runs, frame) == ["20250104-100000-dddd: failed (notebooks: tier2)",
+                                                "20250105-100000-eeee: no metric values (no-data)"]

@@ -90,8 +90,18 @@ def test_run_real_users_hand_computed_metrics_and_shares():
     assert s["unmatched_url_share"]["mean"] == pytest.approx(1 / 5)
     assert s["score_distribution"] == {"1": 1, "2": 0, "3": 0, "4": 1, "5": 2, "missing": 1}
     by_score = {r["score"]: r for r in s["metrics_by_score"]}
-    assert by_score[5]["n"] == 1 and by_score[5]["hit_rate@1"] == 0.0  # q4 (score 5) has no url
-    assert by_score[4]["n"] == 1 and by_score[4]["doc_mrr"] == 1.0 and by_score[1]["n"] == 0
+    assert list(by_score) == [1, 2, 3, 4, 5, "missing"]
+    assert by_score[5]["n"] == 1 and by_score[5]["n_selected"] == 2 and by_score[5]["hit_rate@1"] == 0.0  # q4: no url
+    assert by_score[4]["n"] == 1 and by_score[4]["doc_mrr"] == 1.0 and by_score[4]["mrr"] == 1.0
+    assert by_score[1]["n"] == 0 and by_score[1]["n_selected"] == 1 and math.isnan(by_score[1]["mrr"])
+    assert by_score[2]["n_selected"] == 0 and math.isnan(by_score[2]["doc_hit_rate@5"])
+    # the per-score values are the evaluated rows of that score, recomputed from the per-question table
+    for sc, r in by_score.items():
+        rows = pq[(pq["status"] == EVALUATED) & (pq["score"].astype("Int64").eq(sc).fillna(False).astype(bool)
+                                                 if sc != "missing" else pq["score"].isna())]
+        for m in ("doc_hit_rate@1", "doc_hit_rate@5", "doc_mrr", "hit_rate@1", "hit_rate@5", "mrr"):
+            assert (math.isnan(r[m]) and rows.empty) or r[m] == pytest.approx(rows[m].mean()), (sc, m)
+    assert sum(r["n_selected"] for r in by_score.values()) == 5
     assert pq["status"].tolist() == [EVALUATED, EVALUATED, NO_URL, NO_URL, UNMATCHED]
     assert pq["first_relevant_rank"].tolist()[:2] == [2.0, 1.0] and pq["first_relevant_rank"][2:].isna().all()
     assert pq["first_relevant_doc_rank"].tolist()[:2] == [2.0, 1.0]
@@ -158,3 +168,17 @@ def test_load_log_filters_limits_and_counts_unembedded(fresh_db, encoder):
     for kwargs, field in (({"min_score": 6}, "min_score"), ({"min_score": -1}, "min_score"), ({"limit": -2}, "limit")):
         with pytest.raises(ValueError, match=field):
             load_log(ctx, **kwargs)
+
+
+def test_all_logged_questions_by_default():
+    """The notebook and the demo parameters take every logged question (no score-5 filter hiding the failures)."""
+    from pathlib import Path
+
+    import ragnb
+    from ragnb.runs.params import Notebook, declared_params, load_params_file
+
+    root = Path(ragnb.__file__).resolve().parent
+    nb = Notebook("real_users", "real_users", root / "notebooks" / "real_users.ipynb")
+    assert declared_params(nb)["min_score"]["default"] == "0"
+    demo = load_params_file(root.parent / "params" / "demo.yaml")
+    assert demo["real_users"].get("min_score", 0) == 0

@@ -410,6 +410,19 @@ def test_load_inputs_from_the_configured_db(monkeypatch, encoder):
 # --------------------------------------------------------------------------------------------
 
 
+def _peer_norm(text: str) -> str:
+    """Independent text key: NFKC, casefold, whitespace runs → one space, Unicode punctuation off both ends."""
+    import re
+    import unicodedata
+
+    t = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    while t and (t[0] == " " or unicodedata.category(t[0])[0] == "P"):
+        t = t[1:]
+    while t and (t[-1] == " " or unicodedata.category(t[-1])[0] == "P"):
+        t = t[:-1]
+    return t
+
+
 def _unit(m: np.ndarray) -> np.ndarray:
     m = np.asarray(m, dtype=np.float64)
     return m / np.linalg.norm(m, axis=1, keepdims=True)
@@ -441,13 +454,19 @@ def test_notebook_matches_numpy_recomputation(tmp_path, encoder):
     qv = _unit(encoder.encode([it.question for it in items]))
     cache, cv = fetch_question_log(connect(database=demo.database_name("ru")), exact_score=5, with_vectors=True)
     sims = qv @ _unit(cv).T
-    sims[np.array([it.id for it in items])[:, None] == cache.index.to_numpy()[None, :]] = -np.inf
+    same_id = np.array([it.id for it in items])[:, None] == cache.index.to_numpy()[None, :]
+    same_text = (np.array([_peer_norm(it.question) for it in items])[:, None]
+                 == np.array([_peer_norm(q) for q in cache["question"]])[None, :])
+    sims[same_id | same_text] = -np.inf  # a question never matches itself: by id or by (normalised) text
     best = sims.max(axis=1)
     assert m["cache_hit_rate"]["n"] == n_q and m["cache_hit_rate"]["n_failed"] == 0
     assert m["cache_hit_rate"]["mean"] == pytest.approx(float((best > 0.85).mean()))
     per_query = pd.read_csv(run_dir / "tier_ux.per_query.csv")
     np.testing.assert_allclose(per_query["max_similarity"], best, atol=1e-5)
-    assert m["cache"]["n_self_in_cache"] == int(np.isin([it.id for it in items], cache.index).sum()) > 0
+    assert m["cache"]["n_self_in_cache"] == int((same_id | same_text).any(axis=1).sum()) > 0
+    excluded = m["cache"]["self_matches_excluded"]
+    assert excluded["same_id"] == int(same_id.sum()) and excluded["same_source_id"] == 0
+    assert excluded["same_text"] == int((same_text & ~same_id).sum())
 
     # sessions: the first n_s sessions in file order (rutie_0, then CAsT), consecutive cosines with numpy
     ids, _, mat = fetch_vectors(connect(database=DEMO_SESSIONS_DATABASE), "questions")
@@ -484,3 +503,89 @@ def test_notebook_matches_numpy_recomputation(tmp_path, encoder):
     assert len(per_turn) == sum(len(t) for t in turns.values()) and "item_id" in per_turn
     html = (run_dir / "tier_ux.html").read_text(encoding="utf-8")
     assert "Questions that broke context" in html and "SIMULATED" in html
+
+
+# --------------------------------------------------------------------------------------------
+# Self-matches: a dataset built from the question log never finds its own questions in the cache
+# --------------------------------------------------------------------------------------------
+
+
+def test_normalise_question_and_self_matches_by_each_reason():
+    from ragnb.metrics.ux import normalise_question, self_matches
+
+    assert normalise_question("  ¿How  do I\tRESET my password?! ") == "how do i reset my password"
+    assert normalise_question("Ｗｉｆｉ…") == "wifi"  # NFKC folds full-width letters; "…" is punctuation
+    assert normalise_question(None) == normalise_question(float("nan")) == ""
+    rows, why, counts = self_matches(["a", "rq-2", "rq-3"], ["a", "2", "x"], query_source_ids=[None, "2", "9"],
+                                     query_texts=["A?", "b", "Same text"], cache_texts=["a", "B", "same  TEXT."])
+    # "a": by id (its text also matches: counted once, under the first reason); rq-2: log id 2; rq-3: text.
+    assert rows == [[0], [1], [2]] and why == ["same_id", "same_source_id", "same_text"]
+    assert counts == {"same_id": 1, "same_source_id": 1, "same_text": 1, "queries": 3}
+    _, _, none = self_matches(["q"], ["c"], query_source_ids=[""], query_texts=[""], cache_texts=[""])
+    assert none["queries"] == 0  # empty text and empty source id match nothing
+
+
+def test_dataset_from_real_questions_never_hits_itself(monkeypatch, tmp_path, encoder):
+    """A wiki corpus + a question log with sessions; the dataset is built by the real `from-real-questions`
+    command (ids rq-…), then checked against the score-5 cache of the same log."""
+    from click.testing import CliRunner
+
+    from ragnb.cli.main import build_cli
+    from ragnb.metrics.ux import normalise_question
+    from ragnb.store.engine import connect
+    from ragnb.store.loaders import insert_rows
+    from ragnb.store.vectors import embed_table
+    from ragnb.tiers.ux import load_inputs, run_tier_ux
+
+    name = "ux_self_matches"
+    monkeypatch.setenv("RAGNB_EMBEDDED_DB", name)
+    wiki = "https://wiki.example.com/pages"
+    chunks = [{"id": "acc-1", "text": "To reset your password open the account page and press Reset.", "url": f"{wiki}/1/Account"},
+              {"id": "vpn-1", "text": "The VPN guide is in the IT space under Remote work.", "url": f"{wiki}/2/VPN"},
+              {"id": "hr-1", "text": "Vacation requests are approved by your team lead.", "url": f"{wiki}/3/HR"},
+              {"id": "food-1", "text": "The canteen publishes its lunch menu every morning.", "url": f"{wiki}/4/Canteen"}]
+    t0 = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)
+    log = [("1", "How do I reset my password?", 5, "s1", 0, 1), ("2", "And where is the VPN guide?", 3, "s1", 1, 2),
+           ("3", "Where is the VPN guide?", 5, "s2", 0, 2), ("4", "how do I  reset my PASSWORD", 2, "s3", 0, 1),
+           ("5", "What is the lunch menu today?", 5, None, 0, 4), ("6", "Who approves vacation requests?", 4, "s3", 1, 3)]
+    questions = [{"id": i, "question": q, "score": sc, "session_id": s, "created_at": t0 + timedelta(minutes=m),
+                  "answer": "See the wiki.", "url": f"{wiki}/{page}"} for i, q, sc, s, m, page in log]
+    db = connect()
+    insert_rows(db, "chunks", chunks)
+    insert_rows(db, "questions", questions)
+    embed_table(db, "chunks", encoder, progress=False)
+    embed_table(db, "questions", encoder, progress=False)
+    out = tmp_path / "rq.json"
+    res = CliRunner().invoke(build_cli(), ["dataset", "from-real-questions", "--corpus", "db", "--max-questions", "0",
+                                           "--output", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+
+    inputs = load_inputs(corpus="db", sessions="db", dataset_path=str(out))
+    assert inputs.queries.index.tolist() == [f"rq-{i}" for i in "123456"]
+    assert inputs.queries["source_id"].tolist() == list("123456") and inputs.cache.index.tolist() == ["1", "3", "5"]
+    r = run_tier_ux(inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
+                    None, n_boot=20)
+    pq = r.per_query
+    # No question is matched with itself: not by log id, not by the same text.
+    assert not any(pq["best_cache_id"] == inputs.queries["source_id"])
+    assert not any(pq["question"].map(normalise_question) == pq["best_cache_question"].map(normalise_question))
+    info = r.summary["cache"]
+    # rq-1, rq-3, rq-5 were built from cached log rows; rq-4 is row 1's text logged again under another id.
+    assert info["self_matches_excluded"] == {"same_id": 0, "same_source_id": 3, "same_text": 1}
+    assert info["n_self_in_cache"] == 4
+    assert pq["excluded_by"].tolist() == ["same_source_id", "", "same_source_id", "same_text", "same_source_id", ""]
+
+    # Peer recomputation with numpy: the masked maximum per question.
+    v = _unit(encoder.encode([q for _, q, *_ in log]))
+    sims = v @ v[[0, 2, 4]].T
+    for row, col in ((0, 0), (2, 1), (4, 2), (3, 0)):
+        sims[row, col] = -np.inf
+    assert pq["max_similarity"].to_numpy() == pytest.approx(sims.max(axis=1), abs=1e-6)
+    assert r.summary["cache_hit_rate"]["mean"] == pytest.approx(float((sims.max(axis=1) > 0.85).mean()))
+    # Without the exclusions (ids alone differ: rq-1 vs 1), four questions hit themselves at similarity ≈ 1.
+    ids_only = cache_hit_rate(inputs.query_vectors, inputs.cache_vectors, query_ids=inputs.queries.index.tolist(),
+                              cache_ids=inputs.cache.index.tolist())
+    assert int(ids_only.per_query["hit"].sum()) >= 4
+    written = json.loads(r.write(tmp_path / "out", "tier_ux").read_text(encoding="utf-8"))
+    assert written["cache"]["self_matches_excluded"] == {"same_id": 0, "same_source_id": 3, "same_text": 1}
+    db.dispose()

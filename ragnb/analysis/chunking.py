@@ -26,6 +26,7 @@ This module: the grid, the source articles, the comparison and its figures.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 

@@ -219,7 +219,8 @@ def retrieve(
     language: str = typer.Option("ru", help="Demo only: ru or en."),
     tag: str = typer.Option("ragnb", help="Run tag in the TREC file."),
 ) -> None:
-    """Retrieve top-k for every dataset question and export the ranking as a TREC run file."""
+    """Retrieve top-k for every dataset question and export the ranking as a TREC run file (in the order Tier 1
+    evaluates it; tied scores are lowered by one float32 step so trec_eval keeps that order)."""
     from ragnb.datasets import trec
     from ragnb.rag.retrieval import build_retriever
     from ragnb.datasets.corpus import open_corpus, open_dataset
@@ -230,7 +231,9 @@ def retrieve(
         ds = open_dataset(str(dataset) if dataset else "", corpus, language)
         retriever = build_retriever(backend, ctx.db, dim=ctx.encoder.dim, index_mode=index_mode)
         res = retriever.search(encode_queries(ctx.encoder, [it.question for it in ds.items]), top_k)
-        run = {it.id: dict(zip(ids, map(float, sc))) for it, ids, sc in zip(ds.items, res.ids, res.scores)}
+        # The ranking Tier 1 evaluates (ties by chunk id), its scores made strictly decreasing so that
+        # trec_eval, which re-sorts by score (ties by doc id descending), reads the same order.
+        run = {it.id: list(zip(ids, map(float, sc))) for it, ids, sc in zip(ds.items, res.ids, res.scores)}
         trec.write_run(run, out, tag=tag)
         if qrels_out:
             trec.write_qrels(ds.qrels(), qrels_out)
@@ -318,8 +321,9 @@ def demo(
     params_file: Path = typer.Option(Path("params/demo.yaml"), "--params-file", "-f", help="Notebook parameters."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Resume an interrupted demo run."),
     reference: bool = typer.Option(True, "--reference/--no-reference",
-                                   help="First record a Tier 1 run on the other language, so that the dashboard "
-                                        "has two runs to compare item by item."),
+                                   help="First record a Tier 1 run on the other language. Its questions and "
+                                        "corpus differ, so the dashboard shows it as a second trend line and "
+                                        "says the two runs are not comparable (it names no winner)."),
 ) -> None:
     """The main job on the embedded defaults: load and embed the bundled corpus, run every report, print the index."""
     from ragnb.datasets.demo import LANGUAGES, ensure_demo
@@ -335,7 +339,8 @@ def demo(
         file = str(params_file) if params_file.exists() else None
         if reference and run_id is None:
             other = next(lang for lang in LANGUAGES if lang != language)
-            typer.echo(f"reference run: Tier 1 on the same questions in {other!r} (the dashboard compares it with this run)")
+            typer.echo(f"reference run: Tier 1 on the parallel questions in {other!r} (other texts and corpus: the "
+                       "dashboard lists it and explains why it is not comparable with this run)")
             ref = run_notebooks(["tier1"], {"language": other}, params_file=file)
             if ref.failures:
                 _report(ref)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ragnb.datasets import demo
+from ragnb.datasets.fingerprint import note_corpus, note_dataset
 from ragnb.datasets.schema import Dataset, load_dataset
 from ragnb.rag.embeddings import Encoder, get_encoder
 from ragnb.store.engine import Database, connect
@@ -40,6 +41,7 @@ def open_corpus(corpus: str = "demo", language: str = "ru", embedding_model: str
         db = connect()
         label = "database"
     space = check_space(db, tables(db.schema).chunk, encoder)
+    note_corpus(db)  # the run record says which chunks were searched (ragnb.datasets.fingerprint)
     return Corpus(db, encoder, label, space)
 
 
@@ -55,4 +57,5 @@ def open_dataset(dataset_path: str, corpus: str = "demo", language: str = "ru", 
         raise ValueError(f"max_questions = {max_questions}; use 0 for all or a positive number")
     if max_questions:
         ds = ds.model_copy(update={"items": ds.items[:max_questions]})
+    note_dataset(ds)  # the run record says which questions were scored (ragnb.datasets.fingerprint)
     return ds

@@ -6,6 +6,10 @@ Formats (whitespace-separated columns, one judgment or retrieved doc per line)
     qrels   ``qid iteration docid relevance``  — TREC; or BEIR's TSV ``query-id<TAB>corpus-id<TAB>score``
             with that header line. Relevance is an integer; > 0 is relevant.
 
+ragnb's own rankings (``ragnb retrieve``) are written in the order ragnb evaluated them — ties broken by chunk id
+ascending, as Tier 1 scores them — with scores that strictly decrease down the list (see :func:`strictly_decreasing`),
+so trec_eval, ``ragnb metrics retrieval`` and Tier 1 all read the same ranking.
+
 Ids cannot contain whitespace in these formats: writing one is an error, never a silently broken file.
 Files are written atomically (a temp file, then a rename): a crash never leaves half a run file.
 """
@@ -15,6 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+import numpy as np
 
 from ragnb.metrics.retrieval import DEFAULT_METRICS, evaluate, trec_order
 from ragnb.io import atomic_write_text
@@ -110,9 +116,30 @@ def _check_token(value: str, what: str) -> str:
     return text
 
 
+def strictly_decreasing(scores: Iterable[float]) -> list[float]:
+    """The scores of a ranked list made strictly decreasing *as float32* (trec_eval's and
+    :func:`ragnb.metrics.ranked_gains.trec_order`'s precision), so a reader that sorts by score keeps the list's
+    order: a score not below its predecessor becomes the next float32 below it (a tie of two chunks at 0.8125
+    is written 0.8125, 0.81249994). Each score moves by at most a few float32 steps (~1e-7 per tie); a
+    strictly decreasing list is written as its float32 values unchanged."""
+    out: list[float] = []
+    prev = None
+    for s in scores:
+        v = np.float32(s)
+        if not np.isfinite(v):
+            raise ValueError(f"score {s!r} is not a finite number; a ranking needs finite scores")
+        if prev is not None and v >= prev:
+            v = np.nextafter(prev, np.float32(-np.inf), dtype=np.float32)
+        out.append(float(v))
+        prev = v
+    return out
+
+
 def run_lines(run: Run, tag: str = "ragnb") -> list[str]:
-    """TREC lines of ``run``. A ranked list keeps its order (scores n, n−1, …, 1, so trec_eval reads the same
-    ranking even where the retriever's scores tie); a score dict is written in trec_eval's order."""
+    """TREC lines of ``run``. A ranked list keeps its order: a list of doc ids gets scores n, n−1, …, 1; a list
+    of ``(doc, score)`` pairs keeps its scores made strictly decreasing (:func:`strictly_decreasing`), so
+    trec_eval reads the same ranking even where the retriever's scores tie. A score dict is written in
+    trec_eval's order."""
     tag = _check_token(tag, "run tag")
     out: list[str] = []
     for qid, ranked in run.items():
@@ -121,10 +148,12 @@ def run_lines(run: Run, tag: str = "ragnb") -> list[str]:
             docs = trec_order(ranked)
             scores = [float(ranked[d]) for d in docs]
         elif isinstance(ranked, (list, tuple)):
-            docs = list(ranked)
+            pairs = all(isinstance(x, (list, tuple)) and len(x) == 2 for x in ranked) and len(ranked) > 0
+            docs = [x[0] for x in ranked] if pairs else list(ranked)
             if len(set(docs)) != len(docs):
                 raise ValueError(f"run[{qid!r}] lists a doc twice; deduplicate the ranking before writing it")
-            scores = [float(len(docs) - i) for i in range(len(docs))]
+            scores = (strictly_decreasing(float(x[1]) for x in ranked) if pairs
+                      else [float(len(docs) - i) for i in range(len(docs))])
         else:
             raise ValueError(f"run[{qid!r}] must be a list of doc ids or a dict doc id → score, "
                              f"got {type(ranked).__name__}")

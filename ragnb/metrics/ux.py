@@ -65,9 +65,13 @@ class CacheHits:
     """Result of :func:`cache_hit_rate`."""
 
     rate: float  # hits / |Q valid|; NaN when nothing could be compared (empty cache)
-    per_query: pd.DataFrame  # index query id: max_similarity, best_cache_id, n_compared, hit (1.0 / 0.0 / NaN)
+    # index query id: max_similarity, best_cache_id, n_compared, n_excluded, excluded_by, hit (1.0 / 0.0 / NaN)
+    per_query: pd.DataFrame
     tau: float
     note: str | None  # why (part of) the result is undefined, else None
+    # (query, cache entry) pairs left out as self-matches, per reason (first reason that applies, in
+    # SELF_MATCH_REASONS order), plus "queries": how many queries had at least one left out
+    excluded: dict = None  # type: ignore[assignment]
 
     @property
     def value(self) -> float:
@@ -75,27 +79,88 @@ class CacheHits:
         return self.rate
 
 
-def _best_matches(Q: np.ndarray, C: np.ndarray, qids: list | None,
-                  cids: list | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+SELF_MATCH_REASONS = ("same_id", "same_source_id", "same_text")
+
+
+def normalise_question(text: object) -> str:
+    """The text key two questions must share to be "the same question" (docs/metrics.md, Tier UX): Unicode NFKC,
+    casefold, runs of whitespace → one space, punctuation stripped at both ends ("How do I log in?" and
+    " how do  I log in " are the same). None/NaN → "" (never equal to anything, see :func:`self_matches`)."""
+    import unicodedata
+
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        return ""
+    t = " ".join(unicodedata.normalize("NFKC", str(text)).casefold().split())
+    start, end = 0, len(t)
+    while start < end and (t[start] == " " or unicodedata.category(t[start]).startswith("P")):
+        start += 1
+    while end > start and (t[end - 1] == " " or unicodedata.category(t[end - 1]).startswith("P")):
+        end -= 1
+    return t[start:end]
+
+
+def self_matches(query_ids: Sequence | None, cache_ids: Sequence | None, *, query_source_ids: Sequence | None = None,
+                 query_texts: Sequence | None = None, cache_texts: Sequence | None = None
+                 ) -> tuple[list[list[int]], list[str], dict]:
+    """Cache rows that are the query itself, per query: (row indices, reasons joined by ",", counts).
+
+    A cache entry is the query itself when its id equals the query's id (``same_id``: the checked questions are
+    log rows), equals the id of the log row the query was built from (``same_source_id``: a dataset item's
+    ``question_answer_id``, e.g. ``rq-42`` built from log row ``42``), or its text equals the query's after
+    :func:`normalise_question` (``same_text``: the same question logged again, or a dataset whose ids are
+    unrelated to the log's). Each excluded pair is counted under the first reason that applies.
+    """
+    lists = [x for x in (query_ids, query_source_ids, query_texts) if x is not None]
+    n = len(lists[0]) if lists else 0
+    by_id: dict[str, list[int]] = {}
+    by_text: dict[str, list[int]] = {}
+    for j, cid in enumerate(cache_ids or []):
+        by_id.setdefault(str(cid), []).append(j)
+    for j, ct in enumerate(cache_texts or []):
+        key = normalise_question(ct)
+        if key:
+            by_text.setdefault(key, []).append(j)
+    counts = {r: 0 for r in SELF_MATCH_REASONS}
+    counts["queries"] = 0
+    rows, reasons = [], []
+    for i in range(n):
+        keys = [
+            ("same_id", by_id.get(str(query_ids[i]), []) if query_ids is not None else []),
+            ("same_source_id", by_id.get(str(query_source_ids[i]), [])
+             if query_source_ids is not None and query_source_ids[i] not in (None, "") else []),
+            ("same_text", by_text.get(normalise_question(query_texts[i]), []) if query_texts is not None else []),
+        ]
+        seen: set[int] = set()
+        why = []
+        for reason, js in keys:
+            new = [j for j in js if j not in seen]
+            if new:
+                seen.update(new)
+                counts[reason] += len(new)
+                why.append(reason)
+        counts["queries"] += bool(seen)
+        rows.append(sorted(seen))
+        reasons.append(",".join(why))
+    return rows, reasons, counts
+
+
+def _best_matches(Q: np.ndarray, C: np.ndarray,
+                  excluded: list[list[int]] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per query row: (max cosine over the cache rows, its cache row or −1, number of rows compared), in
-    blocks of queries. With both id lists, a cache row whose id equals the query's id is not compared;
+    blocks of queries. The cache rows in ``excluded[i]`` (the query itself) are not compared with query i;
     a query left with nothing to compare gets NaN, −1, 0."""
     nq, nc = Q.shape[0], C.shape[0]
     best_sim, best_idx = np.full(nq, np.nan), np.full(nq, -1)
     n_compared = np.zeros(nq, dtype=np.int64)
     if nc == 0:
         return best_sim, best_idx, n_compared
-    position: dict[str, list[int]] = {}
-    if qids is not None and cids is not None:
-        for j, cid in enumerate(cids):
-            position.setdefault(cid, []).append(j)
     step = max(1, _BLOCK_ELEMS // nc)
     for s in range(0, nq, step):
         e = min(nq, s + step)
         sims = np.clip(Q[s:e] @ C.T, -1.0, 1.0)
         compared = np.full(e - s, nc)
         for r in range(e - s):
-            same = position.get(qids[s + r]) if position else None
+            same = excluded[s + r] if excluded is not None else None
             if same:
                 sims[r, same] = -np.inf  # never the maximum, never a hit
                 compared[r] -= len(same)
@@ -117,16 +182,21 @@ def cache_hit_rate(
     query_ids: Sequence | None = None,
     cache_ids: Sequence | None = None,
     exclude_same_id: bool = True,
+    query_source_ids: Sequence | None = None,
+    query_texts: Sequence | None = None,
+    cache_texts: Sequence | None = None,
 ) -> CacheHits:
-    """docs/metrics.md, Tier UX: CacheHitRate = (1/|Q|) Σ_{q∈Q} 1[ max_{c∈Cache} cos(e_q, e_c) > τ ], τ = 0.85.
+    """docs/metrics.md, Tier UX: CacheHitRate = (1/|Q|) Σ_{q∈Q} 1[ max_{c∈Cache∖self(q)} cos(e_q, e_c) > τ ], τ = 0.85.
 
     The comparison is strict: a maximum similarity exactly equal to τ is *not* a hit. The cache is the
     set of logged questions users rated 5; each query keeps its best match (``max_similarity``,
     ``best_cache_id``; the first one on ties).
 
-    ``exclude_same_id`` (with both id lists given): a cache entry whose id equals the query's id is left out
-    of that query's maximum — a logged question must not "hit" itself when the query set and the log
-    overlap (the demo's dataset questions are also in its question log).
+    ``exclude_same_id`` (default): self(q), the cache entries that are the query itself, are left out of that
+    query's maximum — a logged question must not "hit" itself. self(q) is found by id (``query_ids`` vs
+    ``cache_ids``), by the log id the query was built from (``query_source_ids``, e.g. a dataset item's
+    ``question_answer_id``) and by normalised text (``query_texts`` vs ``cache_texts``), see
+    :func:`self_matches`; ``excluded`` counts them per reason. ``exclude_same_id=False`` compares everything.
 
     Undefined cases are NaN, not 0: with an empty cache (or a cache that holds only the query itself) there
     is nothing to compare, so that query's hit is NaN, and the rate is taken over the queries that had
@@ -137,6 +207,10 @@ def cache_hit_rate(
     C = unit_rows(cache_vectors, "cache_vectors", allow_empty=True, one_vector_ok=False)
     qids = _ids(query_ids, Q.shape[0], "query_ids", unique=True)
     cids = _ids(cache_ids, C.shape[0], "cache_ids", unique=False)
+    for name, values, n in (("query_source_ids", query_source_ids, Q.shape[0]),
+                            ("query_texts", query_texts, Q.shape[0]), ("cache_texts", cache_texts, C.shape[0])):
+        if values is not None and len(values) != n:
+            raise ValueError(f"{name} has {len(values)} entries for {n} vectors; give one per row")
     index = pd.Index(qids if qids is not None else range(Q.shape[0]), name="query_id")
     note = None
     if C.shape[0] == 0:
@@ -145,17 +219,26 @@ def cache_hit_rate(
     elif C.shape[1] != Q.shape[1]:
         raise ValueError(f"query_vectors have dimension {Q.shape[1]} but cache_vectors {C.shape[1]}; "
                          "embed both with the same model")
-    best_sim, best_idx, n_compared = _best_matches(Q, C, qids if exclude_same_id else None, cids)
+    if exclude_same_id:
+        excluded, reasons, counts = self_matches(
+            qids if cids is not None else None, cids, query_source_ids=query_source_ids if cids is not None else None,
+            query_texts=query_texts if cache_texts is not None else None, cache_texts=cache_texts)
+    else:
+        excluded, reasons, counts = None, [""] * Q.shape[0], {**{r: 0 for r in SELF_MATCH_REASONS}, "queries": 0}
+    if not reasons:
+        reasons = [""] * Q.shape[0]
+    best_sim, best_idx, n_compared = _best_matches(Q, C, excluded or None)
     if C.shape[0] and (n_compared == 0).any():
         note = (f"{int((n_compared == 0).sum())} quer(ies) had no cache entry other than themselves: "
                 "their hit is undefined (NaN) and counted as failed")
     hit = np.where(np.isnan(best_sim), np.nan, (best_sim > tau).astype(float))
     best_id = [None if i < 0 else (cids[i] if cids is not None else str(i)) for i in best_idx]
-    per_query = pd.DataFrame({"max_similarity": best_sim, "best_cache_id": best_id,
-                              "n_compared": n_compared, "hit": hit}, index=index)
+    n_excluded = [len(x) for x in excluded] if excluded else [0] * Q.shape[0]
+    per_query = pd.DataFrame({"max_similarity": best_sim, "best_cache_id": best_id, "n_compared": n_compared,
+                              "n_excluded": n_excluded, "excluded_by": reasons, "hit": hit}, index=index)
     valid = hit[~np.isnan(hit)]
     rate = float(valid.mean()) if valid.size else math.nan
-    return CacheHits(rate, per_query, tau, note)
+    return CacheHits(rate, per_query, tau, note, counts)
 
 
 # --------------------------------------------------------------------------- sessions

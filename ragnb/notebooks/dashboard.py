@@ -18,11 +18,13 @@
 # Every run recorded in `benchmark_runs.json`: the latest run's status, each metric over the runs with its 95%
 # confidence interval against the status thresholds (docs/metrics.md, Conventions), and run B compared with run A item
 # by item — paired differences with bootstrap CIs, McNemar's exact test for 0/1 metrics, a sign-flip permutation test
-# otherwise (Wilcoxon alongside), Holm-adjusted over all metrics.
+# otherwise (Wilcoxon alongside), Holm-adjusted over all metrics. Two runs are compared only when they scored the same
+# questions (dataset content fingerprint) against the same chunks (corpus fingerprint) with the same item ids;
+# otherwise the comparison says "not comparable", gives the reasons and names no winner.
 
 # %% tags=["parameters"]
 outputs: str = ""  # folder with benchmark_runs.json; "": this run's outputs folder, else RAGNB_OUTPUTS or ./outputs
-run_a: str = ""  # baseline run id; "": the latest earlier run sharing per-item files with run B
+run_a: str = ""  # baseline run id; "": the latest earlier run sharing per-item files with run B (same data first)
 run_b: str = ""  # run id to judge against run A; "": the latest run
 alpha: float = 0.05  # significance level for the verdicts (Holm-adjusted over all compared metrics)
 n_boot: int = 1000  # bootstrap resamples for the 95% CI of each paired difference
@@ -58,7 +60,9 @@ else:
 
 # %% [markdown]
 # ## Metrics over runs
-# One chart per tier; the dropdown picks the metric. Error bars are each run's bootstrap 95% CI. Metrics with
+# One chart per tier; the dropdown picks the metric. One line per dataset + corpus: runs on other questions or
+# other chunks are never joined into one line. Failed runs and runs without metric values are listed below the
+# charts, not drawn. Error bars are each run's bootstrap 95% CI. Metrics with
 # the status thresholds (see docs/metrics.md, Conventions; HitRate@1, MRR, NDCG@10, Faithfulness, E2E score, judge
 # accuracy and consistency) are drawn over coloured bands: red = needs attention, blue = good, green = excellent.
 
@@ -68,12 +72,18 @@ for fig in figures:
     report.show(fig)
 if not figures:
     print("No metrics recorded yet" + (f" matching {metrics!r}." if metrics else "."))
+for line in dashboard.not_drawn(runs, frame):
+    print("Not drawn:", line)
 
 # %% [markdown]
 # ## Run B vs. run A
-# Paired on the items both runs scored when both left per-item files; otherwise the two aggregates are compared
-# (unpaired, marked so). Δ = B − A; a verdict says "B better" or "B worse" only when the Holm-adjusted p-value is
-# below α, taking into account whether higher or lower is better for the metric.
+# First the check that the two runs measured the same thing: same dataset content, same corpus (chunk ids and
+# texts, embedding model) and same item ids, per notebook. If not, the comparison is "not comparable": the reasons
+# are listed, the means are shown side by side for reference, and no test or verdict is given. The table below it
+# lists every parameter, model, dataset and database that differs between the two runs.
+# For comparable runs: paired on the items both runs scored when both left per-item files; otherwise the two
+# aggregates are compared (unpaired, marked so). Δ = B − A; a verdict says "B better" or "B worse" only when the
+# Holm-adjusted p-value is below α, taking into account whether higher or lower is better for the metric.
 
 # %%
 a_id, b_id = compare.choose_runs(runs, outputs_path, run_a, run_b)
@@ -98,4 +108,6 @@ TierResult(None, {
     "runs": len(runs), "run_a": a_id, "run_b": b_id,
     "settings": {"alpha": alpha, "n_boot": n_boot, "n_perm": n_perm, "metrics": metrics, "outputs": str(outputs_path)},
     "comparison": comparison.records() if comparison is not None else [],
+    **(comparison.verdict_block() if comparison is not None else {"comparable": None, "reasons": [], "differences": []}),
+    "not_drawn": dashboard.not_drawn(runs, frame),
 }, comparison.notes if comparison is not None else []).write(output_dir, "dashboard")

@@ -22,13 +22,14 @@
 # page; `doc_*` metrics score the ranking of pages (chunks mapped to their page, repeats dropped) — the
 # natural level here, since the label is a page. Questions are searched with their **stored** embeddings.
 # Questions without a logged URL, and questions whose URL matches no chunk of the corpus, are excluded from
-# the metrics and counted. The bundled demo log has **simulated** user scores and about 8% of rows without a URL
+# the metrics and counted. By default every logged question is used, whatever its user score, and the metrics are
+# broken down by score: a score filter would hide exactly the questions users were unhappy with. The bundled demo log has **simulated** user scores and about 8% of rows without a URL
 # (see `ragnb/demo.py`); its questions, URLs and retrieval results are real.
 
 # %% tags=["parameters"]
 corpus: str = "demo"  # "demo": bundled XQuAD corpus and question log (own embedded database); "db": the configured database
 language: str = "ru"  # demo only: "ru" (original) or "en" (the parallel English text)
-min_score: int = 5  # keep questions whose user score is at least this (1 to 5); 0: all questions
+min_score: int = 0  # 0: all logged questions (default: failures stay visible); 1-5: only scores at least this
 limit: int = 0  # use only the first N selected questions, ordered by id (0: all)
 top_k: int = 10  # chunks retrieved per question
 backend: str = "memory"  # "memory" (exact, in-process) or "pgvector" (search in the database)
@@ -40,13 +41,12 @@ output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-qu
 
 
 # %%
-import pandas as pd
 
 from ragnb.reports import charts, report
 from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
 from ragnb.datasets.corpus import open_corpus
-from ragnb.tiers.real_users import EVALUATED, metrics_table, run_real_users
+from ragnb.tiers.real_users import EVALUATED, by_score_table, metrics_table, run_real_users
 from ragnb.tiers.tier1 import hit_rate_curve
 
 ctx = open_corpus(corpus, language, embedding_model)
@@ -99,10 +99,16 @@ if len(evaluated):
 
 # %% [markdown]
 # ## Metrics by user score
-# Run with `min_score = 0` to compare: do low-rated answers go with retrieval misses?
+# Do low-rated answers go with retrieval misses? Per user score: the questions with that score, how many could be
+# evaluated, and the mean with its bootstrap 95% CI ("—": no evaluated question with that score).
 
 # %%
-report.show_table(pd.DataFrame(result.summary["metrics_by_score"]))
+by_score = result.summary["metrics_by_score"]
+report.show_table(by_score_table(by_score))
+scored = {f"score {r['score']} (n={r['n']})": {"mean": r["doc_hit_rate@5"], "ci95": r["doc_hit_rate@5_ci95"]}
+          for r in by_score if r["n"] and "doc_hit_rate@5" in r}
+if scored:
+    report.show(charts.metric_bars(scored, list(scored), "Page found in the top 5 (doc_hit_rate@5), by user score"))
 
 # %% [markdown]
 # ## Missed questions: the logged page is not in the top k

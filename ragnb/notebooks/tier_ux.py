@@ -62,14 +62,21 @@ report.show_table(summary_rows(result.summary), max_rows=40)
 
 # %% [markdown]
 # ## Cache reuse: best match of each question in the score-5 cache
-# A question never matches itself: when the checked questions are also in the log, their own log row is left
-# out of their maximum.
+# A question never matches itself: a cache entry is left out of a question's maximum when it has the question's
+# id, the id of the log row the dataset item was built from (`question_answer_id`, set by
+# `ragnb dataset from-real-questions`), or the same text after normalisation (Unicode NFKC, case, whitespace,
+# punctuation at the ends). The counts of such exclusions, per reason, are printed below and written to the
+# metrics JSON (`cache.self_matches_excluded`).
 
 # %%
 cache = result.summary["cache"]
 print(f"{cache.get('n_hits', 0)} of {cache.get('n_queries', 0)} questions have a cached question with similarity "
       f"> {tau:g} (cache: {cache.get('n_cache', 0)} questions; median best similarity "
       f"{cache.get('max_similarity_p50', float('nan')):.3f}, 95th percentile {cache.get('max_similarity_p95', float('nan')):.3f}).")
+excluded = cache.get("self_matches_excluded", {})
+print(f"Self-matches left out: {cache.get('n_self_in_cache', 0)} question(s) found themselves in the cache — "
+      f"{excluded.get('same_id', 0)} by id, {excluded.get('same_source_id', 0)} by the log id the item was built "
+      f"from, {excluded.get('same_text', 0)} by identical normalised text.")
 if result.per_query["max_similarity"].notna().any():
     report.show(cache_similarity_histogram(result.per_query, tau))
     closest = result.per_query.sort_values("max_similarity", ascending=False)

@@ -6,6 +6,11 @@ compared on the items both runs scored (a *paired* comparison: the item-to-item 
 so small real changes become visible). Otherwise the two aggregates are compared (*unpaired*). The tests,
 their formulas and Holm's adjustment over the metrics of a comparison: :mod:`ragnb.runs.significance`.
 
+Only like is compared with like (:mod:`ragnb.runs.comparability`): a notebook whose two runs used different
+datasets, corpora or item ids is "not comparable" — its metrics are listed with both means, but no test is run
+and no verdict is given; ``Comparison.comparable`` is False and ``reasons`` says why. ``differences`` lists
+every parameter, model, dataset and database that differs between the two runs.
+
 Metrics are matched by their current key (:func:`ragnb.spec.current_key`), so the ``faithfulness`` of an old
 record's Tier 2/3 block meets the ``judge_faithfulness`` (or ``fallback_faithfulness``) of a newer one.
 """
@@ -22,6 +27,7 @@ import pandas as pd
 
 from ragnb.io import comma_list, to_jsonable
 from ragnb.metrics.registry import direction
+from ragnb.runs import comparability
 from ragnb.runs.history import (  # noqa: F401  (latest_run, resolve_outputs: read here by the dashboard notebook)
     Alignment, align, blocks_of, find_run, floats, is_numeric, latest_run, paired_stems, per_item_path,
     read_per_item, resolve_outputs, sort_runs,
@@ -87,7 +93,8 @@ def parse_patterns(text: str) -> list[str]:
 
 def runs_frame(runs: list[dict], metrics: Iterable[str] | None = None) -> pd.DataFrame:
     """One row per (run, tier block, metric): ``run_id, timestamp, order, tier_key, tier_label, notebook,
-    metric, mean, ci_lo, ci_hi, n, n_failed, status, overall_status``; runs in time order (``order`` 0, 1, …).
+    metric, mean, ci_lo, ci_hi, n, n_failed, status, overall_status, series`` (``series``: the block's dataset
+    and corpus, :func:`ragnb.runs.comparability.series_label` — one trend line each); runs in time order (``order`` 0, 1, …).
     ``status`` follows the thresholds of :mod:`ragnb.spec` (None where a metric has none); ``metric`` is the
     current key (:func:`current_entries`). ``metrics``: optional shell-style name patterns."""
     rows = []
@@ -105,9 +112,10 @@ def runs_frame(runs: list[dict], metrics: Iterable[str] | None = None) -> pd.Dat
                     "n_failed": value.get("n_failed") if isinstance(value, dict) else None,
                     "status": block_status(recorded, value, key, block),
                     "overall_status": run.get("overall_status"),
+                    "series": comparability.series_label(block),
                 })
     cols = ["run_id", "timestamp", "order", "tier_key", "tier_label", "notebook", "metric", "mean", "ci_lo",
-            "ci_hi", "n", "n_failed", "status", "overall_status"]
+            "ci_hi", "n", "n_failed", "status", "overall_status", "series"]
     frame = pd.DataFrame(rows, columns=cols)
     frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True, errors="coerce", format="ISO8601")
     for col in ("n", "n_failed"):
@@ -130,7 +138,8 @@ def choose_runs(
     runs: list[dict], outputs: str | Path, run_a: str = "", run_b: str = "",
 ) -> tuple[str | None, str | None]:
     """The pair to compare: ``run_b`` or the latest run; ``run_a`` or the most recent run before B that
-    shares a notebook with per-item files in both runs (a paired comparison), else the most recent earlier
+    shares a notebook with per-item files in both runs (a paired comparison) — preferring one whose shared
+    notebooks recorded the same dataset and corpus fingerprints as B's (:func:`same_data`) — else the most recent earlier
     run sharing any notebook, else the run just before B. Defaults consider only runs with benchmark
     metrics. ``(None, None)`` without such runs, ``(None, B)`` without an earlier one. Unknown ids or
     ``run_a == run_b`` → ValueError (the message lists the ids)."""
@@ -154,9 +163,12 @@ def choose_runs(
     earlier = list(reversed([r for r in ordered[: ordered.index(b)] if blocks_of(r)]))
     if not earlier:
         return None, run_b
-    for candidate in earlier:
-        if paired_stems(outputs, candidate, b):
+    paired = [c for c in earlier if paired_stems(outputs, c, b)]
+    for candidate in paired:  # a baseline on the same data first: a demo's reference run is on other data
+        if same_data(candidate, b):
             return str(candidate["id"]), run_b
+    for candidate in paired:
+        return str(candidate["id"]), run_b
     shared = set(blocks_of(b))
     for candidate in earlier:
         if shared & set(blocks_of(candidate)):
@@ -164,8 +176,16 @@ def choose_runs(
     return str(earlier[0]["id"]), run_b
 
 
+def same_data(a: dict, b: dict) -> bool:
+    """Every notebook the two run records share recorded the same dataset and corpus fingerprints."""
+    blocks_a, blocks_b = blocks_of(a), blocks_of(b)
+    shared = [k for k in blocks_a if k in blocks_b]
+    return bool(shared) and all(comparability.block_comparability(k, blocks_a[k][1], blocks_b[k][1])[0] is True
+                                for k in shared)
+
+
 COMPARISON_COLUMNS = [
-    "tier_key", "notebook", "metric", "paired", "test", "n_a", "n_b", "n_pairs", "n_nan_pairs", "n_changed", "mean_a", "mean_b",
+    "tier_key", "notebook", "metric", "comparable", "paired", "test", "n_a", "n_b", "n_pairs", "n_nan_pairs", "n_changed", "mean_a", "mean_b",
     "delta", "ci_lo", "ci_hi", "p_value", "p_holm", "p_wilcoxon", "p_permutation", "higher_is_better", "verdict",
 ]
 
@@ -181,10 +201,20 @@ class Comparison:
     table: pd.DataFrame
     alignment: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    comparable: bool | None = None  # False: some notebook used other data (reasons); None: not verifiable
+    reasons: list[str] = field(default_factory=list)
+    differences: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def records(self) -> list[dict]:
         """The table as JSON-ready dicts (NaN → None)."""
         return to_jsonable(self.table.astype(object).where(self.table.notna(), None).to_dict(orient="records"))
+
+    def verdict_block(self) -> dict:
+        """``comparable`` (true / false / null = could not be checked), ``reasons`` and ``differences`` (every
+        parameter, model, dataset and database that differs), for the metrics JSON."""
+        diff = self.differences
+        return {"comparable": self.comparable, "reasons": list(self.reasons),
+                "differences": to_jsonable(diff.to_dict(orient="records")) if len(diff) else []}
 
 
 def _check(alpha: float, n_boot: int, run_a: str, run_b: str) -> None:
@@ -269,19 +299,32 @@ def _metric_row(key: str, stem: str | None, name: str, a: _Side, b: _Side, align
     return row
 
 
-def _compare_block(key: str, stem: str | None, a: _Side, b: _Side, metrics: Iterable[str] | None,
-                   tests: dict) -> tuple[list[dict], dict | None, list[str]]:
-    """Rows of one block present in both runs, its alignment row (None when nothing is compared), notes."""
+def _not_comparable_row(key: str, stem: str | None, name: str, a: _Side, b: _Side) -> dict:
+    """Both means and their difference, for reading only: no test, no CI of Δ, no verdict."""
+    ma, mb = metric_value(a.entries[name][1]), metric_value(b.entries[name][1])
+    return {"tier_key": key, "notebook": stem, "metric": name, "comparable": False, "paired": False,
+            "higher_is_better": higher_is_better(name, key), "mean_a": ma, "mean_b": mb,
+            "delta": None if ma is None or mb is None else mb - ma,
+            "test": "not tested: the runs are not comparable"}
+
+
+def _compare_block(key: str, stem: str | None, a: _Side, b: _Side, blocks: tuple[dict, dict],
+                   metrics: Iterable[str] | None, tests: dict) -> tuple[list[dict], dict | None, list[str], tuple]:
+    """Rows of one block present in both runs, its alignment row (None when nothing is compared), notes, and
+    ``(comparable, reasons)`` (:func:`ragnb.runs.comparability.block_comparability`)."""
     names = [n for n in a.entries if n in b.entries and matches(n, metrics)]
     one_sided = sorted(n for n in set(a.entries) ^ set(b.entries) if matches(n, metrics))
     notes = [f"{label_of(key)}: only one run has {', '.join(one_sided)} (not compared)."] if one_sided else []
     if not names:
-        return [], None, notes
+        return [], None, notes, (None, [])
     alignment, columns, why = _pair(a, b, names)
-    if alignment is not None:
-        notes += _only_in_one_run(stem, alignment)
-    rows = [_metric_row(key, stem, n, a, b, alignment, columns, why, tests) for n in names]
-    return rows, _alignment_row(key, stem, alignment, why), notes
+    only_a, only_b = (alignment.only_a, alignment.only_b) if alignment is not None else (None, None)
+    flag, reasons = comparability.block_comparability(key, *blocks, only_a, only_b)
+    if flag is False:
+        rows = [_not_comparable_row(key, stem, n, a, b) for n in names]
+        return rows, _alignment_row(key, stem, alignment, why), notes, (flag, reasons)
+    rows = [{**_metric_row(key, stem, n, a, b, alignment, columns, why, tests), "comparable": flag} for n in names]
+    return rows, _alignment_row(key, stem, alignment, why), notes, (flag, reasons)
 
 
 def _table(rows: list[dict], alpha: float) -> pd.DataFrame:
@@ -301,10 +344,11 @@ def _table(rows: list[dict], alpha: float) -> pd.DataFrame:
     table["p_holm"] = holm(p.where(~unchanged))  # unchanged metrics cannot be rejected: not in m
     table.loc[unchanged, "p_holm"] = 1.0
     table["verdict"] = [
-        verdict(d, p, alpha, h) + ("" if paired else " (unpaired)") if not (p is None or math.isnan(p))
+        "not comparable" if ok is False
+        else verdict(d, p, alpha, h) + ("" if paired else " (unpaired)") if not (p is None or math.isnan(p))
         else "not tested"
-        for d, p, h, paired in zip(table["delta"].astype(float), table["p_holm"].astype(float),
-                                   table["higher_is_better"], table["paired"])
+        for d, p, h, paired, ok in zip(table["delta"].astype(float), table["p_holm"].astype(float),
+                                       table["higher_is_better"], table["paired"], table["comparable"])
     ]
     table["paired"] = table["paired"].astype(bool)
     return table
@@ -332,15 +376,26 @@ def compare_runs(
     rows: list[dict] = []
     align_rows: list[dict] = []
     notes: list[str] = []
+    flags: list[bool | None] = []
+    reasons: list[str] = []
     for key in [k for k in blocks_a if k in blocks_b]:
         (stem, block_a), (_, block_b) = blocks_a[key], blocks_b[key]
         side_a = _Side(current_entries(key, block_a), per_item_path(outputs, run_a, stem, a) if stem else None)
         side_b = _Side(current_entries(key, block_b), per_item_path(outputs, run_b, stem, b) if stem else None)
-        block_rows, align_row, block_notes = _compare_block(key, stem, side_a, side_b, metrics, tests)
+        block_rows, align_row, block_notes, (flag, why) = _compare_block(key, stem, side_a, side_b,
+                                                                         (block_a, block_b), metrics, tests)
         rows += block_rows
         align_rows += [align_row] if align_row else []
         notes += block_notes
+        if block_rows:
+            flags.append(flag)
+            reasons += why
     table = _table(rows, alpha)
     if table.empty:
         notes.append("The two runs have no metric in common" + (" matching the metrics filter." if metrics else "."))
-    return Comparison(run_a, run_b, alpha, table, _alignment_frame(align_rows), notes)
+    comparable = comparability.overall(flags) if flags else None
+    if comparable is None and flags:
+        notes.append("Neither run recorded what data it used for some notebooks (older records): that the runs "
+                     "compared like with like could not be checked.")
+    return Comparison(run_a, run_b, alpha, table, _alignment_frame(align_rows), notes, comparable, reasons,
+                      comparability.differences(a, b, blocks_a, blocks_b))

@@ -64,54 +64,101 @@ def threshold_bands(metric: str, tier_key: str | None = None, y_max: float = 1.0
     ]
 
 
+NOT_DRAWN_STATUSES = ("failed",)  # runs listed in the runs table but never drawn as points
+SERIES_COLOURS = ("#0969da", "#bc4c00", "#8250df", "#1a7f37", "#cf222e", "#6e7781", "#bf3989", "#116329")
+
+
+def drawn(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows a trend chart draws: not those of failed runs (their numbers are partial) and not rows without a
+    value (a run with no data has no point). Such runs stay in :func:`runs_table` and :func:`not_drawn`."""
+    ok = ~frame["overall_status"].isin(NOT_DRAWN_STATUSES) & frame["mean"].notna()
+    return frame[ok]
+
+
+def not_drawn(runs: list[dict], frame: pd.DataFrame) -> list[str]:
+    """One line per run that the trend charts leave out, with why (failed, or no metric values)."""
+    shown = set(drawn(frame)["run_id"])
+    out = []
+    for run in runs:
+        rid = str(run.get("id"))
+        if rid in shown:
+            continue
+        if run.get("overall_status") in NOT_DRAWN_STATUSES:
+            failures = ", ".join(map(str, run.get("failures") or [])) or "—"
+            out.append(f"{rid}: failed (notebooks: {failures})")
+        else:
+            out.append(f"{rid}: no metric values ({run.get('overall_status') or 'no-data'})")
+    return out
+
+
 def trend_figure(frame: pd.DataFrame, tier_key: str) -> go.Figure | None:
     """Every metric of one tier over the runs (x = run id in time order, y = mean with its 95% CI as error
-    bars). With several metrics a dropdown picks one (plotly.js, so it works in the static HTML too);
-    thresholded metrics come first and show their threshold bands (attention / good / excellent) behind the line.
-    None when the tier has no rows."""
+    bars), one line per dataset + corpus (``series``: runs on other data are not joined into one line). With
+    several metrics a dropdown picks one (plotly.js, so it works in the static HTML too); thresholded metrics
+    come first and show their threshold bands (attention / good / excellent) behind the lines. Failed runs and
+    values that are missing are not drawn (:func:`drawn`). None when the tier has nothing to draw."""
+    frame = drawn(frame)
     rows = frame[frame["tier_key"] == tier_key]
     if rows.empty:
         return None
+    if "series" not in rows:
+        rows = rows.assign(series="")
     order = (frame.drop_duplicates("run_id").sort_values("order")["run_id"].tolist())
     first_seen = list(dict.fromkeys(rows["metric"]))
     names = sorted(first_seen, key=lambda n: (thresholds_of(n, tier_key) is None, first_seen.index(n)))
+    series = list(dict.fromkeys(rows["series"]))
     fig = go.Figure()
-    shapes, titles = [], []
+    shapes, titles, owner = [], [], []
     for i, name in enumerate(names):
-        m = rows[rows["metric"] == name].set_index("run_id").reindex(order).dropna(subset=["mean"])
-        lo = (m["mean"] - m["ci_lo"]).clip(lower=0)
-        hi = (m["ci_hi"] - m["mean"]).clip(lower=0)
-        custom = np.column_stack([
-            m["timestamp"].astype(str).to_numpy(), m["ci_lo"].to_numpy(), m["ci_hi"].to_numpy(),
-            m["n"].astype("Float64").to_numpy(dtype=float, na_value=np.nan), m["status"].fillna("—").to_numpy(),
-        ]) if len(m) else None
-        fig.add_trace(go.Scatter(
-            x=m.index.tolist(), y=m["mean"].tolist(), mode="lines+markers", name=name, visible=i == 0,
-            error_y=dict(type="data", symmetric=False, array=hi.fillna(0).tolist(), arrayminus=lo.fillna(0).tolist(),
-                         visible=bool(m["ci_lo"].notna().any())),
-            customdata=custom,
-            hovertemplate=("run %{x}<br>%{customdata[0]}<br>" + html.escape(name) + " = %{y:.4f}"
-                           "<br>95% CI %{customdata[1]:.4f}–%{customdata[2]:.4f}<br>n = %{customdata[3]}"
-                           "<br>status: %{customdata[4]}<extra></extra>"),
-        ))
-        y_max = float(np.nanmax(m[["mean", "ci_hi"]].to_numpy(dtype=float))) if len(m) else 1.0
-        shapes.append(threshold_bands(name, tier_key, y_max if math.isfinite(y_max) else 1.0))
+        y_max = 1.0
+        for j, line in enumerate(series):
+            m = rows[(rows["metric"] == name) & (rows["series"] == line)].set_index("run_id")
+            m = m.reindex([r for r in order if r in m.index])
+            if m.empty:
+                continue
+            fig.add_trace(_trend_trace(m, name, line, i == 0, SERIES_COLOURS[j % len(SERIES_COLOURS)], len(series) > 1))
+            owner.append(i)
+            top = np.nanmax(m[["mean", "ci_hi"]].to_numpy(dtype=float))
+            y_max = max(y_max, float(top)) if math.isfinite(top) else y_max
+        shapes.append(threshold_bands(name, tier_key, y_max))
         bounds = thresholds_of(name, tier_key)
         titles.append(f"{label_of(tier_key)}: {html.escape(name)} over runs"
                       + (f"<br><sup>bands: attention < {bounds[1]} ≤ good ≤ {bounds[0]} < excellent</sup>"
                          if bounds else ""))
-    fig.update_layout(shapes=shapes[0], title=titles[0], height=380, showlegend=False,
+    fig.update_layout(shapes=shapes[0], title=titles[0], height=380 + (30 * len(series) if len(series) > 1 else 0),
+                      showlegend=len(series) > 1, legend=dict(orientation="h", y=-0.25, title="dataset · corpus"),
                       xaxis=dict(title="run (oldest → newest)", type="category", categoryorder="array",
                                  categoryarray=order),
                       yaxis=dict(title=names[0]), margin=dict(t=90))
     if len(names) > 1:
         buttons = [dict(label=name, method="update",
-                        args=[{"visible": [j == i for j in range(len(names))]},
+                        args=[{"visible": [o == i for o in owner]},
                               {"shapes": shapes[i], "title.text": titles[i], "yaxis.title.text": name}])
                    for i, name in enumerate(names)]
         fig.update_layout(updatemenus=[dict(buttons=buttons, direction="down", x=1, xanchor="right", y=1.02,
                                             yanchor="bottom", showactive=True)])
     return fig
+
+
+def _trend_trace(m: pd.DataFrame, name: str, line: str, visible: bool, colour: str, named: bool) -> go.Scatter:
+    """One line: a metric's means over the runs of one dataset + corpus, with CI error bars and hover details."""
+    lo = (m["mean"] - m["ci_lo"]).clip(lower=0)
+    hi = (m["ci_hi"] - m["mean"]).clip(lower=0)
+    custom = np.column_stack([
+        m["timestamp"].astype(str).to_numpy(), m["ci_lo"].to_numpy(), m["ci_hi"].to_numpy(),
+        m["n"].astype("Float64").to_numpy(dtype=float, na_value=np.nan), m["status"].fillna("—").to_numpy(),
+        np.full(len(m), html.escape(str(line))),
+    ])
+    return go.Scatter(
+        x=m.index.tolist(), y=m["mean"].tolist(), mode="lines+markers", name=str(line) if named else name,
+        visible=visible, line=dict(color=colour), marker=dict(color=colour), legendgroup=str(line),
+        error_y=dict(type="data", symmetric=False, array=hi.fillna(0).tolist(), arrayminus=lo.fillna(0).tolist(),
+                     visible=bool(m["ci_lo"].notna().any())),
+        customdata=custom,
+        hovertemplate=("run %{x}<br>%{customdata[0]}<br>" + html.escape(name) + " = %{y:.4f}"
+                       "<br>95% CI %{customdata[1]:.4f}–%{customdata[2]:.4f}<br>n = %{customdata[3]}"
+                       "<br>status: %{customdata[4]}<br>%{customdata[5]}<extra></extra>"),
+    )
 
 
 def trend_figures(frame: pd.DataFrame) -> list[go.Figure]:
@@ -247,8 +294,11 @@ def forest_figure(table: pd.DataFrame, title: str, relative: bool = False) -> go
 
 def forest_figures(comp: Comparison) -> list[go.Figure]:
     """Two forest plots: metrics on a 0–1 scale (both means in [0, 1]) in absolute Δ, the others in Δ % of
-    run A (latency in ms and scores in [0, 1] do not share an axis)."""
+    run A (latency in ms and scores in [0, 1] do not share an axis). Not-comparable notebooks are left out
+    (they have no CI of Δ: a plotted difference would read as an effect)."""
     t = comp.table
+    if len(t):
+        t = t[t["comparable"].map(lambda v: v is not False and v is not np.False_)]
     if t.empty:
         return []
     unit = t["mean_a"].between(0, 1) & t["mean_b"].between(0, 1)
@@ -258,7 +308,11 @@ def forest_figures(comp: Comparison) -> list[go.Figure]:
 
 
 def comparison_summary(comp: Comparison) -> str:
-    """One sentence: how many metrics got better / worse / showed no significant change."""
+    """One sentence: how many metrics got better / worse / showed no significant change — or, when the runs
+    used different data, that they are not comparable and why (no winner is named)."""
+    if comp.comparable is False:
+        return (f"Run B {comp.run_b} and run A {comp.run_a} are NOT COMPARABLE: {'; '.join(comp.reasons)}. "
+                "No winner is named and no test is run on the notebooks concerned; both means are listed for reference only.")
     kinds = [_verdict_kind(str(v)) for v in comp.table["verdict"]] if len(comp.table) else []
     tested = int(comp.table["p_holm"].notna().sum()) if len(comp.table) else 0
     paired = int(comp.table["paired"].fillna(False).astype(bool).sum()) if len(comp.table) else 0
@@ -268,8 +322,22 @@ def comparison_summary(comp: Comparison) -> str:
 
 
 def show_comparison(comp: Comparison) -> None:
-    """Display a comparison: summary sentence, per-notebook pairing, table, forest plots, notes."""
-    _html(f"<p><b>{_e(comparison_summary(comp))}</b></p>", comparison_summary(comp))
+    """Display a comparison: summary sentence (or "not comparable" with the reasons), what differs between
+    the runs, per-notebook pairing, table, forest plots, notes."""
+    summary = comparison_summary(comp)
+    if comp.comparable is False:
+        items = "".join(f"<li>{_e(r)}</li>" for r in comp.reasons)
+        _html('<div style="border:2px solid #cf222e;border-radius:6px;padding:8px 12px;margin:8px 0">'
+              f"<b>Not comparable.</b> Run B <code>{_e(comp.run_b)}</code> and run A <code>{_e(comp.run_a)}</code> "
+              f"did not measure the same thing, so no winner is named:<ul>{items}</ul></div>", summary)
+    else:
+        _html(f"<p><b>{_e(summary)}</b></p>", summary)
+    if len(comp.differences):
+        _html("<p>What differs between the two runs (parameters, models, datasets, databases):</p>",
+              "What differs between the two runs:")
+        report.show_table(comp.differences, max_rows=200)
+    else:
+        print("The two runs used the same parameters, models, datasets and databases.")
     if len(comp.alignment):
         report.show_table(comp.alignment, max_rows=50)
     tested = comparison_display(comp, tested=True)
@@ -277,8 +345,8 @@ def show_comparison(comp: Comparison) -> None:
         report.show_table(tested, max_rows=200)
     untested = comparison_display(comp, tested=False)
     if len(untested):
-        _html("<p>Not tested (no per-item values and no confidence interval in the record, or too few pairs):</p>",
-              "Not tested:")
+        _html("<p>Not tested (runs not comparable, no per-item values and no confidence interval in the record, "
+              "or too few pairs):</p>", "Not tested:")
         report.show_table(untested[["notebook", "metric", "A", "B", "Δ (B − A)", "test"]], max_rows=200)
     for fig in forest_figures(comp):
         report.show(fig)

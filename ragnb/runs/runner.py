@@ -280,9 +280,19 @@ class _Run:
         record = build_record(self.run_id, tier_metrics, fields.get("dataset_file"), fields.get("dataset_type"),
                               fields.get("embedding_model"), extra, cwd=self.cwd)
         atomic_write_text(self.run_dir / RECORD_FILE, dumps_strict(record) + "\n")
-        append_run_record(self.out_root / RUNS_FILE, record)
+        if self.benchmarked():
+            append_run_record(self.out_root / RUNS_FILE, record)
         write_index(self.run_dir, record, report_list)
         return record, report_list
+
+    def benchmarked(self) -> bool:
+        """Whether a benchmark notebook ran: rendering only the dashboard (a report about other runs) must not
+        add a run to the history it reads, so such a run's record stays in its own folder only."""
+        def post(stem: str) -> bool:
+            tier = spec.by_stem(stem)
+            return tier is not None and tier.post_record
+
+        return any(not post(r.get("stem", "")) for r in self.reports.values())
 
 
 def run_notebooks(
@@ -310,7 +320,9 @@ def run_notebooks(
     (models, status, tier metrics) and its top-level tier blocks are those of the first combination.
 
     Notebooks whose tier is ``post_record`` (the dashboard) run after this run's record has been appended to
-    ``benchmark_runs.json``, so they see it; the record and index are then updated with their reports.
+    ``benchmark_runs.json``, so they see it; the record and index are then updated with their reports. A run
+    of post-record notebooks only (``ragnb run dashboard``) is not appended to ``benchmark_runs.json``: looking
+    at the history adds nothing to it (its record is in its run folder).
 
     A failing notebook keeps its executed ``.ipynb`` and HTML, is recorded as failed, and the next one
     runs; ``RunResult.exit_code`` is then 1. Calling again with the same ``run_id`` skips notebooks whose

@@ -144,7 +144,8 @@ def run_real_users(
     ``{mean, ci95, n, n_valid, n_failed}`` over the evaluated questions; ``no_url_share`` and
     ``unmatched_url_share`` as aggregates of a 0/1 indicator over all selected questions (mean = share,
     n = selected questions); ``questions`` (counts by status); ``score_distribution`` of the selected
-    questions; ``metrics_by_score`` (hit rates per user score); ``info``.
+    questions; ``metrics_by_score`` (per user score 1–5 and "missing": page- and chunk-level hit rates and MRR
+    with CIs — the log is taken whole by default, so low-rated questions are not hidden); ``info``.
     """
     if top_k < 1:
         raise ValueError(f"top_k = {top_k}; retrieve at least one chunk per question")
@@ -186,8 +187,8 @@ def run_real_users(
 
     per_query = _per_question(log, qids, status, per_metric, run, qrels, pages, result)
 
-    summary["metrics_by_score"] = _by_score(per_query, [m for m in ("hit_rate@1", "doc_hit_rate@5", "doc_mrr")
-                                                          if m in metrics])
+    summary["metrics_by_score"] = _by_score(per_query, [m for m in BY_SCORE_METRICS if m in metrics],
+                                            n_boot=n_boot, seed=seed)
     summary["info"] = {"backend": result.backend, "top_k": top_k, "ground_truth": "logged url, matched by page id",
                        "n_pages_in_corpus": len({p for p in pages.values() if not p.startswith("chunk:")})}
     if summary["questions"]["no_url"]:
@@ -229,17 +230,42 @@ def _first_rank(run: Mapping[str, list[str]], qrels: Mapping[str, Mapping[str, i
     return out
 
 
-def _by_score(per_query: pd.DataFrame, metrics: list[str]) -> list[dict]:
-    """Do users who rated an answer low also get worse retrieval? One row per score 1–5 (evaluated questions)."""
+BY_SCORE_METRICS = ("doc_hit_rate@1", "doc_hit_rate@5", "doc_mrr", "hit_rate@1", "hit_rate@5", "mrr")
+
+
+def _by_score(per_query: pd.DataFrame, metrics: list[str], n_boot: int = 1000, seed: int = 0) -> list[dict]:
+    """Do users who rated an answer low also get worse retrieval? One row per user score 1–5, plus "missing"
+    when some questions have none: ``n_selected`` questions with that score, ``n`` of them evaluated, and per
+    metric the mean over the evaluated ones (``<metric>``) with its bootstrap 95% CI (``<metric>_ci95``) —
+    NaN with n = 0, never a silent 0."""
     rows = []
-    ev = per_query[per_query["status"] == EVALUATED]
-    for s in SCORES:
-        part = ev[ev["score"].astype("Int64").eq(s).fillna(False).astype(bool)]
-        row: dict = {"score": s, "n": int(len(part))}
+    score = per_query["score"].astype("Int64")
+    groups: list[tuple[object, pd.Series]] = [(s, score.eq(s).fillna(False).astype(bool)) for s in SCORES]
+    if score.isna().any():
+        groups.append(("missing", score.isna().to_numpy()))
+    for s, mask in groups:
+        part = per_query[np.asarray(mask)]
+        ev = part[part["status"] == EVALUATED]
+        row: dict = {"score": s, "n_selected": int(len(part)), "n": int(len(ev))}
         for m in metrics:
-            row[m] = float(part[m].mean()) if len(part) else float("nan")  # evaluated rows have no NaN
+            agg = aggregate(ev[m].to_numpy(dtype=float), n_boot=n_boot, seed=seed)
+            row[m] = agg["mean"]  # evaluated rows have no NaN; an empty group is NaN
+            row[f"{m}_ci95"] = agg["ci95"]
         rows.append(row)
     return rows
+
+
+def by_score_table(rows: list[dict], metrics: tuple[str, ...] = BY_SCORE_METRICS) -> pd.DataFrame:
+    """``metrics_by_score`` as a table: score, n_selected, n, then ``mean [low, high]`` per metric."""
+    out = []
+    for r in rows:
+        row = {"score": r["score"], "questions": r["n_selected"], "evaluated": r["n"]}
+        for m in metrics:
+            if m in r:
+                lo, hi = (r.get(f"{m}_ci95") or [np.nan, np.nan])[:2]
+                row[m] = "—" if r["n"] == 0 else f"{r[m]:.3f} [{lo:.3f}, {hi:.3f}]"
+        out.append(row)
+    return pd.DataFrame(out)
 
 
 def metrics_table(summary: dict) -> pd.DataFrame:

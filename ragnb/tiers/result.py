@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from ragnb.datasets.fingerprint import opened
 from ragnb.tiers.payload import with_item_ids, write_metrics
 
 
@@ -61,6 +62,10 @@ class TierResult:
         """Write the other tables, the per-item file and, last, ``<name>.metrics.json`` (its presence marks a
         finished notebook). Returns the JSON path."""
         payload = self.metrics(extra)
+        provenance = opened()
+        if provenance and "provenance" not in payload:
+            # what this notebook scored and searched (content fingerprints): runs are compared only on equal ones
+            payload["provenance"] = provenance
         for key, table in self.tables.items():
             Path(output_dir).mkdir(parents=True, exist_ok=True)
             with_item_ids(table).to_csv(Path(output_dir) / f"{name}.{key}.csv", index=False)

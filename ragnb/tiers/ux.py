@@ -71,19 +71,25 @@ def _texts(frame: pd.DataFrame | None, vectors, name: str) -> pd.DataFrame:
 def _cache_part(queries, query_vectors, cache, cache_vectors, tau, exclude_same_id, n_boot, seed):
     queries = _texts(queries, query_vectors, "queries")
     cache = _texts(cache, cache_vectors, "cache")
+    source_ids = (queries["source_id"].tolist() if "source_id" in queries.columns else None)
     hits = cache_hit_rate(query_vectors, cache_vectors, tau, query_ids=list(queries.index),
-                          cache_ids=list(cache.index), exclude_same_id=exclude_same_id)
+                          cache_ids=list(cache.index), exclude_same_id=exclude_same_id, query_source_ids=source_ids,
+                          query_texts=queries["question"].tolist(), cache_texts=cache["question"].tolist())
     per_query = hits.per_query.copy()
     per_query.insert(0, "question", queries["question"].to_numpy())
     cache_text = cache["question"].groupby(level=0).first()
     per_query["best_cache_question"] = per_query["best_cache_id"].map(cache_text)
-    per_query = per_query[["question", "max_similarity", "best_cache_id", "best_cache_question", "n_compared", "hit"]]
+    per_query = per_query[["question", "max_similarity", "best_cache_id", "best_cache_question", "n_compared",
+                           "n_excluded", "excluded_by", "hit"]]
     sims = per_query["max_similarity"].dropna()
+    excluded = dict(hits.excluded)
     summary = {
         "agg": aggregate(per_query["hit"].to_numpy(), n_boot=n_boot, seed=seed),
         "info": {"n_queries": len(per_query), "n_cache": len(cache), "n_hits": int(np.nansum(per_query["hit"])),
                  "exclude_same_id": exclude_same_id,
-                 "n_self_in_cache": int((per_query["n_compared"] < len(cache)).sum()) if len(cache) else 0,
+                 # queries that had at least one cache entry left out as themselves (kept for older readers)
+                 "n_self_in_cache": int(excluded.pop("queries")),
+                 "self_matches_excluded": excluded,
                  "max_similarity_p50": float(sims.median()) if len(sims) else math.nan,
                  "max_similarity_p95": float(sims.quantile(0.95)) if len(sims) else math.nan},
     }
@@ -194,6 +200,9 @@ def run_tier_ux(
     order; the cache is the score-5 part of the question log. ``sessions``: turns in order with vectors
     (:class:`ragnb.datasets.sessions.SessionLog`). ``annotations`` (optional, indexed by turn id): ``source``,
     ``language``, and where known ``needs_context`` / ``manual_rewrite`` (the demo's CAsT turns).
+    ``queries`` may carry a ``source_id`` column (the log id a dataset item was built from); with
+    ``exclude_same_id`` a query never matches itself — by id, source id or normalised text
+    (:func:`ragnb.metrics.ux.self_matches`); ``summary["cache"]["self_matches_excluded"]`` counts them.
     Either part may be None (skipped, with a note). CIs: bootstrap over questions (cache hit rate), over
     sessions (context preservation), over consecutive pairs (break rate).
     """
@@ -206,7 +215,7 @@ def run_tier_ux(
     notes: list[str] = []
     nan_agg = aggregate([], n_boot=0)
     per_query = pd.DataFrame(columns=["question", "max_similarity", "best_cache_id", "best_cache_question",
-                                      "n_compared", "hit"])
+                                      "n_compared", "n_excluded", "excluded_by", "hit"])
     cache_info: dict = {}
     cache_agg = nan_agg
     if queries is not None:
@@ -319,6 +328,7 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
     """The question log's database, the questions to check and the score-``cache_score`` cache, with vectors."""
     from ragnb.datasets.schema import load_dataset
     from ragnb.datasets import demo
+    from ragnb.datasets.fingerprint import note_corpus, note_dataset
     from ragnb.store.engine import connect
     from ragnb.store.questions import fetch_question_log
     from ragnb.store.schema import tables
@@ -332,12 +342,17 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
         log_db = connect()
         info["corpus"] = "database"
     info["question_log"] = log_db.display_url
+    note_corpus(log_db)
     cache, cache_vectors = fetch_question_log(log_db, exact_score=cache_score, with_vectors=True)
     check_space(log_db, tables(log_db.schema).question, encoder)  # after the fetch: it names a missing table better
     if dataset_path or corpus == "demo":
         ds = load_dataset(dataset_path) if dataset_path else demo.dataset(language)
         items = ds.items[:max_questions] if max_questions else ds.items
-        queries = pd.DataFrame({"question": [it.question for it in items]}, index=pd.Index([it.id for it in items]))
+        note_dataset(ds.model_copy(update={"items": items}))  # the run record says which questions were checked
+        # source_id: the log row an item was built from (from-real-questions), so it never hits itself
+        queries = pd.DataFrame({"question": [it.question for it in items],
+                                "source_id": [_source_id(it) for it in items]},
+                               index=pd.Index([it.id for it in items]))
         query_vectors = encode_queries(encoder, queries["question"].tolist(), batch_size=64)
         info["questions"] = f"dataset {ds.name}"
     else:
@@ -348,6 +363,12 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
             raise ValueError(f"{log_db.display_url}: no logged question has an embedding; run `ragnb embed --questions`")
     info["cache"] = f"logged questions with score {cache_score} ({len(cache)})"
     return log_db, queries, query_vectors, cache, cache_vectors
+
+
+def _source_id(item: Any) -> str | None:
+    """The log id a dataset item was built from (``question_answer_id``, an extra field), else None."""
+    value = getattr(item, "question_answer_id", None)
+    return None if value is None else str(value)
 
 
 def _session_inputs(sessions: str, corpus: str, log_db: Any, encoder: Any, max_sessions: int, info: dict,
