@@ -58,7 +58,7 @@ def corpus_fingerprint(db: Any) -> dict:
         n, n_embedded, digest = conn.execute(stmt).one()
     space = recorded_space(db, t, c)
     out.update(n_chunks=int(n), n_embedded=int(n_embedded), chunks_md5=digest if n else None,
-               model=space[0] if space else None, dim=space[1] if space else None)
+               model=space["model"] if space else None, dim=space["dim"] if space else None)
     return out
 
 

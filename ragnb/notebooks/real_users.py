@@ -41,7 +41,6 @@ output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-qu
 
 
 # %%
-
 from ragnb.reports import charts, report
 from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
