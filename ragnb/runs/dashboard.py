@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ragnb.metrics.stats import FEW_ITEMS
 from ragnb.reports import report
 from ragnb.reports.html import STATUS_COLOURS
 from ragnb.reports.html import escape as _e
@@ -64,11 +65,24 @@ def threshold_bands(metric: str, tier_key: str | None = None, y_max: float = 1.0
     ]
 
 
+def _says_nothing(m: pd.DataFrame) -> pd.Series:
+    """Per trend point, why it says nothing (docs/metrics.md, Conventions), else None: a zero-width CI
+    (constant over its items) or fewer than 10 valid items — the flags of the aggregate, read back from the
+    frame's mean, CI and counts."""
+    n_valid = m["n"].astype("Float64") - m["n_failed"].astype("Float64").fillna(0)
+    constant = (m["ci_lo"] == m["ci_hi"]) & (m["ci_hi"] == m["mean"])
+    few = n_valid < FEW_ITEMS
+    return pd.Series([("constant over its items" if c else "") + ("; " if c and f else "")
+                      + (f"fewer than {FEW_ITEMS} valid items" if f else "") or None
+                      for c, f in zip(constant.fillna(False), few.fillna(False))], index=m.index, dtype=object)
+
+
 def trend_figure(frame: pd.DataFrame, tier_key: str) -> go.Figure | None:
     """Every metric of one tier over the runs (x = run id in time order, y = mean with its 95% CI as error
     bars). With several metrics a dropdown picks one (plotly.js, so it works in the static HTML too);
-    thresholded metrics come first and show their threshold bands (attention / good / excellent) behind the line.
-    None when the tier has no rows."""
+    thresholded metrics come first and show their threshold bands (attention / good / excellent) behind the line —
+    unless every point of the metric says nothing (constant, or fewer than 10 valid items): then no band, and the
+    title says why. None when the tier has no rows."""
     rows = frame[frame["tier_key"] == tier_key]
     if rows.empty:
         return None
@@ -81,9 +95,12 @@ def trend_figure(frame: pd.DataFrame, tier_key: str) -> go.Figure | None:
         m = rows[rows["metric"] == name].set_index("run_id").reindex(order).dropna(subset=["mean"])
         lo = (m["mean"] - m["ci_lo"]).clip(lower=0)
         hi = (m["ci_hi"] - m["mean"]).clip(lower=0)
+        says_nothing = _says_nothing(m)
+        status = [f"says nothing here ({why})" if why else (s if isinstance(s, str) else "—")
+                  for why, s in zip(says_nothing, m["status"])]
         custom = np.column_stack([
             m["timestamp"].astype(str).to_numpy(), m["ci_lo"].to_numpy(), m["ci_hi"].to_numpy(),
-            m["n"].astype("Float64").to_numpy(dtype=float, na_value=np.nan), m["status"].fillna("—").to_numpy(),
+            m["n"].astype("Float64").to_numpy(dtype=float, na_value=np.nan), np.array(status, dtype=object),
         ]) if len(m) else None
         fig.add_trace(go.Scatter(
             x=m.index.tolist(), y=m["mean"].tolist(), mode="lines+markers", name=name, visible=i == 0,
@@ -95,10 +112,13 @@ def trend_figure(frame: pd.DataFrame, tier_key: str) -> go.Figure | None:
                            "<br>status: %{customdata[4]}<extra></extra>"),
         ))
         y_max = float(np.nanmax(m[["mean", "ci_hi"]].to_numpy(dtype=float))) if len(m) else 1.0
-        shapes.append(threshold_bands(name, tier_key, y_max if math.isfinite(y_max) else 1.0))
         bounds = thresholds_of(name, tier_key)
+        silent = len(m) > 0 and says_nothing.notna().all()
+        shapes.append([] if silent else threshold_bands(name, tier_key, y_max if math.isfinite(y_max) else 1.0))
         titles.append(f"{label_of(tier_key)}: {html.escape(name)} over runs"
-                      + (f"<br><sup>bands: attention < {bounds[1]} ≤ good ≤ {bounds[0]} < excellent</sup>"
+                      + (f"<br><sup>says nothing here ({html.escape(says_nothing.iloc[-1])}): not graded</sup>"
+                         if silent else
+                         f"<br><sup>bands: attention < {bounds[1]} ≤ good ≤ {bounds[0]} < excellent</sup>"
                          if bounds else ""))
     fig.update_layout(shapes=shapes[0], title=titles[0], height=380, showlegend=False,
                       xaxis=dict(title="run (oldest → newest)", type="category", categoryorder="array",
