@@ -313,6 +313,10 @@ def test_notebooks_run_offline_on_the_demo(notebook_run, encoder):
         assert len((run_dir / f"{stem}.items.jsonl").read_text(encoding="utf-8").splitlines()) == 8
         html = (run_dir / f"{stem}.html").read_text(encoding="utf-8")
         assert "offline-fallback" in html and "not LLM judgments" in html
+        # 8 items: every aggregate is flagged, and the key-metrics table says why
+        assert m["fallback_faithfulness"]["few_items"] is True and "fewer than 10" in html
+        assert {"answer_exact_match", "answer_f1", "answer_recall"} <= set(m)
+        assert "BEGIN dev" in html and "WiCE dev" in html  # the measured agreement of the fallback methods
 
     # Tier 3's top-1 context, recomputed by brute force (numpy) over the demo's stored chunk vectors.
     from ragnb.store.vectors import fetch_vectors
