@@ -42,7 +42,8 @@ import pandas as pd
 from ragnb.datasets.schema import Dataset
 from ragnb.io import comma_list
 from ragnb.llm import run_sync
-from ragnb.metrics.fallback import OFFLINE_LABEL, OFFLINE_METHODS, agreement_note, agreement_rows, split_sentences
+from ragnb.metrics.fallback import (OFFLINE_LABEL, OFFLINE_METHOD, OFFLINE_METHODS, agreement_note, agreement_rows,
+                                   split_sentences)
 from ragnb.rag.system import BaselineSystem
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.tiers.generation.aggregation import JUDGED, LLM_ONLY, faithfulness_key, per_item_frame, summary_of
@@ -151,17 +152,20 @@ def _run(kind: Tier2, dataset: Dataset, system: Any, encoder: Any, *, judge: Any
     done: dict[str, dict] = {k: r for k, r in (log.done if log is not None else {}).items() if k in by_key}
     resumed = sum(k in done for k in keys)
 
-    # The extractive baseline and the faithfulness fallback embed the same questions and context sentences
-    # again and again; one memo, primed per block in large batches, serves both.
+    # The extractive baseline (and an embedding-based faithfulness fallback) embed the same questions and context
+    # sentences again and again; one memo, primed per block in large batches, serves them.
     memo = MemoEncoder(encoder)
     if isinstance(system, BaselineSystem):
         system = dataclasses.replace(system, encoder=memo if system.encoder is encoder else MemoEncoder(system.encoder))
     pending = [k for k in keys if k not in done]
+    embeds_context = isinstance(system, BaselineSystem) or OFFLINE_METHOD == "embedding"
     for start in range(0, len(pending), _BLOCK):
         block = {k: by_key[k] for k in pending[start:start + _BLOCK]}
         contexts_of = kind.contexts(system, block, top_k, concurrency)
         texts = [c.text for e in contexts_of.values() for c in e.get("contexts") or ()]
-        memo.prime([it.question for it in block.values()] + [s for t in texts for s in split_sentences(t)])
+        # Context sentences are embedded only by the extractive baseline or an embedding-based fallback.
+        sentences = [s for t in texts for s in split_sentences(t)] if embeds_context else []
+        memo.prime([it.question for it in block.values()] + sentences)
         score = scorer(by_key, contexts_of, system, memo, judge, judge_metrics if judged else (), consistency_runs,
                        language)
         step = None if progress is None else (lambda n, _t, before=resumed + start: progress(before + n, len(keys)))
