@@ -506,7 +506,8 @@ def test_judge_reliability_two_passes_over_http(llm_server):
     cons = summary["consistency_score"]
     assert cons["mean"] == pytest.approx(2 / 3)
     assert (cons["n"], cons["n_valid"], cons["n_failed"]) == (4, 3, 1)
-    assert set(cons) == {"mean", "ci95", "n", "n_valid", "n_failed"}
+    assert set(cons) == {"mean", "ci95", "n", "n_valid", "n_failed", "constant", "few_items"}
+    assert cons["few_items"] and not cons["constant"]  # 3 valid items: flagged, never graded
     assert summary["avg_faithfulness"]["mean"] == pytest.approx(0.5)  # (1 + 0.5 + 0) / 3
     assert summary["error_rate"] == pytest.approx(1 / 8)  # 1 failed item of 8 judgements
     assert summary["errors"]["by_model"]["m2"]["n_failed"] == 2

@@ -292,7 +292,7 @@ def test_offline_baseline_equals_fallback_thresholded(encoder):
     direct = np.array([faithfulness_fallback(it.answer, [it.context], encoder)["score"] for it in ds.items])
     np.testing.assert_allclose(res.per_item["score"].to_numpy(dtype=float), direct, atol=1e-5)
     assert res.per_item["predicted_show"].tolist() == [bool(v >= 0.5) for v in direct]
-    assert set(res.per_item["method"]) == {"embedding"}
+    assert set(res.per_item["method"]) == {"word_overlap"}
     y = [it.ground_truth_show for it in ds.items]
     pred = direct >= 0.5
     assert res.summary["accuracy"]["mean"] == pytest.approx(skm.accuracy_score(y, pred))
@@ -425,7 +425,7 @@ def test_notebooks_offline(tmp_path):
     assert tp["tier"] == "tier_judge_pipeline" and tp["judge_backend"] == "offline-fallback"
     assert tp["tp"] + tp["fp"] + tp["fn"] + tp["tn"] == 40 and 0 <= tp["accuracy"]["mean"] <= 1
     per_item = pd.read_csv(run_dir / "tier_judge_pipeline.per_item.csv")
-    assert len(per_item) == 40 and set(per_item["method"]) == {"embedding"}
+    assert len(per_item) == 40 and set(per_item["method"]) == {"word_overlap"}
     # the same items, the same fallback: the pipeline's scores are Tier Judge's first-pass scores
     tj_items = pd.read_csv(run_dir / "tier_judge.per_item.csv")
     np.testing.assert_allclose(per_item["score"], tj_items["score_1"], atol=1e-6)

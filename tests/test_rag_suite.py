@@ -31,14 +31,14 @@ def test_offline_part_equals_the_metric_functions(encoder):
     for s in SAMPLES:
         ref = faithfulness_fallback(s["response"], s["retrieved_contexts"], encoder=encoder)
         assert f.loc[s["id"], "fallback_faithfulness"] == pytest.approx(ref["score"])
-        assert f.loc[s["id"], "fallback_faithfulness_method"] == "embedding"
+        assert f.loc[s["id"], "fallback_faithfulness_method"] == "word_overlap"
         assert f.loc[s["id"], "hallucination_rate"] == pytest.approx(1 - ref["score"])
         assert f.loc[s["id"], "context_utilization"] == context_utilization(s["response"], s["retrieved_contexts"])
     # ROUGE only where a reference exists; "c" has none → NaN, counted.
     assert f.loc["a", "rouge1"] == pytest.approx(rouge(SAMPLES[0]["response"], "It is in Paris.")["rouge1"])
     assert math.isnan(f.loc["c", "rouge1"])
     assert res.summary["rouge1"]["n_failed"] == 1 and res.summary["fallback_faithfulness"]["n_valid"] == 3
-    assert res.summary["methods"]["fallback_faithfulness"] == {"embedding": 3}
+    assert res.summary["methods"]["fallback_faithfulness"] == {"word_overlap": 3}
     assert any("not computed" in n for n in res.notes)
     with pytest.raises(ValueError, match="unknown suite metric"):
         run_rag_suite(SAMPLES, encoder, metrics=["faithfulnes"])
@@ -111,7 +111,7 @@ def test_notebook_offline_on_a_dataset_file(tmp_path):
     metrics = json.loads((result.run_dir / "rag_metrics.metrics.json").read_text())
     assert metrics["judge_backend"] == "offline-fallback"
     assert metrics["fallback_faithfulness"]["n"] == 3 and "faithfulness" not in metrics
-    assert metrics["methods"]["fallback_faithfulness"] == {"embedding": 3}
+    assert metrics["methods"]["fallback_faithfulness"] == {"word_overlap": 3}
     html = (result.run_dir / "rag_metrics.html").read_text()
     assert "offline-fallback" in html
     assert np.isfinite(metrics["hallucination_rate"]["mean"])

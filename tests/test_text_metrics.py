@@ -42,7 +42,7 @@ class FakeEncoder:
 
 def test_tokenizer_keeps_every_script():
     tok = tm.UnicodeTokenizer()
-    assert tok.tokenize("Café au LAIT, Ёлка и ёж_123!") == ["café", "au", "lait", "ёлка", "и", "ёж", "123"]
+    assert tok.tokenize("Café au LAIT, Ёлка и ёж_123!") == ["café", "au", "lait", "елка", "и", "еж", "123"]
     # decomposed "é" (e + U+0301) is NFC-composed first, so it is one token, equal to the composed form
     assert tok.tokenize("Cafe\u0301") == ["café"]
     assert tok.tokenize("Straße") == ["strasse"]  # casefold, not lower
@@ -245,21 +245,23 @@ def test_text_metrics_frame_and_summary():
                        RU_PRED: [3.0, 4.0], RU_REF: [4.0, 3.0]})
     preds, refs = ["the cat sat", RU_PRED, ""], ["the cat sat down", RU_REF, "the cat sat"]
     frame, summary = tm.text_metrics(preds, refs, encoder=enc)
-    assert list(frame.columns) == ["rouge1", "rouge2", "rougeL", "bleu", "semantic_similarity",
-                                   "dot_similarity", "euclidean_distance"]
+    assert list(frame.columns) == ["rouge1", "rouge2", "rougeL", "bleu", "answer_exact_match", "answer_f1",
+                                   "answer_recall", "semantic_similarity", "dot_similarity", "euclidean_distance"]
     assert frame["rouge1"].tolist() == pytest.approx([6 / 7, 6 / 7, 0.0])  # "the cat sat"/"… down": 3/3, 3/4
     assert summary["rouge1"]["mean"] == pytest.approx(4 / 7) and summary["rouge1"]["n_failed"] == 0
     assert summary["semantic_similarity"]["n_valid"] == 2 and summary["semantic_similarity"]["n_failed"] == 1
     assert summary["bleu"]["mean"] == pytest.approx(np.mean([tm.bleu(p, r) for p, r in zip(preds, refs)]))
     assert summary["corpus_bleu"]["score"] == pytest.approx(sacrebleu.corpus_bleu(preds, [refs]).score)
     frame2, summary2 = tm.text_metrics(["a"], ["a"], semantic=False)
-    assert list(frame2.columns) == ["rouge1", "rouge2", "rougeL", "bleu"]
+    assert list(frame2.columns) == ["rouge1", "rouge2", "rougeL", "bleu", "answer_exact_match", "answer_f1",
+                                    "answer_recall"]
 
 
 def test_registry_names():
     assert set(names("text")) == {"rouge1", "rouge2", "rougel", "bleu", "semantic_similarity", "dot_similarity",
                                   "euclidean_distance", "response_exact_match_rate",
-                                  "response_semantic_consistency", "corpus_bleu"}
+                                  "response_semantic_consistency", "corpus_bleu", "answer_exact_match", "answer_f1",
+                                  "answer_recall"}
     metric, k = parse_name("rougel")
     assert metric.fn is tm.rouge_l and k is None
     assert REGISTRY["euclidean_distance"].higher_is_better is False

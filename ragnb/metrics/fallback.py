@@ -1,19 +1,18 @@
-"""The offline groundedness chain (see docs/metrics.md, Faithfulness): faithfulness (LLM → embedding similarity → word
-overlap), hallucination rate and context utilization, for Russian and English.
+"""The offline groundedness chain (see docs/metrics.md, Faithfulness): faithfulness (LLM → the offline method that
+agrees best with human labels), hallucination rate and context utilization, for Russian and English.
 
 The LLM level lives with the judge (``ragnb.llm``); its caller passes the LLM score here when it has one.
-Without it, :func:`faithfulness_fallback` uses embedding similarity when an encoder is given, else word
-overlap, and every result names the ``method`` that produced it ("llm" | "embedding" | "word_overlap"):
-a fallback score is never an LLM judgement (docs/metrics.md, Faithfulness).
+Without it, :func:`faithfulness_fallback` uses :data:`OFFLINE_METHOD` — word overlap, whose agreement with human
+labels is higher than embedding similarity's on both dev sets measured (:data:`AGREEMENT`; BEGIN dev ROC-AUC
+0.94 vs 0.86) — and every result names the ``method`` that produced it ("llm" | "embedding" | "word_overlap"):
+a fallback score is never an LLM judgement. Embedding similarity is used only when asked for
+(``method="embedding"``) with an encoder.
 
-Calibration (all-MiniLM-L6-v2, the default encoder; see :data:`SIGMOID_CENTER`)
+Calibration of the embedding method (all-MiniLM-L6-v2, the default encoder; see :data:`SIGMOID_CENTER`)
     Cosines of English paraphrases are ~0.95, related-but-different facts ("Paris is the capital of
-    France" / "Berlin … of Germany") ~0.35, unrelated sentences ~0. On BEGIN (human-labelled dialogue
-    groundedness, dev split, 1148 non-generic rows) the mean best-match cosine is 0.72 for attributable
-    responses and 0.39 for not-attributable ones; ROC-AUC 0.86 (word overlap: 0.94 — BEGIN's grounded
-    responses mostly copy the knowledge snippet). The default encoder is English-only: unrelated
-    *Russian* sentences reach cosines of ~0.5, so for Russian use a multilingual encoder or read the
-    word-overlap method.
+    France" / "Berlin … of Germany") ~0.35, unrelated sentences ~0. On BEGIN (dev split, 1148 non-generic
+    rows) the mean best-match cosine is 0.72 for attributable responses and 0.39 for not-attributable ones.
+    The default encoder is English-only: unrelated *Russian* sentences reach cosines of ~0.5.
 """
 
 from __future__ import annotations
@@ -42,6 +41,32 @@ UTILIZATION_METHODS = ("contains", "word_overlap", "embedding")
 # SLOPE = 10 keeps the decision region graded (cos 0.4–0.8 → 0.12–0.88) instead of saturating it.
 SIGMOID_CENTER = 0.6
 SIGMOID_SLOPE = 10.0
+
+# Agreement of the two offline methods with human labels, measured by benchmarks/measure_fallback_agreement.py
+# (docs/metrics.md, Faithfulness): ROC-AUC of the score against the label; balanced accuracy of
+# "score ≥ threshold", the threshold calibrated on BEGIN dev by Youden's J (max TPR − FPR) — so on BEGIN dev it
+# is in-sample, on WiCE dev out-of-sample. embedding scores = the mean best-match cosine (before the sigmoid,
+# which leaves ROC-AUC unchanged), all-MiniLM-L6-v2. BEGIN dev: the bundled ragnb/data/begin_groundedness,
+# attributable vs not_attributable (generic rows dropped). WiCE dev: oracle-chunk version (not bundled),
+# claim vs its evidence chunk, supported vs partially/not supported. ``threshold`` = the BEGIN-dev Youden cut
+# applied on both sets (embedding: a mean best-match cosine; word overlap: F_wo). BEGIN dev word overlap has
+# n = 1144: 4 responses have no content words (NaN).
+AGREEMENT: tuple[dict, ...] = (
+    {"dev_set": "BEGIN dev", "method": "embedding", "n": 1148, "positives": 313, "roc_auc": 0.8568,
+     "balanced_accuracy": 0.7686, "threshold": 0.5469},
+    {"dev_set": "BEGIN dev", "method": "word_overlap", "n": 1144, "positives": 313, "roc_auc": 0.9376,
+     "balanced_accuracy": 0.8701, "threshold": 0.8},
+    {"dev_set": "WiCE dev", "method": "embedding", "n": 1043, "positives": 342, "roc_auc": 0.6882,
+     "balanced_accuracy": 0.6252, "threshold": 0.5469},
+    {"dev_set": "WiCE dev", "method": "word_overlap", "n": 1043, "positives": 342, "roc_auc": 0.7876,
+     "balanced_accuracy": 0.6668, "threshold": 0.8},
+)
+OFFLINE_METHODS = ("embedding", "word_overlap")
+# The method of the offline chain: the higher ROC-AUC on both dev sets (test_fallback_metrics checks it against
+# AGREEMENT). Its threshold (BEGIN dev, Youden) is the "supported?" cut the judge baselines may use.
+OFFLINE_METHOD = "word_overlap"
+OFFLINE_THRESHOLD = {r["method"]: r["threshold"] for r in AGREEMENT if r["dev_set"] == "BEGIN dev"}
+OFFLINE_LABEL = {"embedding": "embedding similarity", "word_overlap": "word overlap"}[OFFLINE_METHOD]
 
 _WORD = re.compile(r"[^\W_]+")
 _SPACE = re.compile(r"\s+")
@@ -258,20 +283,24 @@ def word_overlap_faithfulness(answer: str, contexts: Sequence[str], language: st
 
 
 def faithfulness_fallback(answer: str, contexts: Sequence[str], encoder=None, language: str = "auto", *,
-                          llm_score: float | None = None, center: float = SIGMOID_CENTER,
-                          slope: float = SIGMOID_SLOPE) -> dict:
+                          llm_score: float | None = None, method: str | None = None,
+                          center: float = SIGMOID_CENTER, slope: float = SIGMOID_SLOPE) -> dict:
     """The 3-level chain (see docs/metrics.md, Faithfulness) for one answer → ``{"score", "method", "reason"}``.
 
     1. ``llm_score`` given and finite → that score, method "llm" (the judge computed it elsewhere);
-    2. else ``encoder`` given → :func:`embedding_faithfulness` over the answer's and contexts' sentences
-       (:func:`split_sentences`), method "embedding";
-    3. else → :func:`word_overlap_faithfulness`, method "word_overlap".
+    2. else the offline ``method``: None = :data:`OFFLINE_METHOD`, the method that agrees best with human labels
+       on the dev sets (:data:`AGREEMENT`) — word overlap (:func:`word_overlap_faithfulness`, method
+       "word_overlap"); ``"embedding"`` with an ``encoder`` → :func:`embedding_faithfulness` over the answer's and
+       contexts' sentences (:func:`split_sentences`), method "embedding"; ``"embedding"`` without an encoder →
+       word overlap, and the reason says so.
     Blank answer → NaN ("nothing to judge"); no non-blank context → 0.0 (nothing supports the answer).
-    ``reason`` says why a lower level was used or why the score is NaN/0.
+    ``reason`` says why a lower level was used, which one, and why the score is NaN/0.
     """
     answer = _check_text(answer, "answer")
     ctx = [c for c in _check_contexts(contexts) if c.strip()]
     _check_language(language)
+    if method is not None and method not in OFFLINE_METHODS:
+        raise ValueError(f"method must be one of {OFFLINE_METHODS} or None (the measured best), got {method!r}")
     if llm_score is not None:
         if isinstance(llm_score, bool) or not isinstance(llm_score, (int, float, np.floating, np.integer)):
             raise ValueError(f"llm_score must be a number in [0, 1] or None, got {llm_score!r}")
@@ -282,14 +311,13 @@ def faithfulness_fallback(answer: str, contexts: Sequence[str], encoder=None, la
         why = "LLM judgement failed (NaN); "
     else:
         why = "no LLM judgement; "
-    method = "embedding" if encoder is not None else "word_overlap"
-    why += "embedding similarity fallback" if encoder is not None else "word-overlap fallback (no encoder)"
+    method, why = _offline_method(method, encoder, why)
     sentences = split_sentences(answer)
     if not sentences:
         return {"score": math.nan, "method": method, "reason": why + "; blank answer: nothing to judge"}
     if not ctx:
         return {"score": 0.0, "method": method, "reason": why + "; no context: nothing supports the answer"}
-    if encoder is None:
+    if method == "word_overlap":
         score = word_overlap_faithfulness(answer, ctx, language)
         if math.isnan(score):
             why += "; the answer has no content words (only stop-words)"
@@ -300,6 +328,17 @@ def faithfulness_fallback(answer: str, contexts: Sequence[str], encoder=None, la
     vecs = encoder.encode(sentences + ctx_sentences)
     score = embedding_faithfulness(vecs[: len(sentences)], vecs[len(sentences):], center=center, slope=slope)
     return {"score": score, "method": method, "reason": why}
+
+
+def _offline_method(method: str | None, encoder, why: str) -> tuple[str, str]:
+    """(the offline method used, the reason so far) for a requested ``method`` (None = :data:`OFFLINE_METHOD`)."""
+    chosen = OFFLINE_METHOD if method is None else method
+    if chosen == "embedding" and encoder is None:
+        return "word_overlap", why + "word-overlap fallback (embedding similarity asked for, but no encoder)"
+    label = {"embedding": "embedding similarity", "word_overlap": "word-overlap"}[chosen]
+    if method is None:
+        return chosen, why + f"{label} fallback ({agreement_note()})"
+    return chosen, why + f"{label} fallback (asked for)"
 
 
 @register("fallback_faithfulness", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=True,
@@ -313,6 +352,27 @@ def fallback_faithfulness(answer: str, contexts: Sequence[str], *, encoder=None,
     produced a value is in :func:`faithfulness_fallback`'s result.
     """
     return faithfulness_fallback(answer, contexts, encoder, language)["score"]
+
+
+# --------------------------------------------------------------------------- measured agreement
+
+
+def agreement_rows() -> list[dict]:
+    """:data:`AGREEMENT` as rows (dev_set, method, n, positives, roc_auc, balanced_accuracy, threshold, chosen),
+    for the reports' table."""
+    return [{**row, "chosen": row["method"] == OFFLINE_METHOD} for row in AGREEMENT]
+
+
+def agreement_note() -> str:
+    """One sentence: which offline method is used and its measured agreement next to the other's."""
+    parts = []
+    for dev_set in dict.fromkeys(r["dev_set"] for r in AGREEMENT):
+        by = {r["method"]: r for r in AGREEMENT if r["dev_set"] == dev_set}
+        other = next(m for m in by if m != OFFLINE_METHOD)
+        parts.append(f"{dev_set} ROC-AUC {by[OFFLINE_METHOD]['roc_auc']:.2f} vs {other.replace('_', ' ')} "
+                     f"{by[other]['roc_auc']:.2f}, balanced accuracy {by[OFFLINE_METHOD]['balanced_accuracy']:.2f}")
+    return (f"chosen for its agreement with human labels — {'; '.join(parts)}; threshold "
+            f"{OFFLINE_THRESHOLD[OFFLINE_METHOD]:.3g} calibrated on BEGIN dev (Youden)")
 
 
 @register("hallucination_rate", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=False)

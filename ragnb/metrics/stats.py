@@ -46,22 +46,52 @@ def bootstrap_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0, level: f
     return (float(lo), float(hi))
 
 
+# An aggregate of fewer valid items than this is flagged ``few_items``: its CI is too wide (or, below 2 items,
+# absent) to tell one system from another, so it is never graded (docs/metrics.md, Conventions).
+FEW_ITEMS = 10
+# Valid values closer than this to the first one count as equal for ``constant`` (float noise of embeddings).
+CONSTANT_ATOL = 1e-12
+
+
 def aggregate(values, n_boot: int = 1000, seed: int = 0) -> dict:
-    """Summarise per-item values: ``{mean, ci95, n, n_valid, n_failed}``.
+    """Summarise per-item values: ``{mean, ci95, n, n_valid, n_failed, constant, few_items}``.
 
     mean = Σ v_i / n_valid over the non-NaN items; NaN items (undefined or failed) are excluded
     from the mean and counted in ``n_failed`` — never silently dropped.
+    constant = n_valid ≥ 1 and every valid value equals the first (|v_i − v_1| ≤ 1e-12): the metric does not
+    vary over this data (a zero-width CI), so it says nothing about it. few_items = n_valid < :data:`FEW_ITEMS`.
+    Both are always present; :func:`degenerate_reason` turns them into the sentence reports show.
     """
     v = np.asarray(values, dtype=float).ravel()
     valid = v[~np.isnan(v)]
     n, n_valid = int(v.size), int(valid.size)
     mean = float(valid.mean()) if n_valid else math.nan
     lo, hi = bootstrap_ci(valid, n_boot=n_boot, seed=seed)
-    return {"mean": mean, "ci95": [lo, hi], "n": n, "n_valid": n_valid, "n_failed": n - n_valid}
+    constant = bool(n_valid) and bool(np.all(np.abs(valid - valid[0]) <= CONSTANT_ATOL))
+    return {"mean": mean, "ci95": [lo, hi], "n": n, "n_valid": n_valid, "n_failed": n - n_valid,
+            "constant": constant, "few_items": n_valid < FEW_ITEMS}
+
+
+def degenerate_reason(agg: object) -> str | None:
+    """Why an aggregate says nothing here, or None: ``"constant: all 612 valid items are 0.982"``,
+    ``"only 7 valid items (fewer than 10)"`` (both joined with "; " when both apply). Plain numbers and
+    aggregates without the flags (older records) → None."""
+    if not isinstance(agg, dict):
+        return None
+    reasons = []
+    if agg.get("constant") is True:
+        mean = agg.get("mean")
+        value = f"{mean:.4g}" if isinstance(mean, (int, float)) else "equal"
+        reasons.append(f"constant: all {agg.get('n_valid')} valid items are {value}")
+    if agg.get("few_items") is True:
+        reasons.append(f"only {agg.get('n_valid')} valid items (fewer than {FEW_ITEMS})")
+    return "; ".join(reasons) or None
 
 
 def summary_frame(summary: dict) -> "pd.DataFrame":
-    """One row per aggregated metric (``{mean, ci95, n, …}`` entries); other entries are skipped."""
+    """One row per aggregated metric (``{mean, ci95, n, …}`` entries); other entries are skipped.
+
+    ``says_nothing`` holds :func:`degenerate_reason` (constant, or fewer than 10 valid items), empty otherwise."""
     import pandas as pd
 
     rows = []
@@ -69,7 +99,8 @@ def summary_frame(summary: dict) -> "pd.DataFrame":
         if isinstance(agg, dict) and "ci95" in agg:
             lo, hi = (agg.get("ci95") or [math.nan, math.nan])[:2]
             rows.append({"metric": name, "mean": agg["mean"], "ci95_low": lo, "ci95_high": hi,
-                         "n": agg.get("n"), "n_valid": agg.get("n_valid"), "n_failed": agg.get("n_failed")})
+                         "n": agg.get("n"), "n_valid": agg.get("n_valid"), "n_failed": agg.get("n_failed"),
+                         "says_nothing": degenerate_reason(agg)})
         elif isinstance(agg, (int, float)) and not isinstance(agg, bool):
             rows.append({"metric": name, "mean": float(agg)})
     frame = pd.DataFrame(rows)

@@ -5,7 +5,8 @@ Tokenisation (ROUGE)
     rouge-score's default tokenizer keeps only ``[a-z0-9]`` after lower-casing: identical
     Russian sentences score 0, "Café" becomes "caf". :class:`UnicodeTokenizer` replaces it: NFC
     normalisation, ``str.casefold``, tokens = maximal runs of Unicode letters/digits (``[^\\W_]+``:
-    Latin, Cyrillic, accented letters, digits; underscores and punctuation split). On lower-case ASCII
+    Latin, Cyrillic, accented letters, digits; underscores and punctuation split), ё → е (Russian text
+    is written both ways: "ёлка" and "елка" are one token). On lower-case ASCII
     text it produces exactly the default tokenizer's tokens, so scores equal rouge-score's there.
     Stemming: Porter only for ``language="en"`` with ``use_stemmer=True`` (as rouge-score, tokens longer
     than 3 characters). Russian gets no stemming: there is no stemmer among our dependencies, and a crude
@@ -36,6 +37,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ragnb.metrics.answer import ANSWER_METRICS, answer_scores
 from ragnb.metrics.registry import register
 from ragnb.metrics.vectors import as_vector_rows
 from ragnb.metrics.stats import aggregate
@@ -87,8 +89,8 @@ def _check_language(language: str) -> str:
 class UnicodeTokenizer:
     """rouge-score tokenizer (``RougeScorer(..., tokenizer=UnicodeTokenizer())``) that keeps every script.
 
-    tokens(text) = ``[^\\W_]+`` runs of casefold(NFC(text)); Porter-stemmed (tokens of > 3 characters,
-    as rouge-score) only when ``language="en"`` and ``use_stemmer=True``.
+    tokens(text) = ``[^\\W_]+`` runs of casefold(NFC(text)) with ё → е; Porter-stemmed (tokens of > 3
+    characters, as rouge-score) only when ``language="en"`` and ``use_stemmer=True``.
     """
 
     def __init__(self, language: str = "auto", use_stemmer: bool = False):
@@ -104,7 +106,8 @@ class UnicodeTokenizer:
             self._stemmer = porter.PorterStemmer()
 
     def tokenize(self, text: str) -> list[str]:
-        tokens = _WORD.findall(unicodedata.normalize("NFC", text).casefold())
+        # ё → е: Russian text is written both ways, and the two spellings are one word.
+        tokens = _WORD.findall(unicodedata.normalize("NFC", text).casefold().replace("ё", "е"))
         if self._stemmer is not None:
             tokens = [self._stemmer.stem(t) if len(t) > 3 else t for t in tokens]
         return tokens
@@ -365,16 +368,19 @@ def response_consistency(responses: Sequence[str], encoder=None, *, normalize: b
 
 def text_metrics(predictions: Sequence[str], references: Sequence[str], *, encoder=None, language: str = "auto",
                  use_stemmer: bool = False, semantic: bool = True) -> tuple[pd.DataFrame, dict]:
-    """Per-pair ROUGE-1/2/L F, sentence BLEU and (``semantic=True``) embedding similarity, plus aggregates.
+    """Per-pair ROUGE-1/2/L F, sentence BLEU, the answer metrics (exact match, token F1, answer recall:
+    :mod:`ragnb.metrics.answer`) and (``semantic=True``) embedding similarity, plus aggregates.
 
-    Returns (per-item DataFrame with columns ``rouge1, rouge2, rougeL, bleu`` [+ ``semantic_similarity,
+    Returns (per-item DataFrame with columns ``rouge1, rouge2, rougeL, bleu, answer_exact_match, answer_f1,
+    answer_recall`` [+ ``semantic_similarity,
     dot_similarity, euclidean_distance``], summary). The summary maps each column to ``aggregate(...)``
     (mean over non-NaN items, ci95, n, n_valid, n_failed) — ``bleu`` there is the mean *sentence* BLEU —
     and adds ``corpus_bleu`` (:func:`corpus_bleu`: pooled counts, a different number).
     """
     p, r = _check_pairs(predictions, references)
-    rows = [rouge(a, b, language=language, use_stemmer=use_stemmer) | {"bleu": bleu(a, b)} for a, b in zip(p, r)]
-    frame = pd.DataFrame(rows, columns=[*ROUGE_TYPES, "bleu"], dtype=float)
+    rows = [rouge(a, b, language=language, use_stemmer=use_stemmer) | {"bleu": bleu(a, b)}
+            | answer_scores(a, b, language) for a, b in zip(p, r)]
+    frame = pd.DataFrame(rows, columns=[*ROUGE_TYPES, "bleu", *ANSWER_METRICS], dtype=float)
     if semantic:
         frame = pd.concat([frame, embed_similarity(p, r, encoder)], axis=1)
     summary = {c: aggregate(frame[c].to_numpy()) for c in frame.columns}

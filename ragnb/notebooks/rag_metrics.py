@@ -40,6 +40,8 @@ output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item 
 
 # %%
 import os
+
+import pandas as pd
 from pathlib import Path
 
 from ragnb.io import comma_list
@@ -82,6 +84,8 @@ for note in result.notes:
     print("Note:", note)
 report.show_table(summary_frame(result.summary), max_rows=60)
 print("How each score was produced:", result.summary["methods"])
+# The offline faithfulness method: the one that agrees best with human labels (docs/metrics.md, Faithfulness).
+report.show_table(pd.DataFrame(result.summary["fallback_agreement"]), max_rows=10)
 
 # %% [markdown]
 # ## Score distributions

@@ -19,6 +19,7 @@ import pandas as pd
 from ragnb import spec
 from ragnb.io import atomic_write_text
 from ragnb.reports.report import PLOTLY_FIG_MARK, PLOTLY_LIB_MARK, PLOTLY_MIME, figure_html, plotlyjs_html
+from ragnb.metrics.stats import degenerate_reason
 from ragnb.runs.record import block_status, format_aggregate, iter_aggregates
 
 
@@ -103,6 +104,7 @@ def notebook_to_html(ipynb_path: str | Path, html_path: str | Path, hide_code: b
 # Run index page
 # --------------------------------------------------------------------------------------------
 
+SAYS_NOTHING = "says nothing here"
 STATUS_COLOURS: dict[str, tuple[str, str]] = {  # status → (text, background)
     "excellent": ("#116329", "#dafbe1"),
     "good": ("#0550ae", "#ddf4ff"),
@@ -111,6 +113,7 @@ STATUS_COLOURS: dict[str, tuple[str, str]] = {  # status → (text, background)
     "ok": ("#116329", "#dafbe1"),
     "skipped": ("#57606a", "#eaeef2"),
     "no-data": ("#57606a", "#eaeef2"),
+    SAYS_NOTHING: ("#57606a", "#eaeef2"),  # a constant or few-item aggregate: grey, never a band colour
 }
 
 _INDEX_CSS = """
@@ -158,9 +161,11 @@ def _metric_rows(record: dict) -> str:
     rows = []
     for key, label, block in blocks:
         for name, value in iter_aggregates(block):
+            # A flagged aggregate is never graded: a grey "says nothing here" badge instead of a status colour.
+            status = SAYS_NOTHING if degenerate_reason(value) else block_status(name, value, key, block)
             rows.append(
                 f"<tr><td>{escape(label)}</td><td><code>{escape(name)}</code></td>"
-                f'<td class="num">{escape(format_aggregate(value))}</td><td>{_badge(block_status(name, value, key, block))}</td></tr>'
+                f'<td class="num">{escape(format_aggregate(value))}</td><td>{_badge(status)}</td></tr>'
             )
     if not rows:
         return "<p>No metrics were recorded.</p>"

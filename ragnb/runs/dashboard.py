@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ragnb.metrics.stats import FEW_ITEMS
 from ragnb.reports import report
 from ragnb.reports.html import STATUS_COLOURS
 from ragnb.reports.html import escape as _e
@@ -91,12 +92,26 @@ def not_drawn(runs: list[dict], frame: pd.DataFrame) -> list[str]:
     return out
 
 
+def _says_nothing(m: pd.DataFrame) -> pd.Series:
+    """Per trend point, why it says nothing (docs/metrics.md, Conventions), else None: a zero-width CI
+    (constant over its items) or fewer than 10 valid items — the flags of the aggregate, read back from the
+    frame's mean, CI and counts."""
+    n_valid = m["n"].astype("Float64") - m["n_failed"].astype("Float64").fillna(0)
+    constant = (m["ci_lo"] == m["ci_hi"]) & (m["ci_hi"] == m["mean"])
+    few = n_valid < FEW_ITEMS
+    return pd.Series([("constant over its items" if c else "") + ("; " if c and f else "")
+                      + (f"fewer than {FEW_ITEMS} valid items" if f else "") or None
+                      for c, f in zip(constant.fillna(False), few.fillna(False))], index=m.index, dtype=object)
+
+
 def trend_figure(frame: pd.DataFrame, tier_key: str) -> go.Figure | None:
     """Every metric of one tier over the runs (x = run id in time order, y = mean with its 95% CI as error
     bars), one line per dataset + corpus (``series``: runs on other data are not joined into one line). With
     several metrics a dropdown picks one (plotly.js, so it works in the static HTML too); thresholded metrics
-    come first and show their threshold bands (attention / good / excellent) behind the lines. Failed runs and
-    values that are missing are not drawn (:func:`drawn`). None when the tier has nothing to draw."""
+    come first and show their threshold bands (attention / good / excellent) behind the lines — unless every
+    point of the metric says nothing (constant, or fewer than 10 valid items): then no band, and the title says
+    why. Failed runs and values that are missing are not drawn (:func:`drawn`). None when the tier has nothing
+    to draw."""
     frame = drawn(frame)
     rows = frame[frame["tier_key"] == tier_key]
     if rows.empty:
@@ -110,20 +125,26 @@ def trend_figure(frame: pd.DataFrame, tier_key: str) -> go.Figure | None:
     fig = go.Figure()
     shapes, titles, owner = [], [], []
     for i, name in enumerate(names):
-        y_max = 1.0
+        y_max, why = 1.0, []
         for j, line in enumerate(series):
             m = rows[(rows["metric"] == name) & (rows["series"] == line)].set_index("run_id")
             m = m.reindex([r for r in order if r in m.index])
             if m.empty:
                 continue
-            fig.add_trace(_trend_trace(m, name, line, i == 0, SERIES_COLOURS[j % len(SERIES_COLOURS)], len(series) > 1))
+            reasons = _says_nothing(m)
+            why.extend(reasons.tolist())
+            fig.add_trace(_trend_trace(m, name, line, i == 0, SERIES_COLOURS[j % len(SERIES_COLOURS)],
+                                       len(series) > 1, reasons))
             owner.append(i)
             top = np.nanmax(m[["mean", "ci_hi"]].to_numpy(dtype=float))
             y_max = max(y_max, float(top)) if math.isfinite(top) else y_max
-        shapes.append(threshold_bands(name, tier_key, y_max))
         bounds = thresholds_of(name, tier_key)
+        silent = bool(why) and all(w is not None for w in why)
+        shapes.append([] if silent else threshold_bands(name, tier_key, y_max))
         titles.append(f"{label_of(tier_key)}: {html.escape(name)} over runs"
-                      + (f"<br><sup>bands: attention < {bounds[1]} ≤ good ≤ {bounds[0]} < excellent</sup>"
+                      + (f"<br><sup>says nothing here ({html.escape(why[-1])}): not graded</sup>"
+                         if silent else
+                         f"<br><sup>bands: attention < {bounds[1]} ≤ good ≤ {bounds[0]} < excellent</sup>"
                          if bounds else ""))
     fig.update_layout(shapes=shapes[0], title=titles[0], height=380 + (30 * len(series) if len(series) > 1 else 0),
                       showlegend=len(series) > 1, legend=dict(orientation="h", y=-0.25, title="dataset · corpus"),
@@ -140,13 +161,17 @@ def trend_figure(frame: pd.DataFrame, tier_key: str) -> go.Figure | None:
     return fig
 
 
-def _trend_trace(m: pd.DataFrame, name: str, line: str, visible: bool, colour: str, named: bool) -> go.Scatter:
-    """One line: a metric's means over the runs of one dataset + corpus, with CI error bars and hover details."""
+def _trend_trace(m: pd.DataFrame, name: str, line: str, visible: bool, colour: str, named: bool,
+                 says_nothing: pd.Series) -> go.Scatter:
+    """One line: a metric's means over the runs of one dataset + corpus, with CI error bars and hover details
+    (a point that says nothing shows why instead of a status)."""
     lo = (m["mean"] - m["ci_lo"]).clip(lower=0)
     hi = (m["ci_hi"] - m["mean"]).clip(lower=0)
     custom = np.column_stack([
         m["timestamp"].astype(str).to_numpy(), m["ci_lo"].to_numpy(), m["ci_hi"].to_numpy(),
-        m["n"].astype("Float64").to_numpy(dtype=float, na_value=np.nan), m["status"].fillna("—").to_numpy(),
+        m["n"].astype("Float64").to_numpy(dtype=float, na_value=np.nan),
+        np.array([f"says nothing here ({why})" if why else (st if isinstance(st, str) else "—")
+                  for why, st in zip(says_nothing, m["status"])], dtype=object),
         np.full(len(m), html.escape(str(line))),
     ])
     return go.Scatter(

@@ -23,6 +23,7 @@ from filelock import FileLock
 from ragnb import spec
 from ragnb.config import SCHEMA_VERSION
 from ragnb.io import atomic_write_text, dumps_strict, read_text, to_jsonable
+from ragnb.metrics.stats import degenerate_reason
 from ragnb.spec import THRESHOLDS, TIER_KEYS
 
 RUNS_FILE = "benchmark_runs.json"  # every run's record, in the outputs folder
@@ -106,7 +107,9 @@ def metric_value(value: Any) -> float | None:
 
 def _grade(bounds: tuple[float, float] | None, value: Any) -> str | None:
     v = metric_value(value)
-    if bounds is None or v is None:
+    # A constant aggregate, or one of fewer than 10 items, says nothing here: it is never graded
+    # (docs/metrics.md, Conventions) — so it never decides the overall status either.
+    if bounds is None or v is None or degenerate_reason(value) is not None:
         return None
     excellent_above, attention_below = bounds
     if v > excellent_above:
@@ -119,8 +122,9 @@ def _grade(bounds: tuple[float, float] | None, value: Any) -> str | None:
 def status_of(metric: str, value: Any, tier_key: str | None = None) -> str | None:
     """``"excellent"`` if value > upper bound, ``"attention"`` if value < lower bound, else ``"good"``.
 
-    None for metrics without a threshold and for missing/NaN values. ``value`` may be a number or an
-    aggregate dict with ``mean``.
+    None for metrics without a threshold, for missing/NaN values and for aggregates flagged ``constant`` or
+    ``few_items`` (:func:`ragnb.metrics.stats.degenerate_reason`). ``value`` may be a number or an aggregate
+    dict with ``mean``.
     """
     return _grade(THRESHOLDS.get(spec.canonical_metric(metric, tier_key)), value)
 
@@ -140,6 +144,17 @@ def block_status(name: str, value: Any, tier_key: str, block: Any) -> str | None
     """:func:`status_of` for a metric inside a tier block — except that a metric whose threshold grades an
     LLM judge is not graded when the block was judged by the offline fallback (:func:`ragnb.spec.thresholds_of`)."""
     return _grade(spec.thresholds_of(name, tier_key, block), value)
+
+
+def ungraded_degenerate(metrics_by_tier: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(tier_key, metric, reason) for every thresholded metric left ungraded because it says nothing here."""
+    out = []
+    for tier_key, block in (metrics_by_tier or {}).items():
+        for name, value in iter_aggregates(block):
+            reason = degenerate_reason(value)
+            if reason and spec.thresholds_of(name, tier_key, block) is not None:
+                out.append((tier_key, name, reason))
+    return out
 
 
 def tier_statuses(metrics_by_tier: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
@@ -176,7 +191,8 @@ def _fmt(x: Any) -> str:
 
 
 def format_aggregate(value: Any) -> str:
-    """``0.620 (95% CI 0.550–0.690, n=200)`` for an aggregate dict, ``0.620`` for a number."""
+    """``0.620 (95% CI 0.550–0.690, n=200)`` for an aggregate dict, ``0.620`` for a number; a flagged aggregate
+    adds ``— says nothing here: <reason>`` (:func:`ragnb.metrics.stats.degenerate_reason`)."""
     text = _fmt(value)
     if isinstance(value, dict):
         extras = []
@@ -189,13 +205,17 @@ def format_aggregate(value: Any) -> str:
             extras.append(f"{value['n_failed']} failed")
         if extras:
             text += f" ({', '.join(extras)})"
+        reason = degenerate_reason(value)
+        if reason:
+            text += f" — says nothing here: {reason}"
     return text
 
 
 def _headline(tier_key: str, block: dict, limit: int = 3) -> list[tuple[str, Any]]:
-    """The graded metrics of a block, else the headline metrics its tier declares, else its first ``limit``."""
+    """The thresholded metrics of a block, else the headline metrics its tier declares, else its first ``limit``."""
     pairs = list(iter_aggregates(block))
-    thresholded = [(n, v) for n, v in pairs if block_status(n, v, tier_key, block) is not None]
+    # Thresholded metrics lead even when left ungraded (flagged): their line then says why.
+    thresholded = [(n, v) for n, v in pairs if spec.thresholds_of(n, tier_key, block) is not None]
     tier = spec.by_record_key(tier_key)
     current = {spec.current_key(n, tier_key, block): (n, v) for n, v in pairs}
     headline = [current[n] for n in (tier.headline if tier else ()) if n in current]
@@ -238,6 +258,10 @@ def executive_summary(record: dict) -> str:
         sentences.append("Needs attention: " + "; ".join(parts) + ".")
     elif statuses:
         sentences.append("All thresholded metrics are good or excellent.")
+    ungraded = ungraded_degenerate(status_blocks)
+    if ungraded:
+        sentences.append("Not graded, as they say nothing here: "
+                         + "; ".join(f"{n} ({spec.label_of(k)}: {r})" for k, n, r in ungraded) + ".")
     return " ".join(sentences)
 
 

@@ -2,8 +2,9 @@
 
 With an LLM endpoint: the ragas-style metrics (see docs/metrics.md, Ragas-style suite) and the NVIDIA-style metrics
 (see docs/metrics.md, NVIDIA-style metrics), each item persisted as it finishes (an interrupted run resumes). Always,
-also offline: the faithfulness fallback (see docs/metrics.md, Faithfulness; embedding similarity, method recorded),
-hallucination rate, context utilization, and the lexical and semantic comparison with the reference. LLM-only metrics
+also offline: the faithfulness fallback (see docs/metrics.md, Faithfulness; the method that agrees best with human
+labels, method recorded), hallucination rate, context utilization, and the lexical (ROUGE, BLEU, exact match, token
+F1, answer recall) and semantic comparison with the reference. LLM-only metrics
 are never imitated offline: they are listed as not computed.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from ragnb.io import check_unique, iter_json_records, read_text
+from ragnb.metrics.fallback import OFFLINE_LABEL, agreement_note, agreement_rows
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.metrics.stats import aggregate
 from ragnb.tiers.result import TierResult
@@ -102,9 +104,9 @@ def samples_from_system(items: list, system: Any, top_k: int) -> list[dict]:
 
 
 def offline_metrics(samples: list[dict], encoder: Any, language: str = "auto") -> pd.DataFrame:
-    """Per item: the faithfulness fallback (see docs/metrics.md, Faithfulness; embedding; method recorded),
-    hallucination rate, context utilization (the original "contains"), and ROUGE/BLEU/semantic similarity against the
-    reference when present."""
+    """Per item: the faithfulness fallback (see docs/metrics.md, Faithfulness; method recorded), hallucination rate,
+    context utilization (the original "contains"), and ROUGE/BLEU/exact match/token F1/answer recall/semantic
+    similarity against the reference when present."""
     from ragnb.metrics.fallback import context_utilization, faithfulness_fallback, hallucination_rate
     from ragnb.metrics.text import text_metrics
 
@@ -198,11 +200,13 @@ def run_rag_suite(samples: list[dict], encoder: Any, *, client: Any = None, metr
             notes.append(f"{missing_ref} samples have no reference: reference-based metrics skip them (counted as failed).")
     else:
         notes.append("No LLM endpoint configured (or no judge_models): the LLM metrics "
-                     f"{', '.join(metrics)} were not computed. Faithfulness is the offline embedding fallback "
-                     "(fallback_faithfulness), never presented as an LLM judgement.")
+                     f"{', '.join(metrics)} were not computed. Faithfulness is the offline fallback "
+                     f"(fallback_faithfulness, {OFFLINE_LABEL}), never presented as an LLM judgement; the method "
+                     f"was {agreement_note()} (summary['fallback_agreement']).")
     numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
     summary: dict[str, Any] = {c: aggregate(frame[c].to_numpy(dtype=float), n_boot=n_boot) for c in numeric}
     summary["methods"] = {"fallback_faithfulness": dict(Counter(frame["fallback_faithfulness_method"]))}
+    summary["fallback_agreement"] = agreement_rows()
     for name in metrics:
         if f"{name}_status" in frame:
             summary["methods"][name] = dict(Counter(frame[f"{name}_status"].fillna("skipped")))

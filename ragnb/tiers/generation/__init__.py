@@ -10,14 +10,15 @@ Per item (a dataset question):
 3. judged metrics on the first answer, when an LLM judge is given — Tier 2: faithfulness, answer_relevance,
    answer_correctness (1–5); Tier 3: faithfulness, e2e_score. Without a judge, answer_relevance,
    answer_correctness and e2e_score are *not computed* (never estimated); faithfulness always has a value:
-   the LLM's (``judge_faithfulness``), else (judge failed, or no judge) the embedding-similarity fallback,
-   with the method recorded per item (``fallback_faithfulness`` when no judge ran);
+   the LLM's (``judge_faithfulness``), else (judge failed, or no judge) the offline fallback (the method that
+   agrees best with human labels; docs/metrics.md, Faithfulness), with the method recorded per item (``fallback_faithfulness`` when no judge ran);
 4. every item's record (contexts, answers, judge verdicts, faithfulness and its method, errors) is appended
    to an :class:`~ragnb.tiers.itemlog.ItemLog` the moment it is finished: a killed run, started again on the
    same log, scores only the rest.
 
 Deterministic metrics are computed afterwards on all records: ROUGE-1/2/L F, sentence BLEU (and corpus
-BLEU), embedding cosine / dot / euclidean between answer and reference, hallucination_rate = 1 − F,
+BLEU), exact match / token F1 / answer recall against the reference (SQuAD-style, docs/metrics.md, Text and answer
+metrics), embedding cosine / dot / euclidean between answer and reference, hallucination_rate = 1 − F,
 context_utilization (see docs/metrics.md, Hallucination rate and context utilization, "contains"),
 response_exact_match_rate and response_semantic_consistency over the repeated answers, and (Tier 3) ``context_hit@k`` =
 1 if a retrieved chunk id is among the item's relevant chunk ids. An undefined or failed value is NaN, excluded from the
@@ -41,7 +42,8 @@ import pandas as pd
 from ragnb.datasets.schema import Dataset
 from ragnb.io import comma_list
 from ragnb.llm import run_sync
-from ragnb.metrics.fallback import split_sentences
+from ragnb.metrics.fallback import (OFFLINE_LABEL, OFFLINE_METHOD, OFFLINE_METHODS, agreement_note, agreement_rows,
+                                   split_sentences)
 from ragnb.rag.system import BaselineSystem
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.tiers.generation.aggregation import JUDGED, LLM_ONLY, faithfulness_key, per_item_frame, summary_of
@@ -150,17 +152,20 @@ def _run(kind: Tier2, dataset: Dataset, system: Any, encoder: Any, *, judge: Any
     done: dict[str, dict] = {k: r for k, r in (log.done if log is not None else {}).items() if k in by_key}
     resumed = sum(k in done for k in keys)
 
-    # The extractive baseline and the faithfulness fallback embed the same questions and context sentences
-    # again and again; one memo, primed per block in large batches, serves both.
+    # The extractive baseline (and an embedding-based faithfulness fallback) embed the same questions and context
+    # sentences again and again; one memo, primed per block in large batches, serves them.
     memo = MemoEncoder(encoder)
     if isinstance(system, BaselineSystem):
         system = dataclasses.replace(system, encoder=memo if system.encoder is encoder else MemoEncoder(system.encoder))
     pending = [k for k in keys if k not in done]
+    embeds_context = isinstance(system, BaselineSystem) or OFFLINE_METHOD == "embedding"
     for start in range(0, len(pending), _BLOCK):
         block = {k: by_key[k] for k in pending[start:start + _BLOCK]}
         contexts_of = kind.contexts(system, block, top_k, concurrency)
         texts = [c.text for e in contexts_of.values() for c in e.get("contexts") or ()]
-        memo.prime([it.question for it in block.values()] + [s for t in texts for s in split_sentences(t)])
+        # Context sentences are embedded only by the extractive baseline or an embedding-based fallback.
+        sentences = [s for t in texts for s in split_sentences(t)] if embeds_context else []
+        memo.prime([it.question for it in block.values()] + sentences)
         score = scorer(by_key, contexts_of, system, memo, judge, judge_metrics if judged else (), consistency_runs,
                        language)
         step = None if progress is None else (lambda n, _t, before=resumed + start: progress(before + n, len(keys)))
@@ -199,13 +204,14 @@ def _notes(kind: Tier2, summary: dict, methods: dict, records: list[dict], error
         notes.append(f"Not computed: {', '.join(missing)} — {they} an LLM judge, and none was used; omitted, "
                      "not estimated.")
     if not judged:
-        notes.append("fallback_faithfulness is the offline fallback (embedding similarity of answer and "
-                     "context sentences, sigmoid-mapped), not an LLM judgement; hallucination_rate = 1 − that score.")
+        notes.append(f"fallback_faithfulness is the offline fallback ({OFFLINE_LABEL}), not an LLM judgement; "
+                     f"hallucination_rate = 1 − that score. Method {agreement_note()} (table: "
+                     "summary['info']['fallback_agreement']).")
     key = faithfulness_key(judged, judge_metrics)
-    n_fallback = methods[key].get("embedding", 0)
+    n_fallback = sum(methods[key].get(m, 0) for m in OFFLINE_METHODS)
     if judged and "faithfulness" in judge_metrics and n_fallback:
-        notes.append(f"{key}: the LLM judge failed on {n_fallback} item(s); they use the embedding fallback "
-                     "(method 'embedding' in the per-item table).")
+        notes.append(f"{key}: the LLM judge failed on {n_fallback} item(s); they use the offline fallback "
+                     f"({OFFLINE_LABEL}; the method column of the per-item table says which).")
     if consistency_runs < 2:
         notes.append("consistency_runs = 1: response_exact_match_rate and response_semantic_consistency need at "
                      "least 2 answers per question and were not computed.")
@@ -241,7 +247,8 @@ def _info(kind: Tier2, system: Any, encoder: Any, judge: Any, judge_metrics: tup
         "judge_models": list(judge.config.models) if judged else [],
         "judge_aggregate": judge.config.aggregate if judged else None,
         "judge_mode": judge.config.mode if judged else None,
-        "judge_metrics": list(judge_metrics) if judged else ["faithfulness (embedding fallback)"],
+        "judge_metrics": list(judge_metrics) if judged else [f"faithfulness ({OFFLINE_LABEL} fallback)"],
+        "fallback_agreement": agreement_rows(),
         "system": getattr(system, "name", type(system).__name__),
         "embedding_model": encoder.name,
         "consistency_runs": consistency_runs,
@@ -265,8 +272,8 @@ def run_tier2(dataset: Dataset, system: Any, encoder: Any, *, judge: Any = None,
     :class:`ragnb.llm.judges.scores.Judge` or None (offline: see the module docstring); ``log_path``: the
     :class:`~ragnb.tiers.itemlog.ItemLog` JSONL that makes the run resumable. Summary keys: ``faithfulness``,
     ``hallucination_rate``, ``context_utilization``, [``answer_relevance``, ``answer_correctness`` (1–5) with a
-    judge], ``rouge1``, ``rouge2``, ``rougel``, ``bleu`` (mean sentence BLEU, 0–100), ``corpus_bleu``,
-    ``semantic_similarity``, ``dot_similarity``, ``euclidean_distance``, [``response_exact_match_rate``,
+    judge], ``rouge1``, ``rouge2``, ``rougel``, ``bleu`` (mean sentence BLEU, 0–100), ``answer_exact_match``,
+    ``answer_f1``, ``answer_recall``, ``corpus_bleu``, ``semantic_similarity``, ``dot_similarity``, ``euclidean_distance``, [``response_exact_match_rate``,
     ``response_semantic_consistency`` when ``consistency_runs`` ≥ 2], ``latency_answer_ms``, ``info``.
     """
     return _run(Tier2(), dataset, system, encoder, judge=judge, judge_metrics=judge_metrics,

@@ -23,7 +23,8 @@ from ragnb.metrics.stats import latency_summary
 # Metrics only an LLM judge can give; offline they are left out of the summary (never estimated).
 LLM_ONLY = ("answer_relevance", "answer_correctness", "e2e_score")
 JUDGED = ("faithfulness", *LLM_ONLY)
-LEXICAL = ("rouge1", "rouge2", "rougel", "bleu", "semantic_similarity", "dot_similarity", "euclidean_distance")
+LEXICAL = ("rouge1", "rouge2", "rougel", "bleu", "answer_exact_match", "answer_f1", "answer_recall",
+           "semantic_similarity", "dot_similarity", "euclidean_distance")
 CONSISTENCY = ("response_exact_match_rate", "response_semantic_consistency")
 
 

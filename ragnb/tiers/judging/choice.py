@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ragnb.io import comma_list
+from ragnb.metrics.fallback import OFFLINE_LABEL, agreement_note
 
 # The metrics JSON's judge_backend: an OpenAI-compatible endpoint, or the offline fallback chain
 # (see docs/metrics.md, Faithfulness).
@@ -42,7 +43,7 @@ class JudgeChoice:
     def header_info(self) -> dict:
         return {"judge_backend": self.backend, "llm_endpoint": self.endpoint or "none (offline)",
                 "judge_models": ", ".join(self.models) if self.client is not None else
-                "none: offline fallback (embedding similarity → word overlap)"}
+                f"none: offline fallback ({OFFLINE_LABEL})"}
 
 
 def choose_judge(llm: Any, judge_models: str | Sequence[str]) -> JudgeChoice:
@@ -50,8 +51,8 @@ def choose_judge(llm: Any, judge_models: str | Sequence[str]) -> JudgeChoice:
     when an endpoint is configured *and* models are named, else the offline fallback (with a note why)."""
     models = parse_list(judge_models)
     if getattr(llm, "client", None) is None:
-        notes = ["No LLM endpoint is configured: the judge is the offline fallback (embedding similarity "
-                 "→ word overlap), not an LLM."]
+        notes = [f"No LLM endpoint is configured: the judge is the offline fallback ({OFFLINE_LABEL}, "
+                 f"{agreement_note()}), not an LLM."]
         if models:
             notes.append(f"judge_models {models} were not used: set RAGNB_LLM_BASE_URL and/or an API key "
                          "(RAGNB_LLM_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY) to judge with them.")

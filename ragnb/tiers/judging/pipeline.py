@@ -22,6 +22,7 @@ import pandas as pd
 from ragnb.io import parse_yes_no, to_jsonable
 from ragnb.llm import run_sync
 from ragnb.metrics import classification as cls
+from ragnb.metrics.fallback import OFFLINE_LABEL
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.tiers.judging.choice import LLM_BACKEND, OFFLINE_BACKEND, parse_list
 from ragnb.datasets.judge_items import JudgePipelineItem, check_items, require_context
@@ -223,7 +224,7 @@ def _baseline_label(items: list[JudgePipelineItem], client: Any, models: list[st
     if client is not None and not models:
         raise ValueError("models is empty; name at least one judge model, or pass client=None for the "
                          "offline fallback")
-    level = "embedding similarity" if encoder is not None else "word overlap"
+    level = OFFLINE_LABEL
     how = (f"LLM faithfulness ({', '.join(models)}, {mode})" if client is not None else
            f"offline fallback faithfulness ({level})")
     if client is None:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ragnb.io import to_jsonable
+from ragnb.metrics.fallback import OFFLINE_METHOD
 from ragnb.metrics.stats import aggregate as _stats_aggregate
 from ragnb.rag.embeddings import MemoEncoder
 from ragnb.tiers.itemlog import ItemLog, run_items
@@ -18,9 +19,9 @@ from ragnb.tiers.judging.choice import OFFLINE_BACKEND
 from ragnb.datasets.judge_items import JudgePipelineDataset, JudgePipelineItem
 
 # Faithfulness at or above this → show. 0.5 is the midpoint of the judge's 0–1 scale (0.5 = "partially
-# agrees") and, for the offline fallback, the sigmoid's centre (mean best-match cosine 0.6, see
-# ragnb.metrics.fallback.SIGMOID_CENTER), i.e. the point where the evidence for and against support
-# balance. The Tier Judge report shows the best threshold on labelled data to tune it.
+# agrees"). The offline fallback's own calibrated cut (BEGIN dev, Youden) is in
+# ragnb.metrics.fallback.OFFLINE_THRESHOLD (word overlap: 0.8); the default stays 0.5 so that LLM and offline runs
+# share one parameter. The Tier Judge report shows the best threshold on labelled data to tune it.
 DEFAULT_SHOW_THRESHOLD = 0.5
 OFFLINE_MODE = "offline-fallback"
 
@@ -79,7 +80,9 @@ async def score_pass(items: list[JudgePipelineItem], stage: str, log: ItemLog | 
     pending = [k for k in keys if k not in done]
     shares: dict[str, float] = {}
     fallback_encoder = encoder
-    if judge is None and encoder is not None and pending:
+    # Pre-embed in one batch only when the offline method embeds (word overlap needs no encoder: embedding
+    # anyway would waste the time and book it as the items' latency).
+    if judge is None and encoder is not None and pending and OFFLINE_METHOD == "embedding":
         sentences = {k: _fallback_sentences(by_key[k]) for k in pending}
         fallback_encoder = MemoEncoder(encoder, [s for ss in sentences.values() for s in ss])
         total = sum(len(ss) for ss in sentences.values()) or 1
