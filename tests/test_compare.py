@@ -383,6 +383,17 @@ def test_same_dataset_and_corpus_are_comparable(tmp_path):
     assert comp.differences["kind"].tolist() == ["database"]
 
 
+def test_runs_that_differ_only_in_the_embedding_model_are_compared(tmp_path):
+    # Choosing an embedding model is the comparison: same questions, same chunks, other vectors.
+    prov_a = {"datasets": [DS_RU], "corpora": [CORPUS_200]}
+    prov_b = {"datasets": [DS_RU], "corpora": [{**CORPUS_200, "model": "multilingual-e5-small"}]}
+    comp = _two_runs(tmp_path, prov_a, prov_b, model_b="multilingual-e5-small")
+    row = comp.table.set_index("metric").loc["mrr"]
+    assert comp.comparable is True and row.verdict == "B better"
+    d = comp.differences.set_index("name")
+    assert (d.loc["embedding_model", "run A"], d.loc["embedding_model", "run B"]) == ("mini", "multilingual-e5-small")
+
+
 @pytest.mark.parametrize("case", ["dataset", "corpus", "one_sided", "item_ids"])
 def test_different_data_is_not_comparable_and_names_no_winner(tmp_path, case):
     prov_a = {"datasets": [DS_RU], "corpora": [CORPUS_200]}

@@ -6,9 +6,10 @@ reasons that have nothing to do with retrieval quality. Per notebook present in 
 
 * **not comparable** (``False``) when the dataset fingerprints differ (question texts, answers, relevant ids or
   item ids — :func:`ragnb.datasets.fingerprint.dataset_fingerprint`), the corpus fingerprints differ (chunk ids
-  and texts, or the embedding model of the chunk vectors — ``corpus_fingerprint``; the database URL alone is
-  not compared: the embedded server's port changes between sessions), only one run recorded fingerprints, or
-  the per-item files hold different item ids;
+  and texts — ``corpus_fingerprint``; the database URL alone is not compared: the embedded server's port
+  changes between sessions), only one run recorded fingerprints, or the per-item files hold different item ids.
+  The embedding model is *not* part of this identity: two runs that differ only in the model are exactly the
+  comparison a team choosing a model needs, and the model is listed among the differences;
 * **unverified** (``None``) when neither run recorded fingerprints (records made before they existed, or a
   notebook that opens neither a dataset nor a corpus) and the item ids — where per-item files exist — agree;
 * **comparable** (``True``) otherwise.
@@ -42,8 +43,8 @@ def dataset_keys(p: dict | None) -> list[str]:
 
 
 def corpus_keys(p: dict | None) -> list[str]:
-    # identity = chunk content + the model of the chunk vectors; the URL is shown, not compared
-    return sorted(f"{c.get('chunks_md5')}|{c.get('model')}|{c.get('dim')}" for c in (p or {}).get("corpora") or [])
+    # identity = chunk ids and texts; the URL is shown, not compared, and the model is a difference, not a reason
+    return sorted(str(c.get("chunks_md5")) for c in (p or {}).get("corpora") or [])
 
 
 def describe_datasets(p: dict | None) -> str:
