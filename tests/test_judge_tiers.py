@@ -307,6 +307,25 @@ def test_offline_baseline_equals_fallback_thresholded(encoder):
     assert tj.summary["avg_latency_ms"] > 0
 
 
+def test_offline_automatic_threshold_is_the_fallbacks_calibrated_cut(encoder):
+    # The fallback's word-overlap scores are not on the LLM judge's scale: offline, "automatic" (None or 0)
+    # thresholds them at their own cut calibrated on BEGIN dev (Youden), not at the LLM scale's midpoint.
+    from ragnb.metrics.fallback import AGREEMENT
+
+    cut = next(r["threshold"] for r in AGREEMENT if r["dev_set"] == "BEGIN dev" and r["method"] == "word_overlap")
+    ds = judging.begin_pipeline_dataset(40)
+    for auto in (None, 0):
+        res = judging.run_tier_judge_pipeline(ds, "baseline", encoder=encoder, show_threshold=auto, n_boot=50)
+        assert res.summary["info"]["show_threshold"] == cut == 0.8
+        scores = res.per_item["score"].to_numpy(dtype=float)
+        valid = ~np.isnan(scores)
+        y = np.array([it.ground_truth_show for it in ds.items])[valid]
+        assert res.summary["accuracy"]["mean"] == pytest.approx(skm.accuracy_score(y, scores[valid] >= cut))
+    assert judging.run_tier_judge(ds, None, encoder=encoder, n_boot=50).summary["info"]["show_threshold"] == 0.8
+    with pytest.raises(ValueError, match="show_threshold"):
+        judging.run_tier_judge_pipeline(ds, "baseline", encoder=encoder, show_threshold=1.5)
+
+
 def test_word_overlap_without_encoder():
     from ragnb.metrics.fallback import faithfulness_fallback
 

@@ -26,7 +26,7 @@ from ragnb.metrics.fallback import OFFLINE_LABEL
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.tiers.judging.choice import LLM_BACKEND, OFFLINE_BACKEND, parse_list
 from ragnb.datasets.judge_items import JudgePipelineItem, check_items, require_context
-from ragnb.tiers.judging.scoring import (DEFAULT_SHOW_THRESHOLD, OFFLINE_MODE, check_threshold, dataset_meta, outcomes,
+from ragnb.tiers.judging.scoring import (OFFLINE_MODE, resolve_show_threshold, dataset_meta, outcomes,
                                          score_pass)
 from ragnb.tiers.result import TierResult
 
@@ -140,7 +140,7 @@ def run_tier_judge_pipeline(
     aggregate: str = "mean",
     mode: str = "direct",
     language: str = "en",
-    show_threshold: float = DEFAULT_SHOW_THRESHOLD,
+    show_threshold: float | None = None,
     encoder: Any = None,
     concurrency: int = 8,
     n_boot: int = 1000,
@@ -166,9 +166,9 @@ def run_tier_judge_pipeline(
     (``roc_auc``, ``score_calibration`` with the best threshold by Youden's J).
     """
     items_in, items = items, check_items(items)
-    show_threshold = check_threshold(show_threshold, "show_threshold")
     obj, label = resolve_judge_system(system)
     models = parse_list(models)
+    show_threshold = resolve_show_threshold(show_threshold, offline=client is None)
     baseline = obj is None
     notes: list[str] = []
     if baseline:

@@ -18,12 +18,22 @@ from ragnb.tiers.itemlog import ItemLog, run_items
 from ragnb.tiers.judging.choice import OFFLINE_BACKEND
 from ragnb.datasets.judge_items import JudgePipelineDataset, JudgePipelineItem
 
-# Faithfulness at or above this → show. 0.5 is the midpoint of the judge's 0–1 scale (0.5 = "partially
-# agrees"). The offline fallback's own calibrated cut (BEGIN dev, Youden) is in
-# ragnb.metrics.fallback.OFFLINE_THRESHOLD (word overlap: 0.8); the default stays 0.5 so that LLM and offline runs
-# share one parameter. The Tier Judge report shows the best threshold on labelled data to tune it.
+# Faithfulness at or above this → show, for an LLM judge: the midpoint of its 0–1 scale (0.5 = "partially
+# agrees"). The offline fallback's scores live on another scale, so offline the automatic threshold is its own
+# calibrated cut (BEGIN dev, Youden: ragnb.metrics.fallback.OFFLINE_THRESHOLD — word overlap 0.8). The Tier Judge
+# report shows the best threshold on labelled data to tune it.
 DEFAULT_SHOW_THRESHOLD = 0.5
 OFFLINE_MODE = "offline-fallback"
+
+
+def resolve_show_threshold(value: Any, offline: bool) -> float:
+    """``None`` or 0 → automatic: 0.5 for an LLM judge, the fallback's calibrated cut offline; else ``value``
+    checked to lie in [0, 1] (0 itself would show everything, so it is free to mean "automatic")."""
+    from ragnb.metrics.fallback import OFFLINE_METHOD, OFFLINE_THRESHOLD
+
+    if value is None or (not isinstance(value, bool) and value == 0):
+        return float(OFFLINE_THRESHOLD[OFFLINE_METHOD]) if offline else DEFAULT_SHOW_THRESHOLD
+    return check_threshold(value, "show_threshold")
 
 
 def check_threshold(value: Any, name: str) -> float:

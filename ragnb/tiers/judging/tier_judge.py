@@ -21,10 +21,11 @@ import pandas as pd
 
 from ragnb.llm import run_sync
 from ragnb.metrics import classification as cls
+from ragnb.metrics.fallback import OFFLINE_LABEL
 from ragnb.tiers.itemlog import ItemLog, fingerprint
 from ragnb.tiers.judging.choice import LLM_BACKEND, OFFLINE_BACKEND, parse_list
 from ragnb.datasets.judge_items import JudgePipelineItem, check_items, require_context
-from ragnb.tiers.judging.scoring import (DEFAULT_SHOW_THRESHOLD, OFFLINE_MODE, agg, check_threshold, dataset_meta,
+from ragnb.tiers.judging.scoring import (OFFLINE_MODE, agg, resolve_show_threshold, dataset_meta,
                                          outcomes, score_pass)
 from ragnb.tiers.result import TierResult
 
@@ -63,7 +64,7 @@ def run_tier_judge(
     modes: Sequence[str] = ("direct", "reasoned"),
     language: str = "en",
     delta: float = 0.5,
-    show_threshold: float = DEFAULT_SHOW_THRESHOLD,
+    show_threshold: float | None = None,
     encoder: Any = None,
     concurrency: int = 8,
     n_boot: int = 1000,
@@ -95,9 +96,9 @@ def run_tier_judge(
     items_in, items = items, check_items(items)
     require_context(items, "Tier Judge")
     delta = _check_delta(delta)
-    show_threshold = check_threshold(show_threshold, "show_threshold")
     models = parse_list(models)
     offline = client is None
+    show_threshold = resolve_show_threshold(show_threshold, offline)
     mode_list, notes = _modes(offline, modes, models, encoder)
     log = None
     if log_path is not None:
@@ -152,7 +153,7 @@ def _modes(offline: bool, modes: Sequence[str], models: list[str], encoder: Any)
     from ragnb.llm.judges.config import MODES
 
     if offline:
-        method = "embedding similarity" if encoder is not None else "word overlap (no encoder given)"
+        method = OFFLINE_LABEL
         notes = [
             f"No LLM judge: every score comes from the offline fallback ({method}). The fallback is "
             "deterministic, so consistency_score is 1.0 by construction and says nothing about an LLM judge's "
