@@ -31,7 +31,7 @@ judge_aggregate: str = "mean"  # how several judge models combine: "mean", "medi
 modes: str = "direct,reasoned"  # judge modes, comma-separated; the first one gives the headline numbers
 explanation_language: str = "en"  # language of the judge prompt and its explanations: "en" or "ru"
 delta: float = 0.5  # two scores of one item agree when they differ by at most delta
-show_threshold: float = 0.0  # a score ≥ this counts as grounded; 0 = automatic (0.5 for an LLM judge, the fallback's calibrated cut offline)
+show_threshold: float = 0.0  # a score ≥ this counts as grounded; 0 means automatic (0.5 for an LLM judge, the fallback's calibrated cut offline)
 concurrency: int = 8  # items judged at once (LLM requests in flight)
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 embedding_model: str = ""  # encoder of the offline fallback; "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2

@@ -30,7 +30,7 @@ judge_models: str = ""  # baseline only: judge model ids, comma-separated; "": t
 judge_aggregate: str = "mean"  # baseline only: how several judge models combine: "mean", "median" or "majority"
 judge_mode: str = "direct"  # baseline only: "direct" or "reasoned"
 explanation_language: str = "en"  # baseline only: language of the judge prompt and its explanations, "en" or "ru"
-show_threshold: float = 0.0  # baseline only: show when faithfulness ≥ this; 0 = automatic (0.5 for an LLM judge, the fallback's calibrated cut offline)
+show_threshold: float = 0.0  # baseline only: show when faithfulness ≥ this; 0 means automatic (0.5 for an LLM judge, the fallback's calibrated cut offline)
 concurrency: int = 8  # items judged at once
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 embedding_model: str = ""  # encoder of the offline fallback; "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
