@@ -276,7 +276,8 @@ def test_doc_level_metrics_by_hand():
     run = {"q": ["c1", "c2", "c3", "c5", "c4", "c6"]}  # docs A A B B C D → A B C D
     qrels = {"q": {"c2": 1, "c3": 0, "c5": 2, "c4": 0}}  # docs A=1, B=2, C=0
     names = ["doc_mrr", "mrr", "doc_hit_rate@1", "doc_recall@1", "doc_recall@2", "doc_precision@3",
-             "doc_precision@10", "precision@10", "doc_ndcg@2", "doc_ndcg@10", "ndcg@2"]
+             "doc_precision@10", "precision@10", "doc_ndcg@2", "doc_ndcg@10", "ndcg@2",
+             "docrank_recall@2", "docrank_precision@3", "docrank_ndcg@2"]
     frame, _ = per_query(run, qrels, names, chunk_to_doc=CHUNK_TO_DOC)
     row = frame.loc["q"]
     assert list(frame.columns) == names
@@ -284,16 +285,48 @@ def test_doc_level_metrics_by_hand():
     assert row["mrr"] == 0.5  # chunk level: c1 unjudged, c2 at rank 2
     assert row["doc_hit_rate@1"] == 1.0
     assert row["doc_recall@1"] == 0.5  # A of {A, B}
-    assert row["doc_recall@2"] == 1.0
-    assert row["doc_precision@3"] == pytest.approx(2 / 3)  # A, B relevant among A, B, C
+    # doc_*@k cut at k CHUNKS, then deduplicate. Changed from 1.0 (when the ranking was deduplicated first and
+    # cut at 2 documents, A B): the top 2 chunks c1 c2 are both from A → A of {A, B}.
+    assert row["doc_recall@2"] == 0.5
+    assert row["docrank_recall@2"] == 1.0  # the old reading: A B = the first 2 distinct documents
+    # Changed from 2/3 (A B C, the first 3 documents): the top 3 chunks c1 c2 c3 are 2 documents A, B, both
+    # relevant → 2 / 2 unique documents.
+    assert row["doc_precision@3"] == 1.0
+    assert row["docrank_precision@3"] == pytest.approx(2 / 3)
     assert row["doc_precision@10"] == 0.5  # 2 relevant / 4 unique docs shown — not / 10
     assert row["precision@10"] == pytest.approx(2 / 10)  # chunk level: c2, c5 relevant, divided by k
-    # doc gains by rank 1, 2, 0, 0; ideal 2, 1
-    # DCG@2 = 1 + 2/log2(3) = 2.26186; IDCG@2 = 2 + 1/log2(3) = 2.63093 → 0.85968
-    assert row["doc_ndcg@2"] == pytest.approx((1 + 2 / L2(3)) / (2 + 1 / L2(3)), abs=1e-12)
-    assert row["doc_ndcg@10"] == pytest.approx((1 + 2 / L2(3)) / (2 + 1 / L2(3)), abs=1e-12)
+    # Changed from (1 + 2/log2(3)) / IDCG@2: the top 2 chunks give documents [A] only, gains 1 → DCG@2 = 1;
+    # IDCG@2 = 2 + 1/log2(3) = 2.63093 (best 2 document grades) → 0.38009.
+    assert row["doc_ndcg@2"] == pytest.approx(1 / (2 + 1 / L2(3)), abs=1e-12)
+    # docrank: doc gains by rank 1, 2, 0, 0; DCG@2 = 1 + 2/log2(3) = 2.26186 → 0.85968
+    assert row["docrank_ndcg@2"] == pytest.approx((1 + 2 / L2(3)) / (2 + 1 / L2(3)), abs=1e-12)
+    assert row["doc_ndcg@10"] == pytest.approx((1 + 2 / L2(3)) / (2 + 1 / L2(3)), abs=1e-12)  # all 6 chunks: same
     # chunk level: gains 0, 1, 0, 2, 0, 0; ideal 2, 1 → DCG@2 = 1/log2(3) = 0.63093 → 0.23981
     assert row["ndcg@2"] == pytest.approx((1 / L2(3)) / (2 + 1 / L2(3)), abs=1e-12)
+
+
+def test_doc_level_cuts_chunks_then_deduplicates_by_hand():
+    # Top 3 chunks from 2 documents: precision = relevant unique documents / 2, not / 3.
+    c2d = {"a1": "A", "a2": "A", "b1": "B", "c1": "C", "d1": "D"}
+    run = {"q": ["a1", "a2", "b1", "c1", "d1"]}  # documents A A B C D
+    qrels = {"q": {"b1": 1, "d1": 1}}  # relevant documents B, D
+    names = ["doc_precision@3", "docrank_precision@3", "doc_hit_rate@2", "docrank_hit_rate@2",
+             "doc_recall@3", "docrank_recall@3", "doc_ndcg@3", "docrank_ndcg@3", "doc_mrr"]
+    row = per_query(run, qrels, names, chunk_to_doc=c2d)[0].loc["q"]
+    assert row["doc_precision@3"] == 0.5  # top 3 chunks → A, B; B relevant: 1 / 2
+    assert row["docrank_precision@3"] == pytest.approx(1 / 3)  # first 3 documents A B C: 1 / 3
+    assert row["doc_hit_rate@2"] == 0.0  # top 2 chunks are both A
+    assert row["docrank_hit_rate@2"] == 1.0  # first 2 documents A, B
+    assert row["doc_recall@3"] == 0.5  # B of {B, D}
+    assert row["docrank_recall@3"] == 0.5  # A B C: B of {B, D}
+    # doc: [A, B] gains 0, 1 → DCG = 1/log2(3); IDCG@3 = 1 + 1/log2(3)
+    assert row["doc_ndcg@3"] == pytest.approx((1 / L2(3)) / (1 + 1 / L2(3)), abs=1e-12)
+    assert row["docrank_ndcg@3"] == pytest.approx((1 / L2(3)) / (1 + 1 / L2(3)), abs=1e-12)  # A B C: same gains
+    assert row["doc_mrr"] == 0.5  # no cut-off: B is document 2 of the whole deduplicated ranking A B C D
+    # score dicts are ordered (trec order) before the cut: a2 > b1 > a1 → A B A → top 2 chunks → A, B
+    scored = {"q": {"a1": 1.0, "a2": 3.0, "b1": 2.0}}
+    assert per_query(scored, qrels, ["doc_precision@2"], chunk_to_doc=c2d)[0].loc["q"].tolist() == [0.5]
+    assert to_doc_run(scored, c2d, top_chunks=1) == {"q": ["A"]}
 
 
 def test_doc_level_without_mapping_only_deduplicates_and_empty_list_precision_is_zero():

@@ -19,8 +19,9 @@ Where ragnb differs from trec_eval, on purpose
     * A query whose qrels have no relevant doc (all grades ≤ 0) is undefined → NaN, excluded from the
       mean and counted in ``n_failed``; trec_eval scores it 0.
     * Queries in the run but not in qrels are not judged (as in trec_eval); ``_info`` counts them.
-    * ``doc_*`` metrics (see docs/metrics.md, Retrieval) first map chunks to documents and deduplicate the ranking;
-      ``doc_precision@k`` divides by the number of unique documents in the top k, not by k.
+    * ``doc_*@k`` metrics (see docs/metrics.md, Retrieval) take the top k chunks, map them to documents and
+      deduplicate; ``doc_precision@k`` divides by the number of unique documents among them, not by k.
+      ``docrank_*@k`` deduplicate the whole ranking first and cut at k documents.
 """
 from __future__ import annotations
 
@@ -117,57 +118,79 @@ def ndcg(t: RankedGains, k: int) -> np.ndarray:
     return _defined(t, np.divide(_dcg(t.gains, k), idcg, out=np.zeros(len(idcg)), where=idcg > 0))
 
 
-# Document-level variants (see docs/metrics.md, Retrieval). ``per_query``/``evaluate`` build their table from the
-# deduplicated document ranking (``to_doc_run``) and document qrels (``to_doc_qrels``).
-_DOC_LEVEL: set[str] = set()
+# Document-level variants (see docs/metrics.md, Retrieval, "Document-level variants"). The functions only read
+# their table; ``per_query`` builds it, and that is where the two families differ:
+#   doc_*@k      the top k retrieved CHUNKS, mapped to documents and deduplicated (≤ k documents);
+#   docrank_*@k  the whole chunk ranking mapped and deduplicated first, then cut at k DOCUMENTS.
+# doc_mrr has no cut-off: rank of the first relevant document in the whole deduplicated ranking (the
+# deduplication of a prefix is a prefix of the deduplication, so both readings agree on it).
+_DOC_LEVEL: set[str] = set()  # doc_*: cut at k chunks, then deduplicate
+_DOC_RANKING: set[str] = set()  # docrank_*: deduplicate, then cut at k documents
 
 
-def _doc_level(name: str, *, needs_k: bool = False):
+def _doc_level(name: str, *, needs_k: bool = False, ranking_variant: bool = True):
     def wrap(fn):
         _DOC_LEVEL.add(name)
-        return register(name, FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=needs_k)(fn)
+        out = register(name, FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=needs_k)(fn)
+        if ranking_variant:
+            alias = "docrank_" + name.removeprefix("doc_")
+            _DOC_RANKING.add(alias)
+
+            def variant(t: RankedGains, k: int) -> np.ndarray:
+                return fn(t, k)
+
+            variant.__doc__ = (fn.__doc__ or "") + (
+                "\n\n    docrank_ variant: the table is the whole deduplicated document ranking, cut at k documents.")
+            register(alias, FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=needs_k)(variant)
+        return out
 
     return wrap
 
 
 @_doc_level("doc_hit_rate", needs_k=True)
 def doc_hit_rate(t: RankedGains, k: int) -> np.ndarray:
-    """hit_rate@k over the deduplicated document ranking with document qrels (see ``to_doc_run``).
+    """Hit rate on documents: 1 if a relevant document is among the documents of the top k chunks.
 
-    doc_hit_rate@k = 𝟙[ ∃ i ≤ k : the document at rank i is relevant ]; differs from trec_eval only in its
-    input: chunks are mapped to documents and repeats dropped.
+    doc_hit_rate@k = 𝟙[ ∃ d ∈ D_k : d relevant ], D_k = the distinct documents of the top-k chunks
+    (docrank_: the first k distinct documents of the whole ranking).
     """
     return hit_rate(t, k)
 
 
-@_doc_level("doc_mrr")
+@_doc_level("doc_mrr", ranking_variant=False)
 def doc_mrr(t: RankedGains, k: None = None) -> np.ndarray:
     """Reciprocal rank of the first relevant *document* in the deduplicated document ranking.
 
-    rr = 1 / r, r = rank after deduplication (see docs/metrics.md, Retrieval).
+    rr = 1 / r, r = rank after deduplication (see docs/metrics.md, Retrieval); no cut-off.
     """
     return mrr(t)
 
 
 @_doc_level("doc_recall", needs_k=True)
 def doc_recall(t: RankedGains, k: int) -> np.ndarray:
-    """recall@k over the deduplicated document ranking: |relevant docs ∩ top-k| / |relevant docs|."""
+    """Recall on documents: |relevant docs ∩ D_k| / |relevant docs|.
+
+    D_k = the distinct documents of the top-k chunks (docrank_: the first k distinct documents).
+    """
     return recall(t, k)
 
 
 @_doc_level("doc_ndcg", needs_k=True)
 def doc_ndcg(t: RankedGains, k: int) -> np.ndarray:
-    """nDCG@k = DCG@k / IDCG@k over the deduplicated document ranking; a document's grade = max of its
-    chunks'."""
+    """nDCG on documents: DCG over D_k in first-occurrence order / IDCG@k; a document's grade = max of its chunks'.
+
+    DCG = Σ_i g_i / log2(i + 1) over D_k (the distinct documents of the top-k chunks, ≤ k of them);
+    IDCG@k = the best k document grades of the qrels, as in ndcg@k.
+    """
     return ndcg(t, k)
 
 
 @_doc_level("doc_precision", needs_k=True)
 def doc_precision(t: RankedGains, k: int) -> np.ndarray:
-    """The precision@k (see docs/metrics.md, Retrieval) over the deduplicated document ranking — NOT trec_eval's P_k.
+    """Precision on documents — NOT trec_eval's P_k.
 
-    doc_precision@k = |relevant docs ∩ top-k| / |unique docs in top-k| = hits / min(n_docs, k);
-    0 if nothing was retrieved. A short list is not penalised (trec_eval divides by k).
+    doc_precision@k = |relevant docs ∩ D_k| / |D_k|, D_k = the distinct documents of the top-k chunks
+    (docrank_: the first k distinct documents, |D_k| = min(n_docs, k)); 0 if nothing was retrieved.
     """
     shown = np.minimum(t.n_ret, k)
     return _defined(t, np.divide(_rel_in_top(t, k), shown, out=np.zeros(len(shown)), where=shown > 0))
@@ -177,10 +200,13 @@ def doc_precision(t: RankedGains, k: int) -> np.ndarray:
 # Chunk → document conversion (see docs/metrics.md, Retrieval).
 
 
-def to_doc_run(run: Run, chunk_to_doc: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+def to_doc_run(
+    run: Run, chunk_to_doc: Mapping[str, str] | None = None, top_chunks: int | None = None,
+) -> dict[str, list[str]]:
     """Map each query's chunk ranking to documents and drop repeats; the first occurrence keeps
-    its place (see docs/metrics.md, Retrieval: dedup by document before ranking). ``chunk_to_doc=None`` means the ids
-    are already document ids (e.g. each retrieved chunk's source url), which are only deduplicated.
+    its place (see docs/metrics.md, Retrieval). ``top_chunks=k`` keeps only the top k chunks before mapping
+    (the ``doc_*@k`` definition). ``chunk_to_doc=None`` means the ids are already document ids (e.g. each
+    retrieved chunk's source url), which are only deduplicated.
     """
     check_mapping(run, "run", "{query_id: [doc_id, ...]} or {query_id: {doc_id: score}}")
     out: dict[str, list[str]] = {}
@@ -192,6 +218,8 @@ def to_doc_run(run: Run, chunk_to_doc: Mapping[str, str] | None = None) -> dict[
                 raise ValueError(f"run[{q!r}]: {e}") from None
         elif not isinstance(ranked, (list, tuple)):
             raise ValueError(f"run[{q!r}] must be a list of doc ids or a dict doc id → score, got {type(ranked).__name__}")
+        if top_chunks is not None:
+            ranked = ranked[:top_chunks]
         if chunk_to_doc is not None:
             try:
                 ranked = [chunk_to_doc[c] for c in ranked]
@@ -258,6 +286,22 @@ def _max_k(parsed) -> int | None:
     return max(ks) if ks else None
 
 
+def _levels(parsed) -> dict[tuple[str, int | None], list]:
+    """Group metrics by the table they read: chunk level; doc_*@k per k (top k chunks → documents);
+    docrank_* and doc_mrr on the whole deduplicated ranking (cut None)."""
+    groups: dict[tuple[str, int | None], list] = {}
+    for p in parsed:
+        name, k = p[1].name, p[2]
+        if name in _DOC_LEVEL:
+            key = ("doc", k)
+        elif name in _DOC_RANKING:
+            key = ("doc", None)
+        else:
+            key = ("chunk", None)
+        groups.setdefault(key, []).append(p)
+    return groups
+
+
 def per_query(
     run: Run,
     qrels: Qrels,
@@ -267,21 +311,24 @@ def per_query(
 ) -> tuple[pd.DataFrame, dict]:
     """Per-query values: (DataFrame indexed by query id with one column per metric, info counts).
 
-    ``doc_*`` metrics are computed on ``to_doc_run(run, chunk_to_doc)`` and
-    ``to_doc_qrels(qrels, chunk_to_doc)``; the others on ``run`` and ``qrels`` as given.
+    ``doc_*@k`` metrics are computed on ``to_doc_run(run, chunk_to_doc, top_chunks=k)``, ``doc_mrr`` and
+    ``docrank_*@k`` on ``to_doc_run(run, chunk_to_doc)``, all with ``to_doc_qrels(qrels, chunk_to_doc)``;
+    the others on ``run`` and ``qrels`` as given.
     """
     parsed = _parse(metrics)
-    levels = {"chunk": [p for p in parsed if p[1].name not in _DOC_LEVEL], "doc": [p for p in parsed if p[1].name in _DOC_LEVEL]}
     columns: dict[str, np.ndarray] = {}
     info: dict = {}
     index = None
-    for level, wanted in levels.items():
-        if not wanted:
-            continue
-        r, q = (run, qrels) if level == "chunk" else (to_doc_run(run, chunk_to_doc), to_doc_qrels(qrels, chunk_to_doc))
+    doc_qrels = None
+    for (level, cut), wanted in _levels(parsed).items():
+        if level == "chunk":
+            r, q = run, qrels
+        else:
+            doc_qrels = doc_qrels if doc_qrels is not None else to_doc_qrels(qrels, chunk_to_doc)
+            r, q = to_doc_run(run, chunk_to_doc, top_chunks=cut), doc_qrels
         table, counts = rank_gains(r, q, _max_k(wanted))
         index = table.query_ids
-        info = info or counts  # both levels judge the same queries, so their counts agree
+        info = info or counts  # every level judges the same queries, so their counts agree
         for canon, metric, k in wanted:
             columns[canon] = metric.fn(table, k)
     frame = pd.DataFrame({c: columns[c] for c, _, _ in parsed}, index=pd.Index(index, name="query_id"))

@@ -7,7 +7,7 @@ A logged URL and a chunk URL name the same page when their :func:`ragnb.datasets
 
 * relevant chunks (qrels) = every chunk whose URL has the logged page id, grade 1;
 * chunk-level metrics score that chunk ranking (recall@k = share of the page's chunks retrieved);
-* ``doc_*`` metrics first map each retrieved chunk to its page and deduplicate (see docs/metrics.md, Retrieval) — the
+* ``doc_*@k`` metrics map the top k retrieved chunks to their pages and deduplicate (docs/metrics.md, Retrieval) — the
 natural
   level here, since the label is a page;
 * questions without a logged URL and questions whose URL matches no chunk of the corpus are *excluded* from

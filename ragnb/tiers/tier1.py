@@ -54,7 +54,8 @@ def run_tier1(
     """Embed the questions, retrieve top-k, score against the dataset's relevant chunk ids.
 
     - chunk-level metrics (equal to trec_eval on tie-free rankings) and, given ``chunk_urls``,
-      the document-level variants (see docs/metrics.md, Retrieval; ``doc_*``: the ranking deduplicated by source URL);
+      the document-level variants (see docs/metrics.md, Retrieval; ``doc_*@k``: the top k chunks mapped to
+      source URLs and deduplicated);
     - ``retrieval_consistency`` over ``consistency_runs`` repeated retrievals (see docs/metrics.md, Retrieval);
     - latency: pgvector queries timed one by one on the first ``latency_sample`` questions
       (batched timings are amortised and would understate a single user's wait);
