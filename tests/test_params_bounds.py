@@ -44,3 +44,32 @@ def test_every_bounded_name_is_a_declared_count_of_some_notebook():
         assert declared[name]["inferred_type_name"] == "int" and 0 <= low < high
         default = int(declared[name]["default"])
         assert low <= default <= high, (name, default)
+
+
+def test_a_running_run_id_is_refused_and_a_killed_runner_does_not_block(tmp_path):
+    """Another process holds the run folder's lock (as a running ``ragnb run`` does): the same --run-id is
+    refused and nothing is written; once that process is killed, the run folder can be taken again."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from ragnb.runs.runner import LOCK_FILE, run_lock
+
+    run_dir = tmp_path / "runs" / "20250101-000000-busy"
+    run_dir.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from filelock import FileLock; "
+         f"l = FileLock({str(run_dir / LOCK_FILE)!r}); l.acquire(); print('held', flush=True); time.sleep(3600)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ValueError, match=r"run 20250101-000000-busy is still running .*choose another --run-id"):
+            run_notebooks(["tier1"], {}, run_id="20250101-000000-busy", outputs=tmp_path)
+        assert sorted(p.name for p in run_dir.iterdir()) == [LOCK_FILE]  # nothing overwritten or added
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)  # a runner killed mid-run leaves its lock file behind
+        holder.wait()
+    assert (run_dir / LOCK_FILE).exists()
+    with run_lock(run_dir, "20250101-000000-busy"):  # the kernel released the dead process's lock
+        pass
