@@ -14,6 +14,7 @@ import json
 import math
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -107,20 +108,41 @@ def is_json_lines(path: str | Path) -> bool:
 
 
 def read_text(path: str | Path, what: str = "file") -> str:
-    """The whole UTF-8 text of ``path`` (gunzipped when it ends in ``.gz``); ValueError naming the file and
-    the fix when it is missing, not UTF-8 or a broken gzip."""
+    """The whole UTF-8 text of ``path`` (gunzipped when it ends in ``.gz``); ValueError naming the file (and
+    the line where known) and the fix when it is missing, not UTF-8, holds a NUL byte or is a broken gzip."""
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"{p}: {what} not found")
     try:
         if p.suffix.lower() == ".gz":
-            with gzip.open(p, "rt", encoding="utf-8") as fh:
-                return fh.read()
-        return p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason}); re-save the {what} as UTF-8") from None
-    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
-        raise ValueError(f"{p}: cannot read the {what} ({exc}); check that it is complete") from None
+            with gzip.open(p, "rb") as fh:
+                raw = fh.read()
+        else:
+            raw = p.read_bytes()
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError; truncated → EOFError
+        raise ValueError(f"{p}: cannot read the {what} ({exc}); the gzip is corrupt or truncated — "
+                         "check that it is complete") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # lone surrogates written as UTF-8 bytes land here too
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"{p}:{line}: not UTF-8 text (byte {exc.start}: {exc.reason}); "
+                         f"re-save the {what} as UTF-8") from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        line = text.count("\n", 0, nul) + 1
+        raise ValueError(f"{p}:{line}: contains a NUL byte (\\x00), so it is binary or corrupt; "
+                         f"remove it or re-export the {what} as text") from None
+    return text
+
+
+def _check_encodable(value: Any, where: str) -> None:
+    """JSON's ``\\ud800`` escapes decode to lone surrogates, which no database or file can store."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{where}: holds a lone surrogate ({exc.object[exc.start:exc.end]!r}), "
+                         "a broken \\uXXXX escape; fix the text at its source") from None
 
 
 def iter_json_records(path: str | Path, what: str = "file", text: str | None = None) -> Iterator[tuple[str, Any]]:
@@ -134,10 +156,12 @@ def iter_json_records(path: str | Path, what: str = "file", text: str | None = N
             if not line.strip():
                 continue
             try:
-                yield f"{p}:{lineno}", json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{p}:{lineno}: invalid JSON at column {exc.colno} ({exc.msg}); "
                                  "each line must be one JSON object") from None
+            _check_encodable(value, f"{p}:{lineno}")
+            yield f"{p}:{lineno}", value
         return
     try:
         data = json.loads(text)
@@ -149,6 +173,7 @@ def iter_json_records(path: str | Path, what: str = "file", text: str | None = N
     if not isinstance(data, list):
         raise ValueError(f"{p}: expected a JSON array of {what} records, or an object with an 'items' array")
     for i, value in enumerate(data):
+        _check_encodable(value, f"{p}: item {i}")
         yield f"{p}: item {i}", value
 
 

@@ -136,18 +136,22 @@ def _parse_map(spec: str | None) -> dict[str, str]:
     return out
 
 
-def _load(kind: str, path: Path, mapping: str | None, chunk_size: int, overlap: int, write: bool) -> None:
+def _load(kind: str, path: Path, mapping: str | None, chunk_size: int, overlap: int, write: bool,
+          date_format: str | None = None, update: bool = False) -> None:
     from ragnb.store.engine import connect
     from ragnb.store.loaders import load_file
 
     try:
-        stats = load_file(connect(write=write), kind, path, _parse_map(mapping), chunk_size, overlap)
+        stats = load_file(connect(write=write), kind, path, _parse_map(mapping), chunk_size, overlap,
+                          date_format=date_format, update=update)
     except ValueError as exc:
         _fail(exc)
     _print_json(stats.as_dict())
 
 
 _WRITE = typer.Option(False, "--write", help="Allow writing to an external RAGNB_DATABASE_URL (read-only otherwise).")
+_UPDATE = typer.Option(False, "--update", help="Overwrite rows whose id is already stored with a different text "
+                       "(listed in the output); without it such a row is an error.")
 _MAP = typer.Option(None, "--map", help="Column names in the file: FIELD=COLUMN pairs, e.g. id=doc_id,url=link.")
 
 
@@ -158,9 +162,10 @@ def load_chunks(
     chunk_size: int = typer.Option(200, help="Folder only: words per chunk."),
     overlap: int = typer.Option(40, help="Folder only: words shared by consecutive chunks."),
     write: bool = _WRITE,
+    update: bool = _UPDATE,
 ) -> None:
-    """Load chunks (id, text, confluence_url). Rows already present (same id) are skipped."""
-    _load("chunks", path, mapping, chunk_size, overlap, write)
+    """Load chunks (id, text, confluence_url). Rows already present (same id, same text) are skipped."""
+    _load("chunks", path, mapping, chunk_size, overlap, write, update=update)
 
 
 @load_app.command("questions")
@@ -168,9 +173,12 @@ def load_questions(
     path: Path = typer.Argument(..., help="A .jsonl/.csv/.parquet question log."),
     mapping: Optional[str] = _MAP,
     write: bool = _WRITE,
+    update: bool = _UPDATE,
+    date_format: Optional[str] = typer.Option(
+        None, "--date-format", help="strftime pattern of created_at, e.g. '%d.%m.%Y %H:%M' (ISO 8601 only without it)."),
 ) -> None:
     """Load a question log (question, answer, confluence_url, score 1–5, user_id, session_id, created_at)."""
-    _load("questions", path, mapping, 200, 40, write)
+    _load("questions", path, mapping, 200, 40, write, date_format=date_format, update=update)
 
 
 # --------------------------------------------------------------------------------------- embed

@@ -16,7 +16,8 @@ of the run that declares ``top_k`` (at least one must); ``{"tier1.top_k": 10}`` 
 
 Precedence, later wins: file common < file section < params common < params ``"<notebook>.<name>"``. Text
 values are converted to the declared int/float/bool type (CLI input). Unknown names are rejected with the
-notebook's parameter list; names that look like secrets (``key``, ``token``, ``password``, ``secret``) are
+notebook's parameter list; count parameters outside :data:`COUNT_BOUNDS` are rejected (``top_k`` of 10⁹
+would allocate gigabytes and hang); names that look like secrets (``key``, ``token``, ``password``, ``secret``) are
 rejected — use environment variables. ``output_dir`` is always set by the runner.
 """
 
@@ -32,6 +33,16 @@ import yaml
 from ragnb import config
 from ragnb.config import find_secret
 from ragnb.spec import NOTEBOOKS, by_stem
+
+# The allowed range of every count parameter a notebook may declare, kept here once: (min, max), inclusive.
+# The maxima are far above any meaningful run and far below what would exhaust memory or never finish.
+COUNT_BOUNDS: dict[str, tuple[int, int]] = {
+    "top_k": (1, 10_000),
+    "max_questions": (0, 10_000_000),  # 0: all
+    "n_boot": (0, 100_000),  # 0: no confidence intervals
+    "consistency_runs": (1, 100),  # 1: skip the consistency metrics
+    "sample_size": (0, 10_000_000),  # 0: all
+}
 
 _SECRET_WORDS = {"key", "apikey", "token", "password", "passwd", "pwd", "secret"}
 
@@ -123,7 +134,18 @@ def _coerce(name: str, value: Any, declared: dict, where: str) -> Any:
     }.get(kind or "")
     if ok is not None and not ok(value):
         raise ValueError(f"{where}: parameter {name!r} must be {kind} (default {declared.get('default')}), got {value!r}")
+    check_bounds(name, value, where)
     return value
+
+
+def check_bounds(name: str, value: Any, where: str) -> None:
+    """ValueError naming the parameter and its allowed range when a count of :data:`COUNT_BOUNDS` is outside it."""
+    if name not in COUNT_BOUNDS:
+        return
+    low, high = COUNT_BOUNDS[name]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{where}: parameter {name!r} = {value!r} is outside its allowed range: "
+                         f"an integer from {low:,} to {high:,}")
 
 
 def merge_params(

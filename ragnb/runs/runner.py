@@ -12,6 +12,7 @@ Layout of one run (``outputs`` defaults to ``$RAGNB_OUTPUTS`` or ``./outputs``):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -29,6 +30,7 @@ from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_
 # Notebook parameters a multi-model sweep sets per combination.
 SWEEP_PARAMS = ("judge_models", "generation_model")
 RECORD_FILE = "run_record.json"
+LOCK_FILE = ".run.lock"  # held (an OS file lock) while a runner writes into the run folder
 # Record fields a notebook may report in its metrics JSON (or take as a parameter); first one wins.
 RECORD_FIELDS = ("dataset_file", "dataset_type", "embedding_model", "judge_model", "generation_model",
                  "judge_eval_mode", "consistency_runs")
@@ -200,12 +202,9 @@ class _Run:
     started: float = field(default_factory=time.monotonic)
 
     @classmethod
-    def start(cls, run_id: str | None, outputs: str | Path | None, kernel_name: str | None,
+    def start(cls, run_id: str, out_root: Path, kernel_name: str | None,
               log: Callable[[str], None], merged: dict, declared: dict) -> _Run:
-        run_id = check_run_id(run_id) if run_id else new_run_id()
-        out_root = Path(outputs).resolve() if outputs is not None else config.outputs_dir()
         run_dir = out_root / "runs" / run_id
-        run_dir.mkdir(parents=True, exist_ok=True)
         previous = _previous(run_dir)
         reports = {r.get("key") or r["stem"]: r for r in previous.get("reports") or []
                    if isinstance(r, dict) and r.get("stem")}
@@ -341,7 +340,36 @@ def run_notebooks(
     if combos:
         _check_sweep(combos, swept, nbs)
 
-    run = _Run.start(run_id, outputs, kernel_name=kernel_name, log=log, merged=merged, declared=declared)
+    run_id = check_run_id(run_id) if run_id else new_run_id()
+    out_root = Path(outputs).resolve() if outputs is not None else config.outputs_dir()
+    run_dir = out_root / "runs" / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with run_lock(run_dir, run_id):  # before reading what the run finished: another runner may still add to it
+        run = _Run.start(run_id, out_root, kernel_name=kernel_name, log=log, merged=merged, declared=declared)
+        return _run_all(run, nbs, swept, combos, log)
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path, run_id: str):
+    """Hold the run folder's lock, or ValueError if another process holds it (that run is still running).
+
+    An OS lock (``flock`` via filelock), not a marker file: the kernel releases it when its process ends, so a
+    killed run never blocks a resume."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(run_dir / LOCK_FILE))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ValueError(f"run {run_id} is still running (another process holds {run_dir / LOCK_FILE}); "
+                         "wait for it to finish, or choose another --run-id") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list, log: Callable[[str], None]) -> RunResult:
     log(f"run {run.run_id} → {run.run_dir}")
     for nb in nbs:
         if not nb.post_record and not (combos and nb in swept):

@@ -1,16 +1,19 @@
 """Load chunks and question logs from JSONL / CSV / Parquet files or a folder of Markdown/text files.
 
 Everything is validated before anything is written; a bad row raises ``ValueError`` naming the file,
-the line and the field. Rows are inserted in one transaction with ``ON CONFLICT DO NOTHING`` on the id,
-so loading the same file twice adds nothing. Rows without an id get a stable one derived from content.
+the line and the field. Nothing is guessed: dates are ISO 8601 (or follow an explicit ``date_format``),
+scores are integers 1–5, ids are strings or integers. Rows are inserted in one transaction; an id already
+stored with the same text is skipped (loading the same file twice adds nothing), one stored with a
+different text is an error unless ``update=True``. Rows without an id get a stable one derived from content.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field as dc_field
+import re
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -47,6 +50,7 @@ class LoadStats:
     rows: int
     inserted: int
     already_present: int
+    updated: list[str] = dc_field(default_factory=list)  # "<file>:<line> id=…" of rows whose stored text changed
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -65,15 +69,24 @@ def read_records(path: Path) -> Iterator[tuple[str, dict]]:
             if not isinstance(rec, dict):
                 raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
             yield where, rec
-    elif suffixes.endswith(".csv"):
+    elif suffixes.endswith((".csv", ".csv.gz")):
+        import io
+
+        text = read_text(path, "CSV file")  # UTF-8, NUL bytes and gzip are checked there, with the line
+        if not text.strip():
+            raise ValueError(f"{path}: the CSV file is empty; it needs a header line and at least one row")
         try:
-            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: cannot parse CSV ({exc}); check quoting and that the file is UTF-8") from None
+            df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_values=[""])
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise ValueError(f"{path}: cannot parse CSV ({exc}); check quoting and the header line") from None
         for i, rec in enumerate(df.to_dict("records")):
             yield f"{path}:{i + 2}", rec
     elif suffixes.endswith(".parquet"):
-        df = pd.read_parquet(path)
+        try:
+            df = pd.read_parquet(path)
+        except Exception as exc:  # pyarrow raises its own types for a corrupt or truncated file
+            raise ValueError(f"{path}: cannot read the Parquet file ({type(exc).__name__}: {exc}); "
+                             "check that it is complete") from None
         for i, rec in enumerate(df.to_dict("records")):
             yield f"{path}:{i + 1}", rec
     else:
@@ -101,8 +114,10 @@ def _stable_id(*parts: Any) -> str:
     return hashlib.sha1("\x1f".join("" if p is None else str(p) for p in parts).encode()).hexdigest()[:16]
 
 
-def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = None) -> list[dict]:
-    """Validate every row of ``path`` into the table's fields; raise on the first bad row."""
+def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = None,
+                      date_format: str | None = None) -> list[dict]:
+    """Validate every row of ``path`` into the table's fields; raise on the first bad row. ``date_format``:
+    a strftime pattern for ``created_at`` (ISO 8601 only without it)."""
     # The original column name is accepted for the url field: --map confluence_url=link.
     mapping = {("url" if f == "confluence_url" else f): c for f, c in (mapping or {}).items()}
     aliases = CHUNK_ALIASES if kind == "chunks" else QUESTION_ALIASES
@@ -117,52 +132,93 @@ def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = No
             if not isinstance(row[field], str) or not row[field].strip():
                 names = mapping.get(field) or " / ".join(aliases[field])
                 raise ValueError(f"{where}: field '{field}' (column {names}) is missing or empty; every row needs it")
-        for field in ("id", "url", "answer", "user_id", "session_id"):
-            if field in row:
-                row[field] = _as_text(row[field])
+        for name in ("id", "user_id", "session_id"):
+            if name in row:
+                _check_id(row[name], where, name)
+        for name in ("id", "url", "answer", "user_id", "session_id"):
+            if name in row:
+                row[name] = _as_text(row[name])
+        _check_no_nul(row, where)
         if kind == "questions":
             row["score"] = _parse_score(row["score"], where)
-            row["created_at"] = _parse_time(row["created_at"], where)
+            row["created_at"] = _parse_time(row["created_at"], where, date_format)
         if row["id"] is None:
             basis = (row["url"], row["text"]) if kind == "chunks" else (
                 row["question"], row["user_id"], row["session_id"], row["created_at"])
             row["id"] = _stable_id(*basis)
         if row["id"] in seen:
             first_line, first = seen[row["id"]]
+            first = {k: v for k, v in first.items() if k != "_where"}
             if first != row:
                 raise ValueError(
                     f"{where}: field 'id' = {row['id']!r} repeats line {first_line} with different content; ids must be unique"
                 )
             continue
         seen[row["id"]] = (where.rpartition(":")[2], row)  # its line number
-        rows.append(row)
+        rows.append({**row, "_where": where})
     if not rows:
         raise ValueError(f"{path}: no rows found")
     return rows
 
 
+def _check_id(value: Any, where: str, name: str) -> None:
+    """Ids are text or integers; a list, object or boolean would be stored as its Python spelling."""
+    if _missing(value) or isinstance(value, str):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"{where}: field '{name}' = {value!r:.60} is a {type(value).__name__}; "
+                         "ids must be text or integers")
+
+
+def _check_no_nul(row: dict, where: str) -> None:
+    for name, value in row.items():
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError(f"{where}: field '{name}' contains a NUL byte (\\x00); remove it from the source data")
+
+
+_SCORE_TEXT = re.compile(r"\s*[+-]?\d+(\.0+)?\s*")  # "5.0": how pandas writes an int column with gaps
+
+
 def _parse_score(value: Any, where: str) -> int | None:
-    if _missing(value) or value == "":
+    """An integer 1–5; an empty cell is missing. ``true``, ``NaN``, ``5/5`` or 4.5 are errors, never guessed."""
+    if _missing(value) or (isinstance(value, str) and not value.strip()):
         return None
-    try:
-        score = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}: field 'score' = {value!r} is not a number; use an integer 1–5 or leave it empty") from None
-    if not score.is_integer() or not 1 <= score <= 5:
-        raise ValueError(f"{where}: field 'score' = {value!r} is outside 1–5; use an integer 1–5 or leave it empty")
-    return int(score)
+    fix = "use an integer 1–5 or leave the cell empty"
+    if isinstance(value, str):
+        if not _SCORE_TEXT.fullmatch(value):
+            raise ValueError(f"{where}: field 'score' = {value!r} is not an integer 1–5; {fix}")
+        value = int(float(value))
+    elif isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
+        raise ValueError(f"{where}: field 'score' = {value!r} is not an integer 1–5; {fix}")
+    if not 1 <= value <= 5:
+        raise ValueError(f"{where}: field 'score' = {str(value)!r} is outside 1–5; {fix}")
+    return int(value)
 
 
-def _parse_time(value: Any, where: str) -> datetime | None:
-    if _missing(value) or value == "":
+def _parse_time(value: Any, where: str, date_format: str | None = None) -> datetime | None:
+    """ISO 8601 text (or a native timestamp from Parquet), or text in the explicit ``date_format``. Day/month
+    order and epoch numbers are never guessed; a date without a zone is taken as UTC."""
+    if _missing(value) or (isinstance(value, str) and not value.strip()):
         return None
-    try:
-        ts = pd.Timestamp(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}: field 'created_at' = {value!r} is not a date-time; use ISO 8601, e.g. 2024-05-01T12:00:00Z") from None
-    if ts.tzinfo is None:
-        ts = ts.tz_localize("UTC")
-    return ts.to_pydatetime()
+    if isinstance(value, datetime):  # pandas Timestamp is a datetime
+        ts = value.to_pydatetime() if hasattr(value, "to_pydatetime") else value
+    elif not isinstance(value, str):
+        raise ValueError(f"{where}: field 'created_at' = {value!r} is a {type(value).__name__}, not a date; "
+                         "write dates as ISO 8601 text, e.g. 2024-05-01T12:00:00Z (epoch numbers are not guessed)")
+    elif date_format:
+        try:
+            ts = datetime.strptime(value.strip(), date_format)
+        except ValueError:
+            raise ValueError(f"{where}: field 'created_at' = {value!r} does not match --date-format "
+                             f"{date_format!r}; fix the row or the format") from None
+    else:
+        try:
+            ts = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"{where}: field 'created_at' = {value!r} is not ISO 8601 (e.g. 2024-05-01T12:00:00Z); "
+                             "convert it, or give its pattern with --date-format, e.g. --date-format '%d.%m.%Y'") from None
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=timezone.utc)
 
 
 def chunk_text(text: str, chunk_size: int, overlap: int) -> list[str]:
@@ -190,13 +246,34 @@ def folder_records(folder: Path, chunk_size: int = 200, overlap: int = 40) -> li
     for f in files:
         rel = f.relative_to(folder).as_posix()
         for n, piece in enumerate(chunk_text(read_text(f, "text file"), chunk_size, overlap)):
-            rows.append({"id": f"{rel}#{n}", "url": rel, "text": piece})
+            rows.append({"id": f"{rel}#{n}", "url": rel, "text": piece, "_where": f"{f} chunk {n}"})
     return rows
 
 
-def insert_rows(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ...] = ()) -> int:
-    """Insert rows, skipping ids already present; returns how many were new. One transaction.
+def _changed_rows(conn: Any, table: sa.Table, text_col: str, rows: list[dict]) -> list[dict]:
+    """The rows whose id is already stored with a different text."""
+    out = []
+    for start in range(0, len(rows), 5000):
+        batch = rows[start:start + 5000]
+        stored = dict(conn.execute(sa.select(table.c.id, table.c[text_col])
+                                   .where(table.c.id.in_([r["id"] for r in batch]))).all())
+        out += [r for r in batch if r["id"] in stored and stored[r["id"]] != r[text_col]]
+    return out
 
+
+def insert_rows(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ...] = ()) -> int:
+    """Insert rows, skipping ids already present; returns how many were new. One transaction. For rows the
+    package itself made (the demo); files from users go through :func:`load_file`, which checks the text."""
+    return _insert(db, kind, rows, refresh, on_changed="skip")[0]
+
+
+def _insert(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ...] = (),
+            on_changed: str = "error") -> tuple[int, list[str]]:
+    """Insert rows, skipping ids already stored with the same text; returns (how many were new, the changed
+    rows as ``"<where> id=…"``). One transaction: on any error nothing is written.
+
+    An id stored with a different text: ``on_changed="error"`` raises naming the row, ``"update"`` overwrites
+    the row and clears its embedding (re-embedded by the next ``ragnb embed``), ``"skip"`` keeps the stored row.
     ``refresh``: columns (never the text or the embedding) whose stored value is overwritten on rows that
     already exist — how the bundled demo updates its simulated scores without re-embedding anything.
     """
@@ -204,12 +281,21 @@ def insert_rows(db: Database, kind: str, rows: list[dict], refresh: tuple[str, .
 
     t = ensure_schema(db)
     table = t.chunk if kind == "chunks" else t.question
+    text_col = "text" if kind == "chunks" else "question"
     cols = [c.key for c in table.columns if c.key != "embedding"]
     bad = [c for c in refresh if c not in cols or c in ("id", "text", "question")]
     if bad:
         raise ValueError(f"refresh={bad}: only metadata columns can be refreshed ({[c for c in cols if c not in ('id', 'text', 'question')]})")
     inserted = 0
     with db.engine.begin() as conn:
+        changed = [] if on_changed == "skip" else _changed_rows(conn, table, text_col, rows)
+        if changed and on_changed != "update":
+            r = changed[0]
+            raise ValueError(f"{r.get('_where', 'row')}: field 'id' = {r['id']!r} is already stored with a different "
+                             f"{text_col} ({len(changed)} such row(s)); pass --update to overwrite them, or give new ids")
+        for r in changed:
+            conn.execute(table.update().where(table.c.id == r["id"])
+                         .values(**{c: r.get(c) for c in cols if c != "id"}, embedding=None))
         for start in range(0, len(rows), 5000):
             batch = [{c: r.get(c) for c in cols} for r in rows[start:start + 5000]]
             stmt = insert(table).values(batch)
@@ -221,12 +307,15 @@ def insert_rows(db: Database, kind: str, rows: list[dict], refresh: tuple[str, .
             else:
                 stmt = stmt.on_conflict_do_nothing(index_elements=[table.c.id]).returning(table.c.id)
                 inserted += len(conn.execute(stmt).all())
-    return inserted
+    return inserted, [f"{r.get('_where', 'row')} id={r['id']}" for r in changed]
 
 
 def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str] | None = None,
-              chunk_size: int = 200, overlap: int = 40) -> LoadStats:
-    """Validate then load ``path`` (file or, for chunks, a folder) into the chunk or question table."""
+              chunk_size: int = 200, overlap: int = 40, date_format: str | None = None,
+              update: bool = False) -> LoadStats:
+    """Validate then load ``path`` (file or, for chunks, a folder) into the chunk or question table.
+    ``date_format``: strftime pattern of ``created_at`` (ISO 8601 otherwise); ``update``: overwrite rows
+    whose id is stored with a different text (an error otherwise)."""
     if kind not in REQUIRED:
         raise ValueError(f"kind must be 'chunks' or 'questions', got {kind!r}")
     p = Path(path)
@@ -237,9 +326,9 @@ def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str]
             raise ValueError(f"{p}: a folder can only be loaded as chunks; questions need a JSONL/CSV/Parquet file")
         rows = folder_records(p, chunk_size, overlap)
     else:
-        rows = normalize_records(p, kind, mapping)
-    inserted = insert_rows(db, kind, rows)
-    return LoadStats(str(p), kind, len(rows), inserted, len(rows) - inserted)
+        rows = normalize_records(p, kind, mapping, date_format)
+    inserted, updated = _insert(db, kind, rows, on_changed="update" if update else "error")
+    return LoadStats(str(p), kind, len(rows), inserted, len(rows) - inserted - len(updated), updated)
 
 
 def count_rows(db: Database, kind: str) -> dict:
