@@ -152,7 +152,8 @@ def gold_questions(items, articles: list[Article]) -> tuple[list[Question], list
       same page, :func:`ragnb.datasets.urls.page_id`); a page not among the articles cannot be judged;
     * other items whose gold paragraph (``chunk_id``, else the first relevant chunk id) is in the articles →
       rule "paragraph";
-    * otherwise, with a reference answer and no logged url → rule "answer"; else it cannot be judged.
+    * a reference answer without a logged url or gold paragraph → rule "answer"; else it cannot be judged (a
+      gold paragraph outside the articles: the dataset was built on another corpus).
     """
     from ragnb.datasets.urls import page_id
 
@@ -172,7 +173,7 @@ def gold_questions(items, articles: list[Article]) -> tuple[list[Question], list
         elif not judged_by_page(it) and gold in where:
             url, start, end = where[gold]
             questions.append(Question(it.id, it.question, it.ground_truth_answer, url, start, end))
-        elif has_answer and not it.confluence_url:
+        elif has_answer and not it.confluence_url and (judged_by_page(it) or gold is None):
             questions.append(Question(it.id, it.question, it.ground_truth_answer, None, 0, 0, "answer"))
         else:
             unmapped.append(it.id)
