@@ -13,6 +13,7 @@ import gzip
 import json
 import math
 import os
+import re
 import tempfile
 import zlib
 from pathlib import Path
@@ -230,3 +231,8 @@ def check_unique(seen: dict[Any, str], key: Any, where: str, field: str = "id") 
         raise ValueError(f"{where}: field '{field}': {key!r} is repeated (first at {seen[key]}); "
                          f"each {field} must be unique")
     seen[key] = where
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key that orders "p2" before "p10" (chunk ids like ``page.md#2`` / ``page.md#10`` in page order)."""
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p)

@@ -257,3 +257,52 @@ def test_notebook_numbers_and_a_second_run_from_cache(tmp_path, encoder):
     assert all(c["timings"]["embedding_timing"] == "cache" for c in m2["configs"].values())
     for name in m["configs"]:
         assert m2["configs"][name]["mrr"]["mean"] == m["configs"][name]["mrr"]["mean"]
+
+
+def test_real_questions_are_judged_by_their_logged_page(fresh_db, encoder, tmp_path):
+    """A Markdown wiki + question log, a dataset built by the real from-real-questions mode: each config judges
+    a question by its logged page (its free-text answer is in no chunk), falls back to answer containment only
+    without a logged url, and counts the questions without a relevant chunk. MRR is recomputed with numpy."""
+    import team_wiki
+
+    from ragnb.datasets.corpus import Corpus
+    from ragnb.datasets.real_questions import generate_from_real_questions
+    from ragnb.datasets.schema import DatasetItem
+    from ragnb.store.schema import tables
+    from ragnb.store.vectors import check_space
+
+    team_wiki.load_wiki(fresh_db, tmp_path, encoder)
+    corpus = Corpus(fresh_db, encoder, "database", check_space(fresh_db, tables(fresh_db.schema).chunk, encoder))
+    items = generate_from_real_questions(corpus, top_k=3).dataset.items
+    # A url-less question whose answer is wiki text: judged by answer containment.
+    items.append(DatasetItem(id="rq-extra", question="Which VPN client should I install?",
+                             ground_truth_answer="GlobalConnect", source="question_log", relevant_chunk_ids=[]))
+    articles = ch.db_articles(fresh_db)
+    assert sorted(a.url for a in articles) == sorted(team_wiki.PAGES)
+    configs = [cc.ChunkConfig(8, 0), cc.ChunkConfig(20, 5)]
+    result = ch.run_chunking(fresh_db, encoder, articles, items, configs, n_boot=50)
+
+    s = result.summary
+    assert s["n_questions"] == 6 and s["n_questions_unmapped"] == 1  # it/wifi.md is not in the wiki
+    assert s["n_questions_by_rule"] == {"page": 4, "answer": 2} and set(s["relevance_rules"]) == {"page", "answer"}
+    by_page = {"rq-s1-1": "ops/vpn.md", "rq-s1-2": "ops/vpn.md", "rq-s2-1": "dev/deploy.md",
+               "rq-s2-2": "hr/vacation.md"}
+    questions = {it.id: it.question for it in items}
+    for cfg in configs:
+        entry = s["configs"][cfg.name]
+        assert entry["n_no_relevant_chunk"] == 1  # "I could not find that." is in no chunk
+        assert any(n.startswith(f"{cfg.name}: 1 of 6 question(s) have no relevant chunk") for n in result.notes)
+        chunks = cc.chunk_corpus(articles, cfg)
+        vecs = encoder.encode([c.text for c in chunks])
+        vecs = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+        per = result.per_query[result.per_query["config"] == cfg.name].set_index("query_id")
+        for qid, page in {**by_page, "rq-extra": None, "rq-s3-1": None}.items():
+            q = encoder.encode([questions[qid]])[0]
+            order = np.argsort(-(vecs @ (q / np.linalg.norm(q))), kind="stable")
+            if page is None:
+                rel = [i for i, c in enumerate(chunks) if qid == "rq-extra" and "globalconnect" in c.text.lower()]
+            else:
+                rel = [i for i, c in enumerate(chunks) if c.url == page]
+            ranks = [r + 1 for r, i in enumerate(order[:10]) if i in rel]
+            assert per.loc[qid, "mrr"] == pytest.approx(1 / ranks[0] if ranks else 0.0, abs=1e-9), (cfg.name, qid)
+            assert per.loc[qid, "n_relevant_chunks"] == len(rel)

@@ -131,19 +131,22 @@ def test_from_real_questions_end_to_end(corpus_db, encoder, tmp_path):
     assert items["rq-q4"]["relevant_chunk_ids"] == []  # no url: kept, marked
     assert items["rq-q5"]["relevant_chunk_ids"] == []  # the page's only chunk is not embedded
     assert items["rq-q6"]["relevant_chunk_ids"] == ["c4"]
-    # The capital / the Nile / Everest questions find their page at rank 1; chunk_id is that chunk.
-    for qid, chunk in (("rq-q1", "c1"), ("rq-q2", "c3"), ("rq-q6", "c4")):
-        assert items[qid]["is_relevant_chunk_matched"] is True
-        assert items[qid]["relevant_rank"] == 1 and items[qid]["chunk_id"] == chunk
-        assert items[qid]["chunk_text"] == next(c["text"] for c in CHUNKS if c["id"] == chunk)
+    # The capital / the Nile / Everest questions find their page at rank 1.
+    for qid in ("rq-q1", "rq-q2", "rq-q6"):
+        assert items[qid]["is_relevant_chunk_matched"] is True and items[qid]["relevant_rank"] == 1
+    text = {c["id"]: c["text"] for c in CHUNKS}
+    # The fixed context (Tier 2) is the logged page's chunks, never the retrieval's pick.
+    assert items["rq-q1"]["chunk_text"] == text["c1"] + "\n\n" + text["c2"] and items["rq-q1"]["chunk_id"] == "c1"
+    assert items["rq-q1"]["context_chunk_ids"] == ["c1", "c2"] and items["rq-q1"]["relevance_unit"] == "page"
+    assert items["rq-q2"]["chunk_text"] == text["c3"] and items["rq-q6"]["chunk_text"] == text["c4"]
     assert items["rq-q4"]["is_relevant_chunk_matched"] is None
     assert items["rq-q5"]["is_relevant_chunk_matched"] is False
-    # q3 (Python question, Everest page): matched iff c4 is in the independent top-5; otherwise top-1 is the chunk.
+    # q3 (Python question, Everest page): retrieval's top-1 is the Python chunk, the fixed context is Everest's.
     peer_ids, _ = _peer_top(encoder, QUESTIONS[2]["question"], 5)
-    assert items["rq-q3"]["is_relevant_chunk_matched"] is ("c4" in peer_ids)
-    assert items["rq-q3"]["chunk_id"] == ("c4" if "c4" in peer_ids else peer_ids[0]) and peer_ids[0] == "c7"
-    for qid in ("rq-q4", "rq-q5"):
-        assert items[qid]["chunk_id"] == items[qid]["retrieved_chunk_ids"][0]
+    assert items["rq-q3"]["is_relevant_chunk_matched"] is ("c4" in peer_ids) and peer_ids[0] == "c7"
+    assert items["rq-q3"]["chunk_id"] == "c4" and items["rq-q3"]["chunk_text"] == text["c4"]
+    for qid in ("rq-q4", "rq-q5"):  # no relevant chunk: no fixed context
+        assert "chunk_id" not in items[qid] and "chunk_text" not in items[qid]
     # Logged fields.
     assert items["rq-q1"]["ground_truth_answer"] == "Paris." and items["rq-q1"]["user_score"] == 5
     assert items["rq-q1"]["question_answer_id"] == "q1" and items["rq-q1"]["confluence_url"] == QUESTIONS[0]["url"]
@@ -152,7 +155,8 @@ def test_from_real_questions_end_to_end(corpus_db, encoder, tmp_path):
 
     matched = 3 + ("c4" in peer_ids)
     expected = {"items": 6, "matched": matched, "not_matched": 5 - matched, "matched_rate": matched / 5,
-                "without_url": 1, "url_not_in_corpus": 1, "without_answer": 1, "skipped_without_embedding": 1,
+                "without_url": 1, "url_not_in_corpus": 1, "without_fixed_context": 2, "without_answer": 1,
+                "skipped_without_embedding": 1,
                 "chunks_with_embeddings": 9}
     assert meta["counts"] == expected
     assert {k: v for k, v in _report(res.stdout).items() if k not in ("path", "type")} == expected
@@ -191,7 +195,7 @@ def test_score_5_filter_limit_top_k_and_memory_backend(corpus_db, tmp_path):
     assert [it["id"] for it in raw["items"]] == ["rq-q1", "rq-q2", "rq-q3"]
     assert [it["retrieved_chunk_ids"] for it in raw["items"]] == [["c1"], ["c3"], ["c7"]]
     assert [it["is_relevant_chunk_matched"] for it in raw["items"]] == [True, True, False]
-    assert raw["items"][2]["chunk_id"] == "c7" and raw["items"][2]["relevant_rank"] is None
+    assert raw["items"][2]["chunk_id"] == "c4" and raw["items"][2]["relevant_rank"] is None
     assert raw["metadata"]["retrieval"] == {"backend": "memory-exact", "top_k": 1}
     assert raw["metadata"]["counts"]["matched_rate"] == pytest.approx(2 / 3)
 
@@ -594,3 +598,43 @@ def test_bad_generation_arguments(corpus_db, source_dataset, tmp_path, fresh_db)
     assert res.exit_code == 2 and "name it *.json" in res.stderr
     res = _invoke(["export-annotation", "--dataset", str(source_dataset), "--output", str(source_dataset)])
     assert res.exit_code == 2 and "is the input file" in res.stderr
+
+
+def test_real_questions_fixed_context_is_the_logged_page(fresh_db, encoder, tmp_path):
+    """A Markdown wiki + question log: Tier 2's fixed context is the logged page's chunks in reading order,
+    even when retrieval's top-1 is another page; items without a relevant chunk have none, and Tier 2 fails
+    them at the context stage instead of using a retrieved chunk."""
+    import team_wiki
+
+    from ragnb.datasets.corpus import Corpus
+    from ragnb.datasets.real_questions import generate_from_real_questions
+    from ragnb.store.schema import tables
+    from ragnb.store.vectors import check_space
+    from ragnb.tiers.generation.kinds import Tier2
+
+    team_wiki.load_wiki(fresh_db, tmp_path, encoder)
+    corpus = Corpus(fresh_db, encoder, "database", check_space(fresh_db, tables(fresh_db.schema).chunk, encoder))
+    result = generate_from_real_questions(corpus, top_k=3)
+    items = {it.id: it for it in result.dataset.items}
+    assert list(items) == ["rq-" + r["id"] for r in team_wiki.QUESTION_LOG]
+    other_page_first = 0
+    for row in team_wiki.QUESTION_LOG:
+        it = items["rq-" + row["id"]]
+        if row["url"] not in team_wiki.PAGES:
+            assert it.chunk_text is None and it.chunk_id is None and it.relevant_chunk_ids == []
+            continue
+        texts = team_wiki.page_chunks(row["url"])
+        ids = [f"{row['url']}#{n}" for n in range(len(texts))]
+        assert it.relevant_chunk_ids == ids and it.model_extra["context_chunk_ids"] == ids
+        assert it.chunk_text == "\n\n".join(texts) and it.chunk_id == ids[0]
+        other_page_first += not it.model_extra["retrieved_chunk_ids"][0].startswith(row["url"] + "#")
+    assert len(team_wiki.page_chunks("ops/vpn.md")) > 10  # natural order checked: #10 after #9
+    assert other_page_first >= 1  # the fixed context is not the retrieval's top-1 for some item
+    assert result.report["without_fixed_context"] == 2
+    notes = " ".join(result.dataset.metadata["notes"])
+    assert "2 item(s) have no relevant chunk" in notes and "logged page's chunks" in notes
+
+    contexts = Tier2().contexts(None, items, 1, 1)
+    assert [c.text for c in contexts["rq-s2-1"]["contexts"]] == [items["rq-s2-1"].chunk_text]
+    for key in ("rq-s3-1", "rq-s3-2"):
+        assert contexts[key]["stage"] == "context" and "contexts" not in contexts[key]

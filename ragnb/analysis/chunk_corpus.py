@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ragnb.io import natural_key
 from ragnb.store.loaders import chunk_text
 
 NO_RELEVANT = "<no relevant chunk>"  # qrels placeholder: never retrieved, so the question scores 0
@@ -49,11 +50,6 @@ class Chunk:
     text: str
     start: int  # character span [start, end) of its words in the article text
     end: int
-
-
-def natural_key(text: str) -> tuple:
-    """Sort key that orders "p2" before "p10"."""
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p)
 
 
 def build_article(url: str, paragraphs: list[tuple[str, str]]) -> Article:
@@ -130,35 +126,73 @@ class Question:
     id: str
     text: str
     answer: str | None
-    url: str
+    url: str | None  # the article judged against (None: rule "answer", any article)
     start: int
     end: int
+    rule: str = "paragraph"  # "paragraph" (gold span + answer), "page" (logged page), "answer" (answer text anywhere)
+
+
+RULES = {
+    "page": "every chunk of the page whose url was logged with the question (datasets from real questions)",
+    "paragraph": "same article, overlapping the gold paragraph's span, containing the answer text",
+    "answer": "any chunk containing the reference answer text (no logged page, no gold paragraph)",
+}
+
+
+def judged_by_page(item) -> bool:
+    """A question whose relevance is its logged page (``ragnb dataset from-real-questions``): the logged answer
+    is the bot's free text, which no chunk contains, so answer containment cannot judge it."""
+    return (item.model_extra or {}).get("relevance_unit") == "page" or item.source == "question_log"
 
 
 def gold_questions(items, articles: list[Article]) -> tuple[list[Question], list[str]]:
-    """Dataset items → questions with their gold paragraph's article and span, plus the ids of items whose gold
-    paragraph (``chunk_id``, else the first relevant chunk id) is not in the articles (they cannot be judged)."""
+    """Dataset items → questions with the rule that judges them, plus the ids of items that cannot be judged.
+
+    * page-level items (:func:`judged_by_page`) with a logged url → rule "page" (the article whose url names the
+      same page, :func:`ragnb.datasets.urls.page_id`); a page not among the articles cannot be judged;
+    * other items whose gold paragraph (``chunk_id``, else the first relevant chunk id) is in the articles →
+      rule "paragraph";
+    * a reference answer without a logged url or gold paragraph → rule "answer"; else it cannot be judged (a
+      gold paragraph outside the articles: the dataset was built on another corpus).
+    """
+    from ragnb.datasets.urls import page_id
+
     where = {p.id: (a.url, p.start, p.end) for a in articles for p in a.paragraphs}
+    pages = {page_id(a.url): a for a in articles}
     questions, unmapped = [], []
     for it in items:
         gold = it.chunk_id or next(iter(it.grades()), None)
-        if gold not in where:
+        has_answer = bool(it.ground_truth_answer and it.ground_truth_answer.strip())
+        if judged_by_page(it) and it.confluence_url:
+            art = pages.get(page_id(it.confluence_url))
+            if art is None:
+                unmapped.append(it.id)
+            else:
+                questions.append(Question(it.id, it.question, it.ground_truth_answer, art.url, 0, len(art.text),
+                                          "page"))
+        elif not judged_by_page(it) and gold in where:
+            url, start, end = where[gold]
+            questions.append(Question(it.id, it.question, it.ground_truth_answer, url, start, end))
+        elif has_answer and not it.confluence_url and (judged_by_page(it) or gold is None):
+            questions.append(Question(it.id, it.question, it.ground_truth_answer, None, 0, 0, "answer"))
+        else:
             unmapped.append(it.id)
-            continue
-        url, start, end = where[gold]
-        questions.append(Question(it.id, it.question, it.ground_truth_answer, url, start, end))
     return questions, unmapped
 
 
+def _relevant(q: Question, by_url: dict[str, list[Chunk]], every: list[Chunk]) -> list[str]:
+    if q.rule == "page":
+        return [c.id for c in by_url.get(q.url, [])]
+    if q.rule == "answer":
+        needle = _norm(q.answer or "")
+        return [c.id for c in every if needle and needle in _norm(c.text)]
+    return relevant_chunk_ids(by_url.get(q.url, []), q.url, q.start, q.end, q.answer)
+
+
 def qrels_for(build_chunks: list[Chunk], questions: list[Question]) -> dict[str, dict[str, int]]:
-    """{question: {relevant chunk: 1}} by :func:`relevant_chunk_ids`; no relevant chunk → the placeholder
-    :data:`NO_RELEVANT` (never retrieved, so every metric is 0 for that question)."""
+    """{question: {relevant chunk: 1}} by the question's rule (:data:`RULES`); no relevant chunk → the
+    placeholder :data:`NO_RELEVANT` (never retrieved, so every metric is 0 for that question)."""
     by_url: dict[str, list[Chunk]] = {}
     for c in build_chunks:
         by_url.setdefault(c.url, []).append(c)
-    out = {}
-    for q in questions:
-        ids = relevant_chunk_ids(by_url.get(q.url, []), q.url, q.start, q.end, q.answer)
-        out[q.id] = {cid: 1 for cid in ids} or {NO_RELEVANT: 1}
-    return out
-
+    return {q.id: {cid: 1 for cid in _relevant(q, by_url, build_chunks)} or {NO_RELEVANT: 1} for q in questions}

@@ -11,12 +11,21 @@ For each (chunk size, overlap) of a grid, in words, the source articles are re-c
 * **truncation** — the share of chunks longer than the encoder reads (all-MiniLM-L6-v2: 256 tokens);
 * **retrieval quality** — hit_rate@1/5, MRR, nDCG@10, recall@5 with bootstrap CIs on the questions.
 
-Relevance rule (a chunking has no gold chunk ids of its own): a chunk is relevant to a question iff it comes
-from the gold paragraph's article, its character span overlaps the gold paragraph's span, and it contains the
-reference answer (case-folded, whitespace collapsed). A question whose answer no chunk of a config contains
-(e.g. cut by a chunk boundary) has no relevant chunk there: it scores 0 on every metric, so all configs are
-compared on the same questions, and it is counted in ``n_no_relevant_chunk``. A question without a reference
-answer is judged by span overlap alone (counted in ``n_questions_without_answer``).
+Relevance rules (a chunking has no gold chunk ids of its own; :data:`ragnb.analysis.chunk_corpus.RULES`):
+
+* **page** — a question from a dataset built from real questions is judged by the page whose url was logged
+  with it: every chunk of that page is relevant (the logged answer is the bot's free text, which no chunk
+  contains, so answer containment would find nothing);
+* **paragraph** — a question with a gold paragraph (demo, synthetic): a chunk is relevant iff it comes from the
+  gold paragraph's article, its character span overlaps the gold paragraph's span, and it contains the
+  reference answer (case-folded, whitespace collapsed); without a reference answer, span overlap alone
+  (counted in ``n_questions_without_answer``);
+* **answer** — only when the question has neither a logged page nor a gold paragraph: any chunk containing the
+  reference answer.
+
+A question with no relevant chunk in a config (e.g. its answer cut by a chunk boundary) scores 0 on every
+metric there, so all configs are compared on the same questions; it is counted in ``n_no_relevant_chunk``
+per config, and the notes say how many.
 
 Modules: :mod:`ragnb.analysis.chunk_corpus` (articles, chunks with character spans, the relevance rule) and
 :mod:`ragnb.analysis.chunk_build` (one config's table, timings, sizes; embeddings through the one embedding
@@ -34,8 +43,8 @@ import numpy as np
 import pandas as pd
 
 from ragnb.analysis.chunk_build import Build, build_config, embed_with_cache
-from ragnb.analysis.chunk_corpus import (NO_RELEVANT, Article, ChunkConfig, Question, gold_questions, group_articles,
-                                        qrels_for)
+from ragnb.analysis.chunk_corpus import (NO_RELEVANT, RULES, Article, ChunkConfig, Question, gold_questions,
+                                        group_articles, qrels_for)
 from ragnb.io import comma_list
 from ragnb.metrics.retrieval import evaluate
 from ragnb.rag.embeddings import Encoder
@@ -154,6 +163,13 @@ def _config_entry(cfg: ChunkConfig, build: Build, metrics: dict) -> tuple[dict, 
     return row, entry
 
 
+def _no_relevant_notes(table: pd.DataFrame, n_questions: int) -> list[str]:
+    """One note per config where some questions have no relevant chunk (they score 0 there)."""
+    return [f"{cfg}: {int(n)} of {n_questions} question(s) have no relevant chunk and score 0 on every metric "
+            "(check that the dataset was built on this corpus)"
+            for cfg, n in table["n_no_relevant_chunk"].items() if n]
+
+
 def _summary(articles: list[Article], questions: list[Question], unmapped: list[str], encoder: Encoder,
              table: pd.DataFrame, q_embed, per_config: dict, top_k: int, hnsw: dict) -> dict:
     encoded = int(table["n_encoded"].sum()) + q_embed.n_encoded
@@ -164,7 +180,9 @@ def _summary(articles: list[Article], questions: list[Question], unmapped: list[
         "n_articles": len(articles), "n_paragraphs": sum(len(a.paragraphs) for a in articles),
         "n_questions": len(questions), "n_questions_unmapped": len(unmapped),
         "n_questions_without_answer": sum(1 for q in questions if not (q.answer and q.answer.strip())),
-        "relevance_rule": "same article, overlapping the gold paragraph's span, containing the answer text",
+        "relevance_rules": {rule: RULES[rule] for rule in sorted({q.rule for q in questions})},
+        "n_questions_by_rule": {rule: sum(q.rule == rule for q in questions) for rule in RULES
+                                if any(q.rule == rule for q in questions)},
         "embedding_model": encoder.name, "max_seq_length": encoder.max_seq_length,
         "retrieval": f"exact cosine top-{top_k} in memory", "metrics": METRICS,
         "hnsw": hnsw,
@@ -187,12 +205,12 @@ def run_chunking(db: Database, encoder: Encoder, articles: list[Article], items,
                          f"workspace database {WORKSPACE_DATABASE!r}")
     questions, unmapped = gold_questions(items, articles)
     if not questions:
-        raise ValueError("no question's gold paragraph (chunk_id) is among the source texts; use a dataset built on "
-                         "this corpus")
+        raise ValueError("no question can be judged: neither its logged page nor its gold paragraph (chunk_id) is "
+                         "among the source texts, and it has no reference answer; use a dataset built on this corpus")
     notes = []
     if unmapped:
-        notes.append(f"{len(unmapped)} question(s) have a gold paragraph outside the source articles and are left "
-                     f"out (first: {unmapped[0]!r}).")
+        notes.append(f"{len(unmapped)} question(s) have a logged page or gold paragraph outside the source articles "
+                     f"(or nothing to judge them by) and are left out (first: {unmapped[0]!r}).")
     q_vectors, q_embed = embed_with_cache(encoder, [q.text for q in questions], batch_size)
 
     rows, frames, per_config = [], [], {}
@@ -203,6 +221,7 @@ def run_chunking(db: Database, encoder: Encoder, articles: list[Article], items,
         row, per_config[cfg.name] = _config_entry(cfg, build, metrics)
         rows.append(row)
     table = pd.DataFrame(rows).set_index("config")
+    notes += _no_relevant_notes(table, len(questions))
     hnsw = {"m": hnsw_m, "ef_construction": hnsw_ef_construction, "maintenance_work_mem": maintenance_work_mem}
     summary = _summary(articles, questions, unmapped, encoder, table, q_embed, per_config, top_k, hnsw)
     per_query = pd.concat(frames, ignore_index=True)

@@ -13,6 +13,9 @@ from ragnb.datasets.build import (FILE_PREFIX, BuildResult, check_count, chunk_t
                                   mode_metadata)
 from ragnb.datasets.schema import Dataset, DatasetItem
 from ragnb.datasets.urls import page_id
+from ragnb.io import natural_key
+
+CONTEXT_SEPARATOR = "\n\n"  # between the chunks of a fixed context
 
 
 def _count_without_vectors(db, exact_score: int | None) -> int:
@@ -34,9 +37,10 @@ def _text_or_none(value: Any) -> str | None:
 
 
 def _chunks_by_page(urls: dict[str, str | None]) -> dict[str, list[str]]:
-    """page id → the embedded chunks on that page, in id order."""
+    """page id → the embedded chunks on that page, in natural id order (``page.md#2`` before ``#10``: the
+    loaders number a page's chunks in reading order)."""
     pages: dict[str, list[str]] = {}
-    for cid in sorted(urls):
+    for cid in sorted(urls, key=natural_key):
         pid = page_id(urls[cid])
         if pid is not None:
             pages.setdefault(pid, []).append(cid)
@@ -61,6 +65,8 @@ def _pick_chunks(log: pd.DataFrame, res: Any, pages: dict[str, list[str]]) -> tu
             counts["matched" if matched else "not_matched"] += 1
             if not relevant:
                 counts["url_not_in_corpus"] += 1
+        if not relevant:
+            counts["without_fixed_context"] += 1
         answer = _text_or_none(row["answer"])
         if answer is None:
             counts["without_answer"] += 1
@@ -76,16 +82,26 @@ def _pick_chunks(log: pd.DataFrame, res: Any, pages: dict[str, list[str]]) -> tu
 
 
 def _items(db, picks: list[dict]) -> list[DatasetItem]:
-    texts = chunk_texts(db, sorted({p["chunk"] for p in picks if p["chunk"]}))
+    """One item per pick. The fixed context (``chunk_text``, Tier 2) is the logged page's chunks — the
+    known-relevant context — joined in chunk order, never a retrieved chunk: retrieval is what Tier 1 and
+    Tier 3 measure. An item without a relevant chunk has no fixed context (Tier 2 counts it as failed)."""
+    texts = chunk_texts(db, sorted({c for p in picks for c in p["relevant"]}))
     return [
         DatasetItem(
-            id=f"rq-{p['qa_id']}", question=p["question"], ground_truth_answer=p["answer"], chunk_id=p["chunk"],
-            chunk_text=texts[p["chunk"]][1] if p["chunk"] else None, confluence_url=p["url"],
+            id=f"rq-{p['qa_id']}", question=p["question"], ground_truth_answer=p["answer"],
+            chunk_id=p["relevant"][0] if p["relevant"] else None,
+            chunk_text=CONTEXT_SEPARATOR.join(texts[c][1] for c in p["relevant"]) if p["relevant"] else None,
+            context_chunk_ids=list(p["relevant"]), relevance_unit="page", confluence_url=p["url"],
             relevant_chunk_ids=p["relevant"], source="question_log", question_source="user",
             question_answer_id=p["qa_id"], user_score=p["score"], is_relevant_chunk_matched=p["matched"],
             relevant_rank=p["rank"], retrieved_chunk_ids=p["retrieved"], retrieved_similarities=p["sims"])
         for p in picks
     ]
+
+
+def _no_context_note(n: int) -> str:
+    return (f"{n} item(s) have no relevant chunk (no logged url, or its page is not in the corpus), hence no "
+            "fixed context: Tier 2 counts them as failed at the context stage instead of using a retrieved chunk")
 
 
 def _warnings(counts: Counter, skipped: int, where: str) -> list[str]:
@@ -95,6 +111,8 @@ def _warnings(counts: Counter, skipped: int, where: str) -> list[str]:
                         "(Tier 1 counts them as undefined)")
     if counts["url_not_in_corpus"]:
         warnings.append(f"{counts['url_not_in_corpus']} logged url(s) name a page with no chunk in the corpus")
+    if counts["without_fixed_context"]:
+        warnings.append(_no_context_note(counts["without_fixed_context"]))
     if skipped:
         warnings.append(f"{skipped} logged question(s){where} have no embedding and were left out; "
                         "run `ragnb embed --questions`")
@@ -112,7 +130,11 @@ def generate_from_real_questions(corpus: Any, max_questions: int = 0, exact_scor
     * ``relevant_chunk_ids`` = every embedded chunk whose url names the same page as the logged url
       (:func:`ragnb.datasets.urls.page_id`), so Tier 1 can score it;
     * ``is_relevant_chunk_matched`` = one of the top-k chunks is on that page (None without a logged url);
-    * ``chunk_id``/``chunk_text`` = the best-ranked retrieved relevant chunk, else the top-1 chunk;
+    * ``chunk_text`` (Tier 2's fixed context) = the texts of ``relevant_chunk_ids`` (the logged page's chunks,
+      the known-relevant context) joined in chunk order by a blank line, ``context_chunk_ids`` = those ids,
+      ``chunk_id`` = the first of them; no relevant chunk → no fixed context (counted in
+      ``without_fixed_context``; Tier 2 fails such an item at the context stage, never using a retrieved one);
+    * ``relevance_unit`` = "page": relevance is the logged page, not a gold paragraph;
     * ``ground_truth_answer`` = the logged answer; ``user_score``, ``question_answer_id``, ``confluence_url``
       (the logged url), ``retrieved_chunk_ids``, ``retrieved_similarities``, ``relevant_rank``.
 
@@ -146,9 +168,12 @@ def generate_from_real_questions(corpus: Any, max_questions: int = 0, exact_scor
     report = {"items": len(items), "matched": counts["matched"], "not_matched": counts["not_matched"],
               "matched_rate": counts["matched"] / with_url if with_url else None,
               "without_url": counts["without_url"], "url_not_in_corpus": counts["url_not_in_corpus"],
-              "without_answer": counts["without_answer"], "skipped_without_embedding": skipped,
+              "without_fixed_context": counts["without_fixed_context"], "without_answer": counts["without_answer"], "skipped_without_embedding": skipped,
               "chunks_with_embeddings": len(urls)}
     notes = ["user scores in the demo question log are simulated"] if corpus.label.startswith("demo") else []
+    notes.append("fixed context (chunk_text, Tier 2) = the logged page's chunks in chunk order, not a retrieved chunk")
+    if counts["without_fixed_context"]:
+        notes.append(_no_context_note(counts["without_fixed_context"]))
     meta = mode_metadata(mode, corpus=corpus.label, source_db=db.display_url, embedding_model=encoder.name,
                          retrieval={"backend": res.backend, "top_k": top_k}, exact_score=exact_score,
                          max_questions=max_questions, counts=report, notes=notes)

@@ -1,0 +1,70 @@
+"""A small team wiki made in the tests: Markdown pages loaded the way ``ragnb load chunks DIR`` loads them
+(``folder_records``: id ``page.md#n``, url = the relative path) and a question log whose urls point at its pages,
+with multi-turn sessions. Chunks are 4 words, so each page has many."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+PAGES = {
+    "ops/vpn.md": "# VPN access\n\nRequest VPN access through the service desk form called Remote Access. "
+                  "Approval comes from your team lead within one working day. Install the client named "
+                  "GlobalConnect and sign in with your domain account. The VPN disconnects after twelve hours of "
+                  "inactivity and must be restarted manually.",
+    "hr/vacation.md": "# Vacation policy\n\nEvery employee has twenty eight days of paid vacation per year. "
+                      "Submit the request in the HR portal at least two weeks ahead. Unused days carry over to the "
+                      "next year up to a limit of ten days. Your manager approves the request.",
+    "dev/deploy.md": "# Deploying a service\n\nMerge to the main branch and the pipeline builds a container "
+                     "image. Staging deploys automatically, production needs a manual approval in the release "
+                     "channel. Roll back with the previous image tag if health checks fail.",
+}
+# The deploy question is phrased like the vacation page (“request … approval … two weeks ahead”) so that
+# retrieval ranks another page first while the logged page is dev/deploy.md.
+QUESTION_LOG = [
+    {"id": "s1-1", "session_id": "s1", "user_id": "u1", "question": "How do I request VPN access?",
+     "answer": "Use the Remote Access form in the service desk.", "url": "ops/vpn.md", "score": 5},
+    {"id": "s1-2", "session_id": "s1", "user_id": "u1", "question": "And which client do I install?",
+     "answer": "GlobalConnect.", "url": "ops/vpn.md", "score": 4},
+    {"id": "s2-1", "session_id": "s2", "user_id": "u2",
+     "question": "Who approves my request and how many weeks ahead must I submit it?",
+     "answer": "A manual approval in the release channel is needed for production.", "url": "dev/deploy.md",
+     "score": 2},
+    {"id": "s2-2", "session_id": "s2", "user_id": "u2", "question": "How many vacation days do I get?",
+     "answer": "Twenty eight days a year.", "url": "hr/vacation.md", "score": 5},
+    {"id": "s3-1", "session_id": "s3", "user_id": "u3", "question": "Where is the canteen menu?",
+     "answer": "I could not find that.", "url": None, "score": 1},
+    {"id": "s3-2", "session_id": "s3", "user_id": "u3", "question": "What is the office wifi password?",
+     "answer": "I do not know.", "url": "it/wifi.md", "score": 1},  # a page the wiki does not have
+]
+CHUNK_SIZE, OVERLAP = 4, 0  # small: the VPN page has more than ten chunks (#10 sorts after #9)
+
+
+def write_wiki(folder: Path) -> Path:
+    for rel, text in PAGES.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return folder
+
+
+def write_log(path: Path) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in QUESTION_LOG), encoding="utf-8")
+    return path
+
+
+def load_wiki(db, tmp_path: Path, encoder) -> None:
+    """Load the wiki and the log into ``db`` the way the CLI does, then embed both."""
+    from ragnb.store.loaders import load_file
+    from ragnb.store.vectors import embed_table
+
+    load_file(db, "chunks", write_wiki(tmp_path / "wiki"), chunk_size=CHUNK_SIZE, overlap=OVERLAP)
+    load_file(db, "questions", write_log(tmp_path / "log.jsonl"))
+    embed_table(db, "chunks", encoder, progress=False)
+    embed_table(db, "questions", encoder, progress=False)
+
+
+def page_chunks(rel: str) -> list[str]:
+    """The page's chunk texts in reading order (an independent re-chunking by whitespace words)."""
+    words = PAGES[rel].split()
+    return [" ".join(words[i:i + CHUNK_SIZE]) for i in range(0, len(words), CHUNK_SIZE - OVERLAP)]
