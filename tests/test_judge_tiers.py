@@ -321,6 +321,9 @@ def test_offline_automatic_threshold_is_the_fallbacks_calibrated_cut(encoder):
         valid = ~np.isnan(scores)
         y = np.array([it.ground_truth_show for it in ds.items])[valid]
         assert res.summary["accuracy"]["mean"] == pytest.approx(skm.accuracy_score(y, scores[valid] >= cut))
+        assert any("in-sample" in n for n in res.notes)  # calibrated on BEGIN dev, measured on it: said so
+    explicit = judging.run_tier_judge_pipeline(ds, "baseline", encoder=encoder, show_threshold=0.7, n_boot=50)
+    assert explicit.summary["info"]["show_threshold"] == 0.7 and not any("in-sample" in n for n in explicit.notes)
     assert judging.run_tier_judge(ds, None, encoder=encoder, n_boot=50).summary["info"]["show_threshold"] == 0.8
     with pytest.raises(ValueError, match="show_threshold"):
         judging.run_tier_judge_pipeline(ds, "baseline", encoder=encoder, show_threshold=1.5)

@@ -168,11 +168,16 @@ def run_tier_judge_pipeline(
     items_in, items = items, check_items(items)
     obj, label = resolve_judge_system(system)
     models = parse_list(models)
+    automatic = show_threshold is None or show_threshold == 0
     show_threshold = resolve_show_threshold(show_threshold, offline=client is None)
     baseline = obj is None
     notes: list[str] = []
     if baseline:
         judge_label = _baseline_label(items, client, models, mode, encoder, show_threshold, notes)
+        if automatic and client is None:
+            notes.append(f"The automatic threshold {show_threshold:g} is the fallback's cut calibrated on BEGIN dev "
+                         "(Youden): on the bundled BEGIN data the accuracy at it is in-sample, so optimistic; "
+                         "the out-of-sample agreement (WiCE dev) is in docs/metrics.md, Faithfulness.")
     else:
         judge_label = f"system: {label}"
     log = None
