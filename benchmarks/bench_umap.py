@@ -5,7 +5,7 @@ UMAP's first fit in a new Python process compiles umap-learn's and pynndescent's
 two fresh processes one after the other on the same, initially empty ``NUMBA_CACHE_DIR``:
 
 * ``plain``: ``import umap`` and fit — numba's default behaviour (only ``cache=True`` functions are cached);
-* ``ragnb``: ``ragnb.analysis.vector_space.enable_jit_cache()`` (caching switched on for every umap and
+* ``ragnb``: ``ragnb.analysis.umap_cache.enable_jit_cache()`` (caching switched on for every umap and
   pynndescent dispatcher) and ``vector_space.project`` (UMAP on an exact cosine kNN graph computed with numpy,
   so pynndescent — whose functions take the distance function as an argument and miss the disk cache in every
   new process — is never called).
@@ -53,7 +53,8 @@ def child(n: int, mode: str) -> dict:
     t0 = time.perf_counter()
     if mode == "ragnb":
         sys.path.insert(0, str(HERE.parent))
-        from ragnb.analysis.vector_space import enable_jit_cache, project
+        from ragnb.analysis.umap_cache import enable_jit_cache
+        from ragnb.analysis.vector_space import project
 
         info = enable_jit_cache()
     else:

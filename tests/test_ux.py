@@ -186,7 +186,8 @@ def _log(rows: list[tuple[str, str, int]], vectors: np.ndarray) -> SessionLog:
 
 
 def test_run_tier_ux_small():
-    from ragnb.tiers.ux import run_tier_ux, summary_rows
+    from ragnb.tiers.ux import run_tier_ux
+    from ragnb.tiers.ux_figures import summary_rows
 
     # session s1: (1,0)→(3,4)→(0,1): 0.6, 0.8; s2: (1,0)→(0,1)→(1,1): 0, 0.7071; s3: one turn
     vecs = [[1, 0], [3, 4], [0, 1], [1, 0], [0, 1], [1, 1], [1, 0]]
@@ -227,7 +228,7 @@ def test_run_tier_ux_small():
     table = summary_rows(s)
     assert set(table["scope"]) == {"all", "cast (en)", "rutie (ru)"}
     # the charts build from these frames
-    from ragnb.tiers.ux import cache_similarity_histogram, similarity_by_flag_chart, similarity_chart
+    from ragnb.tiers.ux_figures import cache_similarity_histogram, similarity_by_flag_chart, similarity_chart
 
     fig = similarity_chart(r.per_item, 0.5)  # s1, s2 + one mean line for cast (s3 has no pair)
     assert [t.name for t in fig.data] == ["s1", "s2", "mean over cast sessions"]

@@ -182,10 +182,12 @@ def umap_dispatchers() -> list:
 def test_jit_cache_folder_and_dispatchers():
     from ragnb import config
 
-    assert vs.jit_cache_dir() == config.ragnb_home() / "numba_cache"
-    info = vs.enable_jit_cache()
+    from ragnb.analysis import umap_cache
+
+    assert umap_cache.jit_cache_dir() == config.ragnb_home() / "numba_cache"
+    info = umap_cache.enable_jit_cache()
     assert info["cache_dir"] == os.environ["NUMBA_CACHE_DIR"]
-    assert vs.enable_jit_cache() == info  # idempotent
+    assert umap_cache.enable_jit_cache() == info  # idempotent
     # umap-learn caches almost none of its numba functions itself; ragnb switched caching on for all of them
     dispatchers = umap_dispatchers()
     assert len(dispatchers) > 50

@@ -13,88 +13,25 @@ Because a 2D picture can mislead, every figure comes with
 
 UMAP runs with a fixed ``random_state``, which makes it deterministic but single-threaded (umap-learn
 then forces ``n_jobs=1``). Its numba functions are compiled on first use (~20–40 s in a fresh process);
-:func:`enable_jit_cache` keeps the compiled code on disk so that later processes load it instead.
+:func:`ragnb.analysis.umap_cache.enable_jit_cache` keeps the compiled code on disk so that later processes load it instead.
 """
 
 from __future__ import annotations
 
 import html
 import math
-import os
-import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ragnb import config
+from ragnb.analysis.umap_cache import enable_jit_cache
 from ragnb.metrics.stats import aggregate
 from ragnb.datasets.urls import page_id
 
 COLOR_BY = ("source", "topic", "kind")
 KINDS = ("chunk", "question")
-JIT_PACKAGES = ("umap", "pynndescent")
-
-
-# --------------------------------------------------------------------------------------------
-# numba's on-disk cache for UMAP
-# --------------------------------------------------------------------------------------------
-
-
-_JIT_STATE: dict | None = None  # what the first enable_jit_cache() call of this process did
-
-
-def jit_cache_dir() -> Path:
-    """Where compiled UMAP / pynndescent code is kept between processes: ``<RAGNB_HOME>/numba_cache``."""
-    return config.ragnb_home() / "numba_cache"
-
-
-def enable_jit_cache(cache_dir: str | Path | None = None) -> dict:
-    """Import umap with numba's on-disk cache on for all its jitted functions, and say what was done.
-
-    pynndescent marks its functions ``cache=True``, umap-learn 0.5 almost none of its own, so by default a
-    fresh process recompiles UMAP's layout optimiser and graph code on every first fit. Turning on
-    ``enable_caching()`` for every not-yet-cached numba dispatcher in ``umap.*`` and ``pynndescent.*`` makes
-    a second fresh process load them from disk (benchmarks/bench_umap.py, 732 points: a new process's
-    first fit 15 s → 0.8 s with :func:`project`, and ``import umap`` 17 s → 2.3 s; results bit-identical). numba keys each
-    cache entry on the function's bytecode, closure values, source-file timestamp, numba version and CPU,
-    so an upgrade of umap-learn or numba recompiles instead of loading stale code.
-
-    The cache folder is ``NUMBA_CACHE_DIR`` when set, else ``cache_dir``, else :func:`jit_cache_dir`. numba
-    binds pynndescent's ``cache=True`` functions to a folder when pynndescent is imported, so call this before
-    anything imports umap (if something did, those functions keep numba's default folder — ``__pycache__``
-    next to their source, or ``~/.cache/numba`` — and everything else still goes to the folder above). Later
-    calls return what the first one did. Returns ``{"cache_dir", "functions_made_cacheable", "umap_was_imported"}``.
-    """
-    global _JIT_STATE
-    if _JIT_STATE is not None:
-        return dict(_JIT_STATE)
-    already = any(name in sys.modules for name in JIT_PACKAGES)
-    if not os.environ.get("NUMBA_CACHE_DIR"):
-        target = Path(cache_dir) if cache_dir else jit_cache_dir()
-        target.mkdir(parents=True, exist_ok=True)
-        os.environ["NUMBA_CACHE_DIR"] = str(target)
-        if "numba" in sys.modules:  # numba read its settings at import; make it read the new folder
-            from numba.core import config as numba_config
-
-            numba_config.reload_config()
-    import umap  # noqa: F401  (imports pynndescent, whose cache=True functions bind the folder now)
-    from numba.core.caching import NullCache
-    from numba.core.dispatcher import Dispatcher
-
-    made = 0
-    for name, module in list(sys.modules.items()):
-        if module is None or name.split(".")[0] not in JIT_PACKAGES:
-            continue
-        for obj in list(vars(module).values()):
-            if isinstance(obj, Dispatcher) and isinstance(obj._cache, NullCache):
-                obj.enable_caching()
-                made += 1
-    _JIT_STATE = {"cache_dir": os.environ.get("NUMBA_CACHE_DIR"), "functions_made_cacheable": made,
-                  "umap_was_imported": already}
-    return dict(_JIT_STATE)
 
 
 # --------------------------------------------------------------------------------------------

@@ -44,8 +44,8 @@ output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-tu
 
 # %%
 from ragnb.reports import report
-from ragnb.tiers.ux import (cache_similarity_histogram, load_inputs, run_tier_ux, similarity_by_flag_chart,
-                            similarity_chart, summary_rows)
+from ragnb.tiers.ux import load_inputs, run_tier_ux
+from ragnb.tiers.ux_figures import cache_similarity_histogram, similarity_by_flag_chart, similarity_chart, summary_rows
 
 inputs = load_inputs(corpus, language, sessions, embedding_model, dataset_path, max_questions, max_sessions,
                      cache_score)

@@ -42,9 +42,9 @@ output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-po
 
 
 # %%
-from ragnb.analysis import vector_space
+from ragnb.analysis import umap_cache, vector_space
 
-jit = vector_space.enable_jit_cache()  # before anything imports umap: compiled code is reused across runs
+jit = umap_cache.enable_jit_cache()  # before anything imports umap: compiled code is reused across runs
 
 from ragnb.reports import report
 from ragnb.datasets.corpus import open_corpus

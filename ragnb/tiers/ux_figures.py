@@ -1,0 +1,119 @@
+"""Tier UX charts and the summary table the ``tier_ux`` notebook shows (the numbers: :mod:`ragnb.tiers.ux`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+
+def similarity_chart(per_turn: pd.DataFrame, break_threshold: float, max_sessions_listed: int = 200):
+    """Similarity of each turn to the previous one: a thin line per session plus, per source, a thick line
+    of the mean over its sessions at each turn position. A selector shows all sessions, one source, or one
+    session (the first ``max_sessions_listed``)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    pairs = per_turn[per_turn["similarity"].notna()]
+    sessions = list(pd.unique(pairs["session_id"]))
+    sources = [str(s) for s in pd.unique(pairs["source"])]
+    many = len(sessions) > 12
+    src_of = {}
+    for sid in sessions:
+        d = pairs[pairs["session_id"] == sid]
+        src_of[sid] = str(d["source"].iloc[0])
+        fig.add_trace(go.Scatter(
+            x=d["turn"], y=d["similarity"], mode="lines+markers", name=str(sid), legendgroup=src_of[sid],
+            customdata=np.stack([d["previous_question"].fillna(""), d["question"].fillna("")], axis=1),
+            hovertemplate="%{fullData.name} turn %{x}<br>similarity %{y:.3f}<br>previous: %{customdata[0]}"
+                          "<br>current: %{customdata[1]}<extra></extra>",
+            line={"width": 1}, marker={"size": 3 if many else 5}, opacity=0.45 if many else 0.85, showlegend=not many,
+        ))
+    for src in sources:
+        mean = pairs[pairs["source"] == src].groupby("turn")["similarity"].agg(["mean", "count"]).reset_index()
+        fig.add_trace(go.Scatter(
+            x=mean["turn"], y=mean["mean"], mode="lines", name=f"mean over {src} sessions", customdata=mean["count"],
+            hovertemplate="mean at turn %{x}: %{y:.3f} (%{customdata} sessions)<extra></extra>",
+            line={"width": 4, "color": "black"}, showlegend=True,
+        ))
+    fig.add_hline(y=break_threshold, line_dash="dash", line_color="red",
+                  annotation_text=f"break threshold {break_threshold:g}")
+
+    def view(label: str, session_on, source_on):
+        visible = [bool(session_on(sid)) for sid in sessions] + [bool(source_on(s)) for s in sources]
+        return {"label": label, "method": "update", "args": [{"visible": visible}, {"xaxis.autorange": True}]}
+
+    buttons = [view(f"all sessions ({len(sessions)})", lambda sid: True, lambda s: True)]
+    active = 0
+    if len(sources) > 1:
+        buttons += [view(f"source: {src}", lambda sid, src=src: src_of[sid] == src, lambda s, src=src: s == src)
+                    for src in sources]
+        # Sessions of very different lengths squash each other on one axis (one 215-turn dialogue next to
+        # 10-turn ones): open on the source with the most sessions; "all sessions" stays one click away.
+        top = max(sources, key=lambda src: sum(src_of[sid] == src for sid in sessions))
+        active = 1 + sources.index(top)
+        for trace, on in zip(fig.data, buttons[active]["args"][0]["visible"]):
+            trace.visible = on
+    buttons += [view(str(sid), lambda x, sid=sid: x == sid, lambda s: False) for sid in sessions[:max_sessions_listed]]
+    fig.update_layout(
+        title="Similarity between consecutive questions (cosine, per session)", height=480,
+        xaxis_title="turn (position in the session)", yaxis_title="cosine similarity to the previous question",
+        updatemenus=[{"buttons": buttons, "active": active, "direction": "down", "x": 1.0, "xanchor": "right",
+                      "y": 1.15, "yanchor": "top", "showactive": True}],
+    )
+    return fig
+
+
+def similarity_by_flag_chart(per_turn: pd.DataFrame, break_threshold: float):
+    """Distribution of consecutive-turn similarity per source, split by the human needs-context flag where known."""
+    import plotly.express as px
+
+    pairs = per_turn[per_turn["similarity"].notna()].copy()
+    if "needs_context" in pairs:
+        flag = pairs["needs_context"].map({True: "needs context (human flag)", False: "self-contained"})
+        pairs["turn kind"] = flag.astype(object).where(flag.notna(), "not annotated")
+    else:
+        pairs["turn kind"] = "not annotated"
+    fig = px.box(pairs, x="source", y="similarity", color="turn kind", points="outliers",
+                 title="Consecutive-turn similarity by source and by whether the turn needed earlier context")
+    fig.add_hline(y=break_threshold, line_dash="dash", line_color="red")
+    fig.update_layout(height=420, yaxis_title="cosine similarity to the previous question")
+    return fig
+
+
+def cache_similarity_histogram(per_query: pd.DataFrame, tau: float):
+    """Each question's best similarity to the cache, with the hit threshold τ (hit: strictly above τ)."""
+    import plotly.express as px
+
+    values = per_query["max_similarity"].dropna().astype(float)
+    fig = px.histogram(pd.DataFrame({"max cosine similarity to the cache": values}),
+                       x="max cosine similarity to the cache", nbins=40,
+                       title=f"Best match in the score-5 cache per question (hit: similarity > τ = {tau:g})")
+    fig.add_vline(x=tau, line_dash="dash", line_color="red", annotation_text=f"τ = {tau:g}")
+    fig.update_layout(height=380, bargap=0.05)
+    return fig
+
+
+def summary_rows(summary: dict) -> pd.DataFrame:
+    """The headline aggregates overall and per source, one row each, for the report table."""
+    rows = []
+
+    def add(scope: str, name: str, agg: dict) -> None:
+        lo, hi = (agg.get("ci95") or [math.nan, math.nan])[:2]
+        rows.append({"scope": scope, "metric": name, "mean": agg.get("mean"), "ci95_low": lo, "ci95_high": hi,
+                     "n": agg.get("n"), "n_valid": agg.get("n_valid"), "n_failed": agg.get("n_failed")})
+
+    for name in ("cache_hit_rate", "context_preservation", "multi_turn_consistency", "context_break_rate"):
+        add("all", name, summary[name])
+    for src, block in summary.get("per_source", {}).items():
+        scope = f"{src} ({block.get('language') or '?'})"
+        for name in ("context_preservation", "multi_turn_consistency", "context_break_rate"):
+            add(scope, name, block[name])
+        det = block.get("needs_context_detection")
+        if det:
+            add(scope, "needs_context_auc (1 - similarity)", det["roc_auc"])
+    frame = pd.DataFrame(rows)
+    for col in ("n", "n_valid", "n_failed"):
+        frame[col] = frame[col].astype("Int64")
+    return frame
