@@ -68,3 +68,58 @@ def page_chunks(rel: str) -> list[str]:
     """The page's chunk texts in reading order (an independent re-chunking by whitespace words)."""
     words = PAGES[rel].split()
     return [" ".join(words[i:i + CHUNK_SIZE]) for i in range(0, len(words), CHUNK_SIZE - OVERLAP)]
+
+
+# A bilingual wiki as teams keep it: subfolders per language and space, some pages with YAML front matter
+# (url / title / id, plus keys ragnb ignores), the others named by --url-template. BASE is the wiki's address.
+BASE = "https://wiki.example.com"
+TEMPLATE = BASE + "/{path}"
+WIKI = {
+    "ru/ops/vpn.md": ("---\nurl: https://wiki.example.com/display/OPS/VPN\ntitle: Доступ к VPN\nid: ops-vpn\n"
+                      "tags: [vpn, доступ]\n---\n# Доступ к VPN\n\nЗаявку на VPN подают через портал "
+                      "сервис-деска, форма «Удалённый доступ». Одобряет руководитель команды за один рабочий день."),
+    "ru/hr/отпуск.md": ("# Отпуск\n\nУ каждого сотрудника двадцать восемь дней оплачиваемого отпуска в год. "
+                       "Заявление подают в HR-портале не позднее чем за две недели."),
+    "en/dev/deploy.md": ("---\ntitle: Deploying a service\nowner: platform team\n---\n# Deploying a service\n\n"
+                         "Merge to the main branch and the pipeline builds a container image. Production needs "
+                         "a manual approval in the release channel."),
+    "en/dev/rollback.markdown": "# Rollback\n\nRoll back with the previous image tag if health checks fail.",
+}
+WIKI_CHUNK_SIZE = 8
+# page → (chunk id prefix, expected url after --url-template TEMPLATE)
+WIKI_EXPECTED = {
+    "ru/ops/vpn.md": ("ops-vpn", "https://wiki.example.com/display/OPS/VPN"),  # front matter wins
+    "ru/hr/отпуск.md": ("ru/hr/отпуск.md", "https://wiki.example.com/ru/hr/%D0%BE%D1%82%D0%BF%D1%83%D1%81%D0%BA"),
+    "en/dev/deploy.md": ("en/dev/deploy.md", "https://wiki.example.com/en/dev/deploy"),
+    "en/dev/rollback.markdown": ("en/dev/rollback.markdown", "https://wiki.example.com/en/dev/rollback"),
+}
+# The log records the URLs users saw in the browser: other scheme, www., anchors, trailing slashes, Cyrillic.
+WIKI_LOG = [
+    {"id": "w1", "question": "Как получить доступ к VPN?", "url": "https://wiki.example.com/display/OPS/VPN#форма",
+     "score": 5},
+    {"id": "w2", "question": "Сколько дней отпуска?", "url": "http://www.wiki.example.com/ru/hr/отпуск/", "score": 4},
+    {"id": "w3", "question": "How do I deploy?", "url": "https://wiki.example.com/en/dev/deploy", "score": 5},
+    {"id": "w4", "question": "How do I roll back?", "url": "https://WIKI.example.com/en/dev/rollback#steps",
+     "score": 3},
+    {"id": "w5", "question": "Где меню столовой?", "url": "https://wiki.example.com/ru/canteen", "score": 1},
+    {"id": "w6", "question": "What is the wifi password?", "url": None, "score": 1},
+]
+
+
+def write_bilingual_wiki(folder: Path) -> Path:
+    for rel, text in WIKI.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return folder
+
+
+def write_wiki_log(path: Path) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in WIKI_LOG), encoding="utf-8")
+    return path
+
+
+def wiki_body(rel: str) -> str:
+    """The page's text without its front matter (cut here by hand: everything after the closing '---')."""
+    text = WIKI[rel]
+    return text.split("\n---\n", 1)[1] if text.startswith("---\n") else text

@@ -137,35 +137,56 @@ def _parse_map(spec: str | None) -> dict[str, str]:
 
 
 def _load(kind: str, path: Path, mapping: str | None, chunk_size: int, overlap: int, write: bool,
-          date_format: str | None = None, update: bool = False) -> None:
+          date_format: str | None = None, update: bool = False, url_template: str | None = None) -> None:
+    from ragnb.datasets.urls import url_match, url_match_warning
     from ragnb.store.engine import connect
-    from ragnb.store.loaders import load_file
+    from ragnb.store.loaders import load_file, stored_urls
 
     try:
-        stats = load_file(connect(write=write), kind, path, _parse_map(mapping), chunk_size, overlap,
-                          date_format=date_format, update=update)
+        db = connect(write=write)
+        stats = load_file(db, kind, path, _parse_map(mapping), chunk_size, overlap, date_format=date_format,
+                          update=update, url_template=url_template)
+        # Once both tables are loaded: do the logged URLs name pages the chunks have? (else no relevance labels)
+        logged, chunk_urls = stored_urls(db, "questions"), stored_urls(db, "chunks")
     except ValueError as exc:
         _fail(exc)
-    _print_json(stats.as_dict())
+    out = stats.as_dict()
+    if logged and chunk_urls:
+        match = url_match(logged, chunk_urls)
+        out["url_match"] = {"logged_urls": match["logged"], "matched": match["matched"]}
+        warning = url_match_warning(match)
+        if warning:
+            stats.warnings.append(warning)
+    for warning in stats.warnings:
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+    _print_json(out)
 
 
 _WRITE = typer.Option(False, "--write", help="Allow writing to an external RAGNB_DATABASE_URL (read-only otherwise).")
 _UPDATE = typer.Option(False, "--update", help="Overwrite rows whose id is already stored with a different text "
                        "(listed in the output); without it such a row is an error.")
-_MAP = typer.Option(None, "--map", help="Column names in the file: FIELD=COLUMN pairs, e.g. id=doc_id,url=link.")
+_MAP = typer.Option(None, "--map", help="Files only: which column holds which field, FIELD=COLUMN pairs, e.g. "
+                    "text=Содержание,url=link (fields: chunks id, text, url; questions id, question, answer, url, "
+                    "score, user_id, session_id, created_at).")
 
 
 @load_app.command("chunks")
 def load_chunks(
     path: Path = typer.Argument(..., help="A .jsonl/.csv/.parquet file, or a folder of .md/.txt files."),
     mapping: Optional[str] = _MAP,
+    url_template: Optional[str] = typer.Option(
+        None, "--url-template", help="Folder only: each page's URL, e.g. 'https://wiki.example.com/{path}'. "
+        "Placeholders: {path} relative path without suffix (ops/vpn), {relpath} with suffix, {stem} file name "
+        "without suffix, {name} file name, {title} front-matter title or first heading, {id} front-matter id. "
+        "A page's front-matter url wins. Default: the relative path."),
     chunk_size: int = typer.Option(200, help="Folder only: words per chunk."),
     overlap: int = typer.Option(40, help="Folder only: words shared by consecutive chunks."),
     write: bool = _WRITE,
     update: bool = _UPDATE,
 ) -> None:
-    """Load chunks (id, text, confluence_url). Rows already present (same id, same text) are skipped."""
-    _load("chunks", path, mapping, chunk_size, overlap, write, update=update)
+    """Load chunks (id, text, url). A folder's pages may start with YAML front matter (url, title, id). Rows
+    already present (same id, same text) are skipped."""
+    _load("chunks", path, mapping, chunk_size, overlap, write, update=update, url_template=url_template)
 
 
 @load_app.command("questions")
@@ -177,7 +198,8 @@ def load_questions(
     date_format: Optional[str] = typer.Option(
         None, "--date-format", help="strftime pattern of created_at, e.g. '%d.%m.%Y %H:%M' (ISO 8601 only without it)."),
 ) -> None:
-    """Load a question log (question, answer, confluence_url, score 1–5, user_id, session_id, created_at)."""
+    """Load a question log (question, answer, url, score 1–5, user_id, session_id, created_at); warns when its
+    URLs name no page of the loaded chunks."""
     _load("questions", path, mapping, 200, 40, write, date_format=date_format, update=update)
 
 
@@ -341,6 +363,8 @@ def demo(
     try:
         db, stats = ensure_demo(language, progress=sys.stderr.isatty())
         typer.echo(f"demo database {db.display_url}")
+        typer.echo(f"  loaded: {stats['chunks_inserted']} new chunks ({stats['chunks_skipped']} already there, kept), "
+                   f"{stats['questions_inserted']} new questions ({stats['questions_skipped']} already there)")
         for key in ("embed_chunks", "embed_questions"):
             s = stats[key]
             typer.echo(f"  {s['table']}: {s['total']} rows, {s['processed']} embedded now, {s['skipped']} already embedded, {s['errors']} errors")

@@ -102,9 +102,12 @@ def ensure_demo(language: str = "ru", encoder: Encoder | None = None, progress: 
     """Load and embed the demo corpus and questions (idempotent, incremental). Returns (db, stats)."""
     db = connect(database=database_name(language))
     encoder = encoder or get_encoder()
+    chunks = insert_rows(db, "chunks", chunk_rows(language))
+    questions = insert_rows(db, "questions", question_rows(language), refresh=("url", "score", "user_id"))
     stats = {
-        "chunks_inserted": insert_rows(db, "chunks", chunk_rows(language)),
-        "questions_inserted": insert_rows(db, "questions", question_rows(language), refresh=("url", "score", "user_id")),
+        # skipped: already loaded by an earlier demo run (their stored rows are kept)
+        "chunks_inserted": chunks.inserted, "chunks_skipped": chunks.skipped,
+        "questions_inserted": questions.inserted, "questions_skipped": questions.skipped,
         "embed_chunks": embed_table(db, "chunks", encoder, progress=progress).as_dict(),
         "embed_questions": embed_table(db, "questions", encoder, progress=progress).as_dict(),
     }

@@ -94,9 +94,9 @@ def ensure_demo_sessions(encoder: Encoder | None = None, progress: bool = False)
     """Load and embed the demo sessions into ``ragnb_demo_sessions`` (idempotent, incremental). Returns (db, stats)."""
     db = connect(database=DEMO_SESSIONS_DATABASE)
     encoder = encoder or get_encoder()
+    questions = insert_rows(db, "questions", demo_session_rows(), refresh=("session_id", "created_at", "user_id"))
     stats = {
-        "questions_inserted": insert_rows(db, "questions", demo_session_rows(),
-                                          refresh=("session_id", "created_at", "user_id")),
+        "questions_inserted": questions.inserted, "questions_skipped": questions.skipped,
         "embed_questions": embed_table(db, "questions", encoder, progress=progress).as_dict(),
     }
     return db, stats

@@ -49,3 +49,35 @@ def same_page(a: str | None, b: str | None) -> bool:
     """True when both URLs are present and name the same page."""
     pa, pb = page_id(a), page_id(b)
     return pa is not None and pa == pb
+
+
+URL_FIX = ("make the chunk URLs real page URLs: reload the wiki folder with `ragnb load chunks DIR --url-template "
+           "'https://wiki.example.com/{path}'` (placeholders {path}, {relpath}, {stem}, {name}, {title}, {id}) or "
+           "put `url:` in each page's front matter; for a file, name its URL column with --map url=COLUMN. URLs are "
+           "compared after normalisation (scheme, www., trailing slash, #anchor, percent-encoding and Confluence "
+           "pageId forms are ignored; ragnb/datasets/urls.py)")
+
+
+def url_match(logged: list[str | None], chunk_urls: list[str | None]) -> dict:
+    """How many logged URLs name a page that some chunk URL names (by :func:`page_id`): ``{"logged": rows with a
+    URL, "matched": …, "example_logged": an unmatched logged URL, "example_chunk": a chunk URL}``."""
+    pages = {page_id(u) for u in chunk_urls} - {None}
+    with_url = [u for u in logged if page_id(u) is not None]
+    unmatched = [u for u in with_url if page_id(u) not in pages]
+    example_chunk = next((u for u in chunk_urls if page_id(u) is not None), None)
+    return {"logged": len(with_url), "matched": len(with_url) - len(unmatched),
+            "example_logged": unmatched[0] if unmatched else None, "example_chunk": example_chunk}
+
+
+def url_match_warning(m: dict) -> str | None:
+    """The warning for a :func:`url_match` result with unmatched logged URLs (None when all match or none is
+    logged): how many matched, one example of each side, and the fix."""
+    if not m["logged"] or m["matched"] == m["logged"]:
+        return None
+    if m["example_chunk"] is None:
+        return (f"{m['matched']} of {m['logged']} logged question URLs match a chunk URL: no chunk has a URL "
+                f"(e.g. logged {m['example_logged']!r}); {URL_FIX}")
+    return (f"{m['matched']} of {m['logged']} logged question URLs match a chunk URL; e.g. logged "
+            f"{m['example_logged']!r} (page {page_id(m['example_logged'])!r}) vs chunk {m['example_chunk']!r} "
+            f"(page {page_id(m['example_chunk'])!r}). Questions whose URL matches no chunk have no relevant chunk "
+            f"and are left out of the real-user metrics. If these should match, {URL_FIX}")

@@ -51,6 +51,7 @@ class LoadStats:
     inserted: int
     already_present: int
     updated: list[str] = dc_field(default_factory=list)  # "<file>:<line> id=…" of rows whose stored text changed
+    warnings: list[str] = dc_field(default_factory=list)  # unused columns, unmatched URLs: printed to stderr
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -70,17 +71,7 @@ def read_records(path: Path) -> Iterator[tuple[str, dict]]:
                 raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
             yield where, rec
     elif suffixes.endswith((".csv", ".csv.gz")):
-        import io
-
-        text = read_text(path, "CSV file")  # UTF-8, NUL bytes and gzip are checked there, with the line
-        if not text.strip():
-            raise ValueError(f"{path}: the CSV file is empty; it needs a header line and at least one row")
-        try:
-            df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_values=[""])
-        except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            raise ValueError(f"{path}: cannot parse CSV ({exc}); check quoting and the header line") from None
-        for i, rec in enumerate(df.to_dict("records")):
-            yield f"{path}:{i + 2}", rec
+        yield from _csv_records(path)
     elif suffixes.endswith(".parquet"):
         try:
             df = pd.read_parquet(path)
@@ -91,6 +82,65 @@ def read_records(path: Path) -> Iterator[tuple[str, dict]]:
             yield f"{path}:{i + 1}", rec
     else:
         raise ValueError(f"{path}: unsupported file type; use .jsonl, .jsonl.gz, .csv or .parquet (or a folder of .md/.txt)")
+
+
+CSV_DELIMITERS = (",", ";", "\t", "|")
+
+
+def sniff_delimiter(header: str) -> str:
+    """The delimiter of a CSV header line: the candidate that splits it into the most columns (ties: comma).
+    Excel in a Russian or German locale writes ``;``; tabs and pipes occur in exports."""
+    import csv
+
+    counts = {d: len(next(csv.reader([header], delimiter=d), [])) for d in CSV_DELIMITERS}
+    best = max(CSV_DELIMITERS, key=lambda d: (counts[d], d == ","))
+    return best if counts[best] > 1 else ","
+
+
+def _csv_records(path: Path) -> Iterator[tuple[str, dict]]:
+    import io
+
+    text = read_text(path, "CSV file").lstrip("\ufeff")  # UTF-8 (BOM from Excel dropped); NUL, gzip checked there
+    if not text.strip():
+        raise ValueError(f"{path}: the CSV file is empty; it needs a header line and at least one row")
+    sep = sniff_delimiter(text.splitlines()[0])
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_values=[""], sep=sep)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise ValueError(f"{path}: cannot parse CSV with delimiter {sep!r} ({exc}); check quoting and the "
+                         "header line") from None
+    for i, rec in enumerate(df.to_dict("records")):
+        yield f"{path}:{i + 2}", rec
+
+
+def _columns(records: list[tuple[str, dict]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for _, rec in records:
+        seen.update(dict.fromkeys(rec))
+    return list(seen)
+
+
+def check_columns(path: Path, kind: str, columns: list[str], mapping: dict[str, str]) -> list[str]:
+    """Refuse a file without a column for a required field, or a ``--map`` naming an absent column, listing
+    the columns found and the ``--map`` fix; return a warning about columns no field uses (else [])."""
+    aliases = CHUNK_ALIASES if kind == "chunks" else QUESTION_ALIASES
+    found = f"columns found: {columns}"
+    for field, column in mapping.items():
+        if column not in columns:
+            raise ValueError(f"{path}: --map {field}={column}: the file has no column {column!r}; {found}")
+    for field in REQUIRED[kind]:
+        if field not in mapping and not any(a in columns for a in aliases[field]):
+            hint = ("; the header looks like one column — is the delimiter something other than , ; tab or |?"
+                    if len(columns) == 1 else "")
+            raise ValueError(f"{path}: no column for the required field '{field}' (accepted names: "
+                             f"{', '.join(aliases[field])}); {found}{hint}; name yours with --map "
+                             f"{field}=COLUMN, e.g. --map {field}={columns[-1] if columns else 'COLUMN'}")
+    used = set(mapping.values()) | {a for names in aliases.values() for a in names}
+    unused = [c for c in columns if c not in used]
+    if not unused:
+        return []
+    return [f"{path}: column(s) {unused} are not loaded (fields: {sorted(aliases)}); if one holds a field, "
+            f"name it with --map FIELD=COLUMN, e.g. --map url={unused[0]}"]
 
 
 def _pick(rec: dict, field: str, aliases: dict, mapping: dict) -> Any:
@@ -115,18 +165,25 @@ def _stable_id(*parts: Any) -> str:
 
 
 def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = None,
-                      date_format: str | None = None) -> list[dict]:
+                      date_format: str | None = None, warnings: list[str] | None = None) -> list[dict]:
     """Validate every row of ``path`` into the table's fields; raise on the first bad row. ``date_format``:
-    a strftime pattern for ``created_at`` (ISO 8601 only without it)."""
+    a strftime pattern for ``created_at`` (ISO 8601 only without it). A file without a column for a required
+    field is refused listing its columns; columns no field uses are reported in ``warnings``."""
     # The original column name is accepted for the url field: --map confluence_url=link.
     mapping = {("url" if f == "confluence_url" else f): c for f, c in (mapping or {}).items()}
     aliases = CHUNK_ALIASES if kind == "chunks" else QUESTION_ALIASES
     unknown = sorted(set(mapping) - set(aliases))
     if unknown:
         raise ValueError(f"--map: unknown field(s) {unknown}; fields for {kind}: {sorted(aliases)}")
+    records = list(read_records(path))
+    if not records:
+        raise ValueError(f"{path}: no rows found")
+    unused = check_columns(path, kind, _columns(records), mapping)
+    if warnings is not None:
+        warnings += unused
     rows: list[dict] = []
     seen: dict[str, tuple[str, dict]] = {}
-    for where, rec in read_records(path):
+    for where, rec in records:
         row = {f: _pick(rec, f, aliases, mapping) for f in aliases}
         for field in REQUIRED[kind]:
             if not isinstance(row[field], str) or not row[field].strip():
@@ -156,8 +213,6 @@ def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = No
             continue
         seen[row["id"]] = (where.rpartition(":")[2], row)  # its line number
         rows.append({**row, "_where": where})
-    if not rows:
-        raise ValueError(f"{path}: no rows found")
     return rows
 
 
@@ -237,16 +292,23 @@ def chunk_text(text: str, chunk_size: int, overlap: int) -> list[str]:
     return out
 
 
-def folder_records(folder: Path, chunk_size: int = 200, overlap: int = 40) -> list[dict]:
-    """Chunk every .md/.txt file under ``folder``; id = ``relative/path#n``, url = the relative path."""
-    files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in (".md", ".markdown", ".txt") and p.is_file())
-    if not files:
-        raise ValueError(f"{folder}: no .md or .txt files found")
-    rows = []
-    for f in files:
-        rel = f.relative_to(folder).as_posix()
-        for n, piece in enumerate(chunk_text(read_text(f, "text file"), chunk_size, overlap)):
-            rows.append({"id": f"{rel}#{n}", "url": rel, "text": piece, "_where": f"{f} chunk {n}"})
+def folder_records(folder: Path, chunk_size: int = 200, overlap: int = 40,
+                   url_template: str | None = None) -> list[dict]:
+    """Chunk every .md/.txt file under ``folder``: id = ``<page id>#n`` (page id = front-matter ``id``, else the
+    relative path), url = front-matter ``url``, else ``url_template`` filled in, else the relative path
+    (see :mod:`ragnb.store.markdown`)."""
+    from ragnb.store.markdown import check_url_template, page_files, read_page
+
+    template = check_url_template(url_template)
+    rows, pages = [], {}
+    for f in page_files(folder):
+        prefix, url, body = read_page(folder, f, template)
+        if prefix in pages:
+            raise ValueError(f"{f}: front matter 'id' = {prefix!r} is also the id of {pages[prefix]}; page ids "
+                             "must be unique")
+        pages[prefix] = f
+        for n, piece in enumerate(chunk_text(body, chunk_size, overlap)):
+            rows.append({"id": f"{prefix}#{n}", "url": url, "text": piece, "_where": f"{f} chunk {n}"})
     return rows
 
 
@@ -261,10 +323,24 @@ def _changed_rows(conn: Any, table: sa.Table, text_col: str, rows: list[dict]) -
     return out
 
 
-def insert_rows(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ...] = ()) -> int:
-    """Insert rows, skipping ids already present; returns how many were new. One transaction. For rows the
-    package itself made (the demo); files from users go through :func:`load_file`, which checks the text."""
-    return _insert(db, kind, rows, refresh, on_changed="skip")[0]
+@dataclass(frozen=True)
+class InsertCount:
+    """What :func:`insert_rows` did: ``inserted`` new rows, ``skipped`` rows whose id was already stored (kept
+    as stored; with ``refresh`` their listed columns were overwritten)."""
+
+    inserted: int
+    skipped: int
+
+    def as_dict(self) -> dict:
+        return {"inserted": self.inserted, "skipped": self.skipped}
+
+
+def insert_rows(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ...] = ()) -> InsertCount:
+    """Insert rows, skipping ids already present (so re-running the demo adds nothing) and counting them. One
+    transaction. For rows the package itself made (the demo); files from users go through :func:`load_file`,
+    which checks the text."""
+    inserted = _insert(db, kind, rows, refresh, on_changed="skip")[0]
+    return InsertCount(inserted, len(rows) - inserted)
 
 
 def _insert(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ...] = (),
@@ -312,10 +388,11 @@ def _insert(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ...] 
 
 def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str] | None = None,
               chunk_size: int = 200, overlap: int = 40, date_format: str | None = None,
-              update: bool = False) -> LoadStats:
+              update: bool = False, url_template: str | None = None) -> LoadStats:
     """Validate then load ``path`` (file or, for chunks, a folder) into the chunk or question table.
     ``date_format``: strftime pattern of ``created_at`` (ISO 8601 otherwise); ``update``: overwrite rows
-    whose id is stored with a different text (an error otherwise)."""
+    whose id is stored with a different text (an error otherwise); ``url_template``: a folder's page URLs
+    (:mod:`ragnb.store.markdown`)."""
     if kind not in REQUIRED:
         raise ValueError(f"kind must be 'chunks' or 'questions', got {kind!r}")
     p = Path(path)
@@ -324,11 +401,18 @@ def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str]
     if p.is_dir():
         if kind != "chunks":
             raise ValueError(f"{p}: a folder can only be loaded as chunks; questions need a JSONL/CSV/Parquet file")
-        rows = folder_records(p, chunk_size, overlap)
-    else:
-        rows = normalize_records(p, kind, mapping, date_format)
+        if mapping:
+            raise ValueError(f"{p}: --map applies to files; a folder's pages take their url from front matter "
+                             "or --url-template")
+        rows = folder_records(p, chunk_size, overlap, url_template)
+    elif url_template is not None:
+        raise ValueError(f"--url-template applies to a folder of pages; {p} is a file — name its URL column "
+                         "with --map url=COLUMN")
+    warnings: list[str] = []
+    if not p.is_dir():
+        rows = normalize_records(p, kind, mapping, date_format, warnings)
     inserted, updated = _insert(db, kind, rows, on_changed="update" if update else "error")
-    return LoadStats(str(p), kind, len(rows), inserted, len(rows) - inserted - len(updated), updated)
+    return LoadStats(str(p), kind, len(rows), inserted, len(rows) - inserted - len(updated), updated, warnings)
 
 
 def count_rows(db: Database, kind: str) -> dict:
@@ -342,3 +426,18 @@ def count_rows(db: Database, kind: str) -> dict:
         rows = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
         emb = conn.execute(sa.select(sa.func.count()).select_from(table).where(table.c.embedding.is_not(None))).scalar_one()
     return {"rows": int(rows), "embedded": int(emb)}
+
+
+def stored_urls(db: Database, kind: str) -> list[str | None]:
+    """The url of every row of the chunk or question table (chunks: each distinct url once, sorted)."""
+    from ragnb.store.schema import table_exists, tables
+
+    t = tables(db.schema)
+    table = t.chunk if kind == "chunks" else t.question
+    if not table_exists(db, table):
+        return []
+    stmt = sa.select(table.c.url)
+    if kind == "chunks":
+        stmt = stmt.distinct().order_by(table.c.url)
+    with db.engine.connect() as conn:
+        return list(conn.execute(stmt).scalars())

@@ -1,0 +1,124 @@
+"""A folder of Markdown/text pages as chunks: YAML front matter and URL templates (``ragnb load chunks DIR``).
+
+A page may start with YAML front matter between two ``---`` lines::
+
+    ---
+    url: https://wiki.example.com/display/OPS/VPN
+    title: VPN access
+    id: ops-vpn
+    ---
+
+Three keys are used: ``url`` (the page's URL, stored on every chunk of the page; it wins over
+``--url-template``), ``title`` (the ``{title}`` placeholder) and ``id`` (the chunks' ids become ``<id>#<n>``
+instead of ``<relative path>#<n>``). Other keys (``tags``, ``author`` …) are read and ignored: the chunk
+table has no column for them. The front matter is never part of a chunk's text.
+
+The chunk url of a page without a front-matter ``url`` comes from the URL template, whose placeholders are
+:data:`PLACEHOLDERS`; without a template it is the relative path (``ops/vpn.md``), as before.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from pathlib import Path
+from urllib.parse import quote
+
+import yaml
+
+from ragnb.io import read_text
+
+TEXT_SUFFIXES = (".md", ".markdown", ".txt")
+FRONT_MATTER_KEYS = ("url", "title", "id")
+# Placeholder → what it is, for the help text and the error on an unknown placeholder.
+PLACEHOLDERS = {
+    "path": "relative path without the suffix, e.g. ops/vpn",
+    "relpath": "relative path with the suffix, e.g. ops/vpn.md",
+    "stem": "file name without the suffix, e.g. vpn",
+    "name": "file name with the suffix, e.g. vpn.md",
+    "title": "front-matter title, else the first '# ' heading, else the stem",
+    "id": "front-matter id, else the relative path without the suffix",
+}
+_FENCE = re.compile(r"^---[ \t]*$")
+_CLOSE = re.compile(r"^(---|\.\.\.)[ \t]*$")
+_HEADING = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+def check_url_template(template: str | None) -> str | None:
+    """``template`` if every ``{placeholder}`` in it is known; ValueError listing the known ones otherwise."""
+    if template is None:
+        return None
+    try:
+        names = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise ValueError(f"--url-template {template!r}: {exc}; write placeholders as {{path}}, literal braces "
+                         "as {{ and }}") from None
+    unknown = [n for n in names if n not in PLACEHOLDERS]
+    if unknown or not template.strip():
+        known = ", ".join(f"{{{k}}} ({v})" for k, v in PLACEHOLDERS.items())
+        raise ValueError(f"--url-template {template!r}: unknown placeholder(s) {unknown}; use {known}")
+    return template
+
+
+def split_front_matter(text: str, path: Path) -> tuple[dict, str]:
+    """(front matter, body) of a page. No leading ``---`` line: ({}, text). Invalid YAML, an unclosed block or
+    a block that is not a mapping: ValueError naming the file and line."""
+    lines = text.lstrip("\ufeff").splitlines(keepends=True)
+    if not lines or not _FENCE.match(lines[0].rstrip("\r\n")):
+        return {}, text.lstrip("\ufeff")
+    end = next((i for i in range(1, len(lines)) if _CLOSE.match(lines[i].rstrip("\r\n"))), None)
+    if end is None:
+        raise ValueError(f"{path}:1: front matter opened with '---' is never closed; add a '---' line after it "
+                         "(or remove the first line if it is not front matter)")
+    try:
+        meta = yaml.safe_load("".join(lines[1:end]))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark is not None else 2  # +1: 0-based, +1: the opening '---'
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context = getattr(exc, "context_mark", None)
+        if context is not None and context.line + 2 != line:  # e.g. an unclosed [ found only at the end
+            problem += f"; {exc.context} at line {context.line + 2}"
+        raise ValueError(f"{path}:{line}: front matter is not valid YAML ({problem}); fix the line (quote values "
+                         "that contain ': ' or start with special characters)") from None
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}:2: front matter must be 'key: value' lines (url, title, id), got a "
+                         f"{type(meta).__name__}")
+    for key in FRONT_MATTER_KEYS:
+        value = meta.get(key)
+        if value is not None and (isinstance(value, (bool, list, dict)) or not str(value).strip()):
+            raise ValueError(f"{path}: front matter '{key}' = {value!r} must be one line of text")
+    return meta, "".join(lines[end + 1:])
+
+
+def page_url(rel: Path, meta: dict, body: str, template: str | None) -> str:
+    """The chunk url of a page: front-matter ``url``, else ``template`` filled in, else the relative path."""
+    if meta.get("url") is not None:
+        return str(meta["url"]).strip()
+    if template is None:
+        return rel.as_posix()
+    path = rel.with_suffix("").as_posix()
+    heading = _HEADING.search(body)
+    title = str(meta["title"]).strip() if meta.get("title") is not None else (
+        heading.group(1).strip() if heading else rel.stem)
+    values = {"path": path, "relpath": rel.as_posix(), "stem": rel.stem, "name": rel.name, "title": title,
+              "id": str(meta["id"]).strip() if meta.get("id") is not None else path}
+    # Percent-encoded so that spaces and Cyrillic make a valid URL; matching decodes both sides again.
+    return template.format(**{k: quote(v, safe="/") for k, v in values.items()})
+
+
+def page_files(folder: Path) -> list[Path]:
+    files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in TEXT_SUFFIXES and p.is_file())
+    if not files:
+        raise ValueError(f"{folder}: no .md, .markdown or .txt files found")
+    return files
+
+
+def read_page(folder: Path, f: Path, template: str | None) -> tuple[str, str, str]:
+    """(chunk id prefix, url, body text) of one page."""
+    rel = f.relative_to(folder)
+    meta, body = split_front_matter(read_text(f, "text file"), f)
+    prefix = str(meta["id"]).strip() if meta.get("id") is not None else rel.as_posix()
+    return prefix, page_url(rel, meta, body, template), body
