@@ -111,41 +111,77 @@ _real_questions_command("from-real-questions-score-5", 5, "score-5 questions",
                         "As from-real-questions, only questions whose user score is 5.")
 
 
+_FORMAT = typer.Option(None, "--format", help="json or csv (default: from the file's suffix; .csv → csv, else json). "
+                       "CSV: one row per item for Excel/LibreOffice, list cells one id per line (README, Datasets).")
+
+
 @dataset_app.command("export-annotation")
 def export_annotation(
-    dataset: Path = typer.Option(..., "--dataset", help="Dataset JSON to review."),
+    dataset: Path = typer.Option(..., "--dataset", help="Dataset to review (.json, or an annotation .csv)."),
+    fmt: Optional[str] = _FORMAT,
     out_dir: Optional[Path] = _OUT_DIR,
-    output: Optional[Path] = _OUTPUT,
+    output: Optional[Path] = typer.Option(None, "--output", help="Write exactly this .json or .csv file instead."),
 ) -> None:
-    """Copy a dataset with review fields (is_question_ok, is_answer_ok, is_chunk_ok, is_confluence_url_ok, notes)."""
-    from ragnb.datasets.annotation import export_annotation as export
-    from ragnb.datasets.build import resolve_output
-    from ragnb.datasets.schema import load_dataset
+    """Copy a dataset with review fields (is_question_ok, is_answer_ok, is_chunk_ok, is_confluence_url_ok, notes),
+    as JSON or as CSV for a spreadsheet."""
+    from ragnb.datasets.annotation import export_annotation as export, read_annotation
+    from ragnb.datasets.annotation_csv import pick_format, write_annotation_csv
+    from ragnb.datasets.build import FILE_PREFIX, resolve_output
 
     try:
-        resolve_output("check", out_dir, output, (dataset,))
-        result = export(load_dataset(dataset), dataset)
-        _finish(result, out_dir, output, (dataset,))
+        fmt = pick_format(output if output is not None else "x.json", fmt, "--format")
+        if fmt == "json":
+            resolve_output("check", out_dir, output, (dataset,))
+            _finish(export(read_annotation(dataset), dataset), out_dir, output, (dataset,))
+            return
+        path = resolve_output(FILE_PREFIX["export-annotation"], out_dir, output, (dataset,), suffix=".csv")
+        result = export(read_annotation(dataset), dataset)
+        write_annotation_csv(result.dataset, path)
+        typer.echo(f"wrote {path}")
+        typer.echo(json.dumps({"path": str(path), "type": result.dataset.type, "format": "csv", **result.report},
+                              ensure_ascii=False, indent=2, default=str))
     except ValueError as exc:
         _fail(exc)
 
 
+def _chunk_lookup(corpus: str, language: str):
+    """Opens the chunks of ``--corpus`` (only when a review needs them: a corrected url, a rejected page)."""
+
+    def open_chunks():
+        from ragnb.datasets.annotation_chunks import ChunkLookup
+        from ragnb.datasets.corpus import CORPORA
+        from ragnb.datasets.demo import database_name
+        from ragnb.store.engine import connect
+
+        if corpus not in CORPORA:
+            raise ValueError(f"--corpus {corpus!r}: use 'db' (the configured database) or 'demo' (the bundled XQuAD)")
+        return ChunkLookup.from_db(connect() if corpus == "db" else connect(database=database_name(language)))
+
+    return open_chunks
+
+
 @dataset_app.command("import-annotation")
 def import_annotation(
-    annotation: Path = typer.Option(..., "--annotation", help="Reviewed annotation JSON."),
+    annotation: Path = typer.Option(..., "--annotation", help="Reviewed annotation file (.json or .csv)."),
+    fmt: Optional[str] = _FORMAT,
     drop_rejected: bool = typer.Option(True, "--drop-rejected/--keep-rejected",
                                        help="Drop rejected items, or keep them marked review_status=rejected."),
     drop_unreviewed: bool = typer.Option(False, "--drop-unreviewed", help="Also drop items nobody reviewed."),
+    corpus: str = typer.Option("db", "--corpus", help="Where the chunks are, for corrected urls and rejected pages: "
+                               "db (the configured database) or demo (opened only when a review needs it)."),
+    language: str = _LANGUAGE,
     out_dir: Optional[Path] = _OUT_DIR,
     output: Optional[Path] = _OUTPUT,
 ) -> None:
-    """Apply a review: drop rejected items, use corrections; writes dataset_import_annotation_*.json and a change report."""
+    """Apply a review: drop rejected items, use corrections (a corrected url recomputes the relevant chunks);
+    writes dataset_import_annotation_*.json and a change report."""
     from ragnb.datasets.annotation import import_annotation as apply_review
     from ragnb.datasets.build import resolve_output
 
     try:
         resolve_output("check", out_dir, output, (annotation,))
-        result = apply_review(annotation, drop_rejected=drop_rejected, drop_unreviewed=drop_unreviewed)
+        result = apply_review(annotation, drop_rejected=drop_rejected, drop_unreviewed=drop_unreviewed, fmt=fmt,
+                              chunks=_chunk_lookup(corpus, language))
         _finish(result, out_dir, output, (annotation,))
     except ValueError as exc:
         _fail(exc)

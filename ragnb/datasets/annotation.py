@@ -6,8 +6,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from ragnb.datasets.annotation_chunks import ChunkLookup, LazyLookup, review_chunks
 from ragnb.datasets.build import FILE_PREFIX, BuildResult, mode_metadata
 from ragnb.datasets.schema import Dataset, DatasetItem, parse_dataset, read_json_file
 
@@ -17,10 +18,12 @@ REVIEW_HELP = {
     "is_question_ok": "true: a sensible question a user could ask; false: the item is dropped",
     "is_answer_ok": "true: ground_truth_answer is right and complete; false: the item is dropped, unless you "
                     "correct ground_truth_answer in place (then it is kept as fixed)",
-    "is_chunk_ok": "true: chunk_text answers the question; false: chunk_id leaves relevant_chunk_ids (the item "
-                   "is dropped when none is left), unless you edit relevant_chunk_ids in place",
+    "is_chunk_ok": "true: chunk_text answers the question; false: chunk_id leaves relevant_chunk_ids and the "
+                   "context (the item is dropped when none is left), unless you edit relevant_chunk_ids in place; "
+                   "false together with is_confluence_url_ok false: every chunk of that page leaves",
     "is_confluence_url_ok": "true: confluence_url is the right source page; false: the url is cleared, unless "
-                            "you correct confluence_url in place",
+                            "you correct confluence_url in place — then the relevant chunks become the chunks "
+                            "of the corrected page",
     "notes": "free text for your remarks",
     "null": "a null review field means 'not reviewed yet'; an item with all four null counts as unreviewed",
 }
@@ -115,17 +118,24 @@ def _changed_text(now: str | None, before: Any) -> bool:
     return (now or "").strip() != (before or "").strip() and bool((now or "").strip())
 
 
-def load_annotation(path: str | Path) -> tuple[Dataset, list[dict], dict | None, str]:
+def read_annotation(path: str | Path, fmt: str | None = None) -> Dataset:
+    """A dataset or annotation file as JSON or CSV (``fmt``, default by suffix; :mod:`.annotation_csv`)."""
+    from ragnb.datasets.annotation_csv import pick_format, read_annotation_csv
+
+    p = Path(path)
+    raw = read_annotation_csv(p) if pick_format(p, fmt, "--format") == "csv" else read_json_file(p, "annotation")
+    return parse_dataset(raw, str(p), p.stem)
+
+
+def load_annotation(path: str | Path, fmt: str | None = None) -> tuple[Dataset, list[dict], dict | None, str]:
     p = Path(path)
     source = str(p)
-    ds = parse_dataset(read_json_file(p, "annotation"), source, p.stem)
+    ds = read_annotation(p, fmt)
     reviews = [check_review_fields(it, i, source) for i, it in enumerate(ds.items)]
     if not any(set(REVIEW_FIELDS) & set(it.model_extra or {}) for it in ds.items):
         raise ValueError(f"{source}: no item has review fields ({', '.join(REVIEW_FIELDS)}); make an annotation "
                          "file with `ragnb dataset export-annotation --dataset FILE` and review it first")
     return ds, reviews, _load_baseline(ds, source), source
-
-
 
 
 @dataclass
@@ -150,28 +160,8 @@ class _Review:
         return "adjusted" if self.adjusted else "accepted"
 
 
-def _apply_chunk_review(it: DatasetItem, rv: dict, ids_fixed: bool, out: _Review) -> None:
-    """``is_chunk_ok`` false: the item's chunk leaves its relevant chunks (no chunk left → rejected); a chunk
-    that is no longer relevant stops being the item's context."""
-    data, ids = out.data, _effective_ids(it)
-    if rv["is_chunk_ok"] is False and not ids_fixed:
-        remaining = [c for c in ids if c != it.chunk_id]
-        if remaining != ids:
-            out.adjusted.append("chunk_removed")
-        data["relevant_chunk_ids"] = remaining
-        if isinstance(data.get("relevance"), dict):
-            data["relevance"] = {c: g for c, g in data["relevance"].items() if c != it.chunk_id} or None
-        if not remaining:
-            out.reasons.append("chunk_rejected")
-    new_ids = data.get("relevant_chunk_ids", ids)
-    if (rv["is_chunk_ok"] is False or ids_fixed) and data.get("chunk_id") not in new_ids:
-        # The item's chunk is no longer one of its relevant chunks: its text must not serve as context.
-        data["chunk_id"] = new_ids[0] if new_ids else None
-        if data.pop("chunk_text", None) is not None:
-            out.adjusted.append("chunk_text_cleared")
-
-
-def _review_item(it: DatasetItem, rv: dict, base: dict | None, drop_unreviewed: bool) -> _Review:
+def _review_item(it: DatasetItem, rv: dict, base: dict | None, drop_unreviewed: bool, chunks: LazyLookup,
+                 where: str) -> _Review:
     """Apply one item's review values ``rv``; ``base``: its exported values (None: no baseline)."""
     answer_fixed = base is not None and _changed_text(it.ground_truth_answer, base.get("ground_truth_answer"))
     ids_fixed = base is not None and "relevant_chunk_ids" in it.model_fields_set and \
@@ -184,7 +174,8 @@ def _review_item(it: DatasetItem, rv: dict, base: dict | None, drop_unreviewed: 
         out.reasons.append("question_rejected")
     if rv["is_answer_ok"] is False and not answer_fixed:
         out.reasons.append("answer_rejected")
-    _apply_chunk_review(it, rv, ids_fixed, out)
+    review_chunks(it, rv, _effective_ids(it), {"relevant_chunk_ids": ids_fixed, "confluence_url": url_fixed}, base,
+                  chunks, where, out.data, out.adjusted, out.reasons)
     if rv["is_confluence_url_ok"] is False and not url_fixed and it.confluence_url is not None:
         out.data["confluence_url"] = None
         out.adjusted.append("url_cleared")
@@ -232,7 +223,8 @@ class _Tally:
         }
 
 
-def import_annotation(path: str | Path, drop_rejected: bool = True, drop_unreviewed: bool = False) -> BuildResult:
+def import_annotation(path: str | Path, drop_rejected: bool = True, drop_unreviewed: bool = False,
+                      fmt: str | None = None, chunks: Callable[[], ChunkLookup] | None = None) -> BuildResult:
     """Mode "import-annotation": turn a reviewed annotation file into a dataset.
 
     Per item (a null review field means "not judged" and changes nothing):
@@ -240,10 +232,17 @@ def import_annotation(path: str | Path, drop_rejected: bool = True, drop_unrevie
     * ``is_question_ok`` false → dropped (``question_rejected``);
     * ``is_answer_ok`` false → dropped (``answer_rejected``) unless the reviewer corrected
       ``ground_truth_answer`` in place (kept, counted as fixed);
-    * ``is_chunk_ok`` false → ``chunk_id`` leaves ``relevant_chunk_ids`` (and ``relevance``), ``chunk_text`` is
-      cleared and ``chunk_id`` becomes the first remaining relevant chunk; no chunk left → dropped
-      (``chunk_rejected``) — unless the reviewer edited ``relevant_chunk_ids`` (used as given, fixed);
-    * ``is_confluence_url_ok`` false → the url is cleared, unless it was corrected (fixed).
+    * ``is_chunk_ok`` false → ``chunk_id`` leaves ``relevant_chunk_ids`` (and ``relevance``) and the fixed
+      context: a multi-chunk context (``context_chunk_ids``) keeps its other chunks and ``chunk_text`` is
+      rebuilt from them, a single-chunk one is cleared; ``chunk_id`` becomes the first remaining chunk; no
+      relevant chunk left → dropped (``chunk_rejected``) — unless the reviewer edited ``relevant_chunk_ids``
+      (used as given, fixed);
+    * ``is_chunk_ok`` and ``is_confluence_url_ok`` both false → every relevant chunk on that page leaves;
+    * ``is_confluence_url_ok`` false → the url is cleared, unless it was corrected (fixed): a corrected url
+      makes the relevant chunks and the context the corrected page's chunks (:mod:`.annotation_chunks`).
+
+    ``fmt``: json or csv (default: by the file's suffix); ``chunks``: opens the corpus's chunks, called only
+    when a review needs them (a corrected url, a rejected page).
 
     Corrections are edits of those fields relative to ``metadata.review_baseline`` (written by
     :func:`export_annotation`); without a baseline no edit can be recognised and rejections drop the item.
@@ -251,14 +250,16 @@ def import_annotation(path: str | Path, drop_rejected: bool = True, drop_unrevie
     items whose four review fields are all null. Every kept item gets ``review_status``: unreviewed,
     accepted, adjusted (a chunk or url removed per the review) or fixed.
     """
-    ds, reviews, baseline, source = load_annotation(path)
+    ds, reviews, baseline, source = load_annotation(path, fmt)
+    lookup = LazyLookup(chunks)
     warnings: list[str] = []
     if baseline is None:
         warnings.append(f"{source} has no metadata.review_baseline (not made by export-annotation): edited fields "
                         "cannot be recognised as corrections, so every rejection drops its item")
     tally = _Tally()
     for i, (it, rv) in enumerate(zip(ds.items, reviews)):
-        tally.add(i, it, _review_item(it, rv, (baseline or {}).get(it.id), drop_unreviewed), drop_rejected)
+        review = _review_item(it, rv, (baseline or {}).get(it.id), drop_unreviewed, lookup, _where(source, i, it))
+        tally.add(i, it, review, drop_rejected)
     removed = sorted(set(baseline or {}) - {it.id for it in ds.items})
     report = tally.report(source, len(ds.items), removed)
     if not tally.kept:
@@ -269,6 +270,9 @@ def import_annotation(path: str | Path, drop_rejected: bool = True, drop_unrevie
                          source_type=ds.metadata.get("source_type"),
                          source_metadata=ds.metadata.get("source_metadata"),
                          drop_rejected=drop_rejected, drop_unreviewed=drop_unreviewed, counts=report)
+    if tally.adjusted["corrected_url_not_in_corpus"]:
+        warnings.append(f"{tally.adjusted['corrected_url_not_in_corpus']} corrected url(s) name a page with no "
+                        "embedded chunk: those items have no relevant chunk (Tier 1 counts them as undefined)")
     if removed:
         warnings.append(f"{len(removed)} exported item(s) were deleted from the annotation file by hand")
     return BuildResult(Dataset(name="manual", type="manual", items=tally.kept, metadata=meta),

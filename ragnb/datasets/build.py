@@ -73,33 +73,35 @@ def _created_at(now: datetime | None = None) -> str:
     return (now or _now()).isoformat(timespec="seconds")
 
 
-def timestamped_path(out_dir: str | Path, prefix: str, now: datetime | None = None) -> Path:
+def timestamped_path(out_dir: str | Path, prefix: str, now: datetime | None = None, suffix: str = ".json") -> Path:
     """``<out_dir>/<prefix>_YYYYMMDD_HHMMSS.json`` (local time); ``_2``, ``_3`` … when that name is taken."""
     stamp = (now or datetime.now()).strftime("%Y%m%d_%H%M%S")
-    base = Path(out_dir) / f"{prefix}_{stamp}.json"
+    base = Path(out_dir) / f"{prefix}_{stamp}{suffix}"
     path, n = base, 1
     while path.exists():
         n += 1
-        path = base.with_name(f"{prefix}_{stamp}_{n}.json")
+        path = base.with_name(f"{prefix}_{stamp}_{n}{suffix}")
     return path
 
 
 def resolve_output(prefix: str, out_dir: str | Path | None = None, output: str | Path | None = None,
-                   inputs: tuple[str | Path, ...] = ()) -> Path:
+                   inputs: tuple[str | Path, ...] = (), suffix: str = ".json") -> Path:
     """Where a mode writes: ``output`` as given, else a timestamped name in ``out_dir`` (default
-    ``<outputs>/datasets``). Refuses to overwrite one of the command's own input files."""
+    ``<outputs>/datasets``). Refuses to overwrite one of the command's own input files. ``suffix``: ".csv" for
+    an annotation exported as CSV."""
     from ragnb.config import outputs_dir
 
     if output is not None and out_dir is not None:
         raise ValueError("give either --output FILE or --out-dir DIR, not both")
     if output is not None:
         path = Path(output)
-        if path.suffix.lower() != ".json":
-            raise ValueError(f"--output {path}: datasets are JSON files; name it *.json")
+        if path.suffix.lower() != suffix:
+            raise ValueError(f"--output {path}: this writes a {suffix[1:].upper()} file; name it *{suffix}")
         if path.is_dir():
             raise ValueError(f"--output {path} is a folder; use --out-dir for a folder")
     else:
-        path = timestamped_path(Path(out_dir) if out_dir is not None else outputs_dir() / "datasets", prefix)
+        path = timestamped_path(Path(out_dir) if out_dir is not None else outputs_dir() / "datasets", prefix,
+                                suffix=suffix)
     for src in inputs:
         if Path(src).resolve() == path.resolve():
             raise ValueError(f"--output {path} is the input file; write the result to another file")

@@ -1,0 +1,176 @@
+"""Annotation files as CSV, for reviewing in Excel, LibreOffice or Google Sheets (README, Datasets).
+
+One row per item, one column per field. The cell format is told by the column name:
+
+* ``is_question_ok``, ``is_answer_ok``, ``is_chunk_ok``, ``is_confluence_url_ok``: ``true`` / ``false`` (also
+  TRUE/FALSE, yes/no, да/нет, 1/0); an empty cell = not reviewed yet;
+* ``NAME:list``: a list of ids, one per line inside the cell (Alt+Enter in Excel); an empty cell = no ids;
+* ``NAME:json``: a JSON value (numbers, true/false, objects, lists of numbers); an empty cell = null;
+* ``baseline_…``: what export-annotation wrote (answer, url, chunk id, relevant ids) — leave these as they
+  are: import tells a correction from the original by comparing with them;
+* every other column is text (line breaks, commas and quotes allowed — the CSV quotes them); an empty cell =
+  no value (``notes``: "").
+
+Written as UTF-8 with a byte-order mark, comma-separated (what Excel opens as UTF-8). Read back with or without
+the mark and with the delimiter sniffed from the header (``,`` ``;`` tab ``|``: Excel in a Russian or German
+locale saves with ``;``). The dataset's other metadata (source dataset, counts) stays in the JSON file only.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from ragnb.datasets.schema import Dataset
+from ragnb.io import parse_yes_no, read_text
+
+REVIEW = ("is_question_ok", "is_answer_ok", "is_chunk_ok", "is_confluence_url_ok")
+FIRST = ("id", "question", "ground_truth_answer", "confluence_url", "chunk_id", "chunk_text", "relevant_chunk_ids",
+         *REVIEW, "notes")
+TEXT_FIELDS = ("id", "question", "ground_truth_answer", "confluence_url", "chunk_id", "chunk_text", "source",
+               "question_source", "notes")  # always text, whatever the values look like
+BASELINE = "baseline_"
+FORMATS = ("json", "csv")
+
+
+def pick_format(path: str | Path, given: str | None, option: str) -> str:
+    """``given`` (json/csv) or the one the file's suffix names (``.csv``, ``.csv.gz`` → csv; else json)."""
+    if given is not None:
+        if given not in FORMATS:
+            raise ValueError(f"{option} {given!r}: use json or csv")
+        return given
+    suffixes = "".join(Path(path).suffixes[-2:]).lower()
+    return "csv" if suffixes.endswith((".csv", ".csv.gz")) else "json"
+
+
+def _kind(name: str, values: list[Any]) -> str:
+    """text, list (all values lists of strings) or json (anything else) for a column's values."""
+    present = [v for v in values if v is not None]
+    if name in TEXT_FIELDS or all(isinstance(v, str) for v in present):
+        return "text"
+    if len(present) == len(values) and all(isinstance(v, list) and all(isinstance(x, str) for x in v)
+                                           for v in present):
+        return "list"
+    return "json"
+
+
+def _cell(value: Any, kind: str, where: str) -> str:
+    if value is None:
+        return ""
+    if kind == "list":
+        bad = [x for x in value if "\n" in x or "\r" in x or not x.strip()]
+        if bad:
+            raise ValueError(f"{where}: id {bad[0]!r} is empty or has a line break; it cannot be written one per line")
+        return "\n".join(value)
+    if kind == "json":
+        return json.dumps(value, ensure_ascii=False)
+    return "true" if value is True else "false" if value is False else str(value)
+
+
+def annotation_csv(ds: Dataset) -> str:
+    """The CSV text (with a leading byte-order mark) of an annotation dataset: one row per item."""
+    rows = [it.to_json_dict() for it in ds.items]
+    baseline = ds.metadata.get("review_baseline") or {}
+    names = list(dict.fromkeys([*FIRST, *(k for r in rows for k in r)]))
+    kinds = {n: "text" if n in REVIEW else _kind(n, [r.get(n) for r in rows]) for n in names}
+    base_names = ("ground_truth_answer", "confluence_url", "chunk_id", "relevant_chunk_ids")
+    header = [n if kinds[n] == "text" else f"{n}:{kinds[n]}" for n in names]
+    header += [BASELINE + n + (":list" if n == "relevant_chunk_ids" else "") for n in base_names] if baseline else []
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(header)
+    for i, r in enumerate(rows):
+        where = f"item {i} (id {r['id']!r})"
+        cells = [_cell(r.get(n), kinds[n], f"{where} field {n!r}") for n in names]
+        if baseline:
+            b = baseline.get(r["id"]) or {}
+            cells += [_cell(b.get(n), "list" if n == "relevant_chunk_ids" else "text", f"{where} baseline {n!r}")
+                      for n in base_names]
+        writer.writerow(cells)
+    return "\ufeff" + out.getvalue()
+
+
+def _parse_cell(text: str, column: str, where: str) -> tuple[str, Any]:
+    """(field name, value) of one cell under ``column``."""
+    name, _, kind = column.partition(":")
+    if name in REVIEW:
+        if not text.strip():
+            return name, None
+        value = parse_yes_no(text)
+        if value is None:
+            raise ValueError(f"{where} column {column!r}: {text!r} is not true/false; write true, false, or leave "
+                             "the cell empty (not reviewed yet)")
+        return name, value
+    if kind == "list":
+        return name, [x.strip() for x in text.splitlines() if x.strip()]
+    if kind == "json":
+        if not text.strip():
+            return name, None
+        try:
+            return name, json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where} column {column!r}: not JSON ({exc.msg}); write a JSON value (e.g. 3, "
+                             "true, [0.5, 0.2]) or leave the cell empty") from None
+    if name == "notes":
+        return name, text
+    return name, text if text.strip() else None
+
+
+def _check_header(header: list[str], path: Path) -> None:
+    if not header or "id" not in header or "question" not in header:
+        raise ValueError(f"{path}: the CSV header needs the columns id and question; found {header}")
+    for column in header:
+        kind = column.partition(":")[2]
+        if kind not in ("", "list", "json"):
+            raise ValueError(f"{path}: column {column!r}: unknown cell format {kind!r}; use NAME, NAME:list or NAME:json")
+    names = [c.partition(":")[0] for c in header]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"{path}: column(s) {repeated} appear twice in the header; keep one of each")
+
+
+def read_annotation_csv(path: str | Path) -> dict[str, Any]:
+    """The decoded dataset (``{"name", "type", "metadata": {"review_baseline"}, "items"}``) of an annotation CSV;
+    errors name the file, the line and the column."""
+    from ragnb.store.loaders import sniff_delimiter
+
+    p = Path(path)
+    text = read_text(p, "annotation CSV").lstrip("\ufeff")
+    if not text.strip():
+        raise ValueError(f"{p}: the CSV file is empty; export one with `ragnb dataset export-annotation --format csv`")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text.splitlines()[0]))
+    header = [h.strip() for h in next(reader)]
+    _check_header(header, p)
+    items, baseline, line = [], {}, reader.line_num
+    for cells in reader:
+        where, line = f"{p}:{line + 1}", reader.line_num
+        if not any(c.strip() for c in cells):
+            continue  # a blank line (Excel leaves some at the end)
+        if len(cells) > len(header):
+            raise ValueError(f"{where}: {len(cells)} cells but {len(header)} columns; check the quoting of that row")
+        item, base = {}, {}
+        for column, cell in zip(header, cells + [""] * (len(header) - len(cells))):
+            name, value = _parse_cell(cell, column, where)
+            if name.startswith(BASELINE):
+                base[name[len(BASELINE):]] = value
+            else:
+                item[name] = value
+        items.append({k: v for k, v in item.items() if not (v is None and k in TEXT_FIELDS and k != "id")})
+        if base:
+            baseline[str(item.get("id"))] = base
+    meta = {"mode": "export-annotation", "review_baseline": baseline} if baseline else {}
+    return {"name": p.stem, "type": "annotation", "metadata": meta, "items": items}
+
+
+def write_annotation_csv(ds: Dataset, path: str | Path) -> Path:
+    """Write ``ds`` as an annotation CSV atomically."""
+    from ragnb.io import atomic_write_text
+
+    text = annotation_csv(ds)
+    try:
+        return atomic_write_text(path, text)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot write the CSV ({exc.strerror or exc}); choose another --output/--out-dir") from None
