@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from ragnb.datasets.build import (FILE_PREFIX, BuildResult, check_count, chunk_texts, embedded_chunk_urls,
                                   mode_metadata)
 from ragnb.datasets.schema import Dataset, DatasetItem
-from ragnb.datasets.urls import page_id
+from ragnb.datasets.urls import page_id, url_match, url_match_warning
 from ragnb.io import natural_key
 
 CONTEXT_SEPARATOR = "\n\n"  # between the chunks of a fixed context
@@ -104,13 +104,15 @@ def _no_context_note(n: int) -> str:
             "fixed context: Tier 2 counts them as failed at the context stage instead of using a retrieved chunk")
 
 
-def _warnings(counts: Counter, skipped: int, where: str) -> list[str]:
+def _warnings(counts: Counter, skipped: int, where: str, url_warning: str | None = None) -> list[str]:
     warnings = []
     if counts["without_url"]:
         warnings.append(f"{counts['without_url']} question(s) have no logged url: kept with relevant_chunk_ids = [] "
                         "(Tier 1 counts them as undefined)")
     if counts["url_not_in_corpus"]:
-        warnings.append(f"{counts['url_not_in_corpus']} logged url(s) name a page with no chunk in the corpus")
+        # how many matched, an example of each side and the fix (--url-template, front matter, --map)
+        warnings.append(url_warning or f"{counts['url_not_in_corpus']} logged url(s) name a page with no chunk in "
+                        "the corpus")
     if counts["without_fixed_context"]:
         warnings.append(_no_context_note(counts["without_fixed_context"]))
     if skipped:
@@ -178,4 +180,5 @@ def generate_from_real_questions(corpus: Any, max_questions: int = 0, exact_scor
                          retrieval={"backend": res.backend, "top_k": top_k}, exact_score=exact_score,
                          max_questions=max_questions, counts=report, notes=notes)
     return BuildResult(Dataset(name=mode, type="real-users", items=items, metadata=meta), FILE_PREFIX[mode],
-                       report, _warnings(counts, skipped, where))
+                       report, _warnings(counts, skipped, where,
+                                         url_match_warning(url_match([p["url"] for p in picks], list(urls.values())))))
