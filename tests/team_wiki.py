@@ -1,6 +1,7 @@
 """A small team wiki made in the tests: Markdown pages loaded the way ``ragnb load chunks DIR`` loads them
 (``folder_records``: id ``page.md#n``, url = the relative path) and a question log whose urls point at its pages,
-with multi-turn sessions. Chunks are 4 words, so each page has many."""
+with multi-turn sessions. Chunks are 4 words, so each page has many. Below it, a bilingual wiki with subfolders,
+YAML front matter and a log of real page URLs (``WIKI``, ``WIKI_LOG``: the --url-template tests)."""
 
 from __future__ import annotations
 
@@ -40,16 +41,17 @@ QUESTION_LOG = [
 CHUNK_SIZE, OVERLAP = 4, 0  # small: the VPN page has more than ten chunks (#10 sorts after #9)
 
 
-def write_wiki(folder: Path) -> Path:
-    for rel, text in PAGES.items():
+def write_wiki(folder: Path, pages: dict[str, str] | None = None) -> Path:
+    for rel, text in (PAGES if pages is None else pages).items():
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return folder
 
 
-def write_log(path: Path) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in QUESTION_LOG), encoding="utf-8")
+def write_log(path: Path, rows: list[dict] | None = None) -> Path:
+    rows = QUESTION_LOG if rows is None else rows
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return path
 
 
@@ -107,16 +109,11 @@ WIKI_LOG = [
 
 
 def write_bilingual_wiki(folder: Path) -> Path:
-    for rel, text in WIKI.items():
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return folder
+    return write_wiki(folder, WIKI)
 
 
 def write_wiki_log(path: Path) -> Path:
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in WIKI_LOG), encoding="utf-8")
-    return path
+    return write_log(path, WIKI_LOG)
 
 
 def wiki_body(rel: str) -> str:

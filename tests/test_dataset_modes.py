@@ -161,6 +161,9 @@ def test_from_real_questions_end_to_end(corpus_db, encoder, tmp_path):
     assert meta["counts"] == expected
     assert {k: v for k, v in _report(res.stdout).items() if k not in ("path", "type")} == expected
     assert "1 question(s) have no logged url" in res.stderr
+    err = " ".join(res.stderr.split())  # q5's page has no embedded chunk: how many matched, both sides, the fix
+    assert "4 of 5 logged question URLs match a chunk URL; e.g. logged 'https://wiki.example.com/pages/800/Rome'" in err
+    assert "--url-template" in err
 
     # Loads back; Tier 1's qrels: the url-less and not-in-corpus questions have no relevant chunk (undefined).
     ds = load_dataset(path)

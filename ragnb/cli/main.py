@@ -172,7 +172,7 @@ _MAP = typer.Option(None, "--map", help="Files only: which column holds which fi
 
 @load_app.command("chunks")
 def load_chunks(
-    path: Path = typer.Argument(..., help="A .jsonl/.csv/.parquet file, or a folder of .md/.txt files."),
+    path: Path = typer.Argument(..., help="A .jsonl/.csv/.parquet file, or a folder of .md/.markdown/.txt pages (YAML front matter read)."),
     mapping: Optional[str] = _MAP,
     url_template: Optional[str] = typer.Option(
         None, "--url-template", help="Folder only: each page's URL, e.g. 'https://wiki.example.com/{path}'. "
