@@ -248,3 +248,21 @@ def test_a_corrected_url_without_the_corpus_says_how_to_give_it(tmp_path):
     with pytest.raises(ValueError, match=r"a.json: item 0 \(id 'i1'\): the corrected confluence_url 'https://w/x' "
                                          r"needs the corpus's chunks.*--corpus db\|demo"):
         import_annotation(path)
+
+
+def test_cli_import_opens_the_corpus_for_a_corrected_url(wiki_db, tmp_path):
+    ann = export_annotation(Dataset(name="s", type="real-users", items=[_page_item("i1", "ru/ops/vpn.md")]),
+                            "s.json").dataset
+    ann.items[0] = DatasetItem.model_validate({**ann.items[0].to_json_dict(), "is_confluence_url_ok": False,
+                                               "confluence_url": "https://wiki.example.com/en/dev/rollback#steps"})
+    path = write_annotation_csv(ann, tmp_path / "a.csv")
+    env = {"RAGNB_EMBEDDED_DB": wiki_db.engine.url.database}
+    res = CliRunner().invoke(dataset_app, ["import-annotation", "--annotation", str(path), "--output",
+                                           str(tmp_path / "o.json")], env=env, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    item = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["items"][0]
+    assert item["relevant_chunk_ids"] == ["en/dev/rollback.markdown#0", "en/dev/rollback.markdown#1"]
+    assert item["review_status"] == "fixed"
+    res = CliRunner().invoke(dataset_app, ["import-annotation", "--annotation", str(path), "--corpus", "files",
+                                           "--output", str(tmp_path / "p.json")], env=env, catch_exceptions=False)
+    assert res.exit_code == 2 and "--corpus 'files': use 'db'" in res.stderr

@@ -254,8 +254,9 @@ def import_annotation(path: str | Path, drop_rejected: bool = True, drop_unrevie
     lookup = LazyLookup(chunks)
     warnings: list[str] = []
     if baseline is None:
-        warnings.append(f"{source} has no metadata.review_baseline (not made by export-annotation): edited fields "
-                        "cannot be recognised as corrections, so every rejection drops its item")
+        warnings.append(f"{source} has no review baseline (metadata.review_baseline, or a CSV's baseline_… "
+                        "columns: not made by export-annotation, or they were deleted): edited fields cannot be "
+                        "recognised as corrections, so every rejection drops its item")
     tally = _Tally()
     for i, (it, rv) in enumerate(zip(ds.items, reviews)):
         review = _review_item(it, rv, (baseline or {}).get(it.id), drop_unreviewed, lookup, _where(source, i, it))
