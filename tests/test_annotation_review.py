@@ -51,6 +51,8 @@ def test_csv_round_trip_keeps_every_value(tmp_path):
     back = parse_dataset(read_annotation_csv(path), str(path))
     assert _items(back) == _items(ann)
     assert back.metadata["review_baseline"] == ann.metadata["review_baseline"]
+    assert (back.metadata["source_dataset"], back.metadata["source_type"], back.metadata["source_metadata"]) == (
+        "src.json", "real-users", {"mode": "from-real-questions"})  # what judge-pipeline --from-annotation checks
     # JSON → CSV → JSON → CSV: the same bytes
     assert annotation_csv(back) == annotation_csv(ann)
 

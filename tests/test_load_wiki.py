@@ -83,6 +83,16 @@ def test_template_placeholders(fresh_db, tmp_path, template, url):
     assert {u for u, _ in _stored(fresh_db).values()} == {url}
 
 
+def test_title_placeholder_takes_front_matter_then_heading(fresh_db, tmp_path):
+    wiki = team_wiki.write_bilingual_wiki(tmp_path / "wiki")
+    load_file(fresh_db, "chunks", wiki, url_template="https://w.example/{title}")
+    urls = {cid.split("#")[0]: url for cid, (url, _) in _stored(fresh_db).items()}
+    assert urls == {"ops-vpn": "https://wiki.example.com/display/OPS/VPN",  # its own url wins
+                    "en/dev/deploy.md": "https://w.example/Deploying%20a%20service",  # front-matter title
+                    "ru/hr/отпуск.md": "https://w.example/%D0%9E%D1%82%D0%BF%D1%83%D1%81%D0%BA",  # "# Отпуск"
+                    "en/dev/rollback.markdown": "https://w.example/Rollback"}
+
+
 def test_log_urls_match_after_url_template(cli, tmp_path):
     wiki = team_wiki.write_bilingual_wiki(tmp_path / "wiki")
     log = team_wiki.write_wiki_log(tmp_path / "log.jsonl")

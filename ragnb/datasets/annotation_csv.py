@@ -6,14 +6,15 @@ One row per item, one column per field. The cell format is told by the column na
   TRUE/FALSE, yes/no, да/нет, 1/0); an empty cell = not reviewed yet;
 * ``NAME:list``: a list of ids, one per line inside the cell (Alt+Enter in Excel); an empty cell = no ids;
 * ``NAME:json``: a JSON value (numbers, true/false, objects, lists of numbers); an empty cell = null;
-* ``baseline_…``: what export-annotation wrote (answer, url, chunk id, relevant ids) — leave these as they
-  are: import tells a correction from the original by comparing with them;
+* ``baseline_…``: what export-annotation wrote (answer, url, chunk id, relevant ids; and on every row the
+  source dataset's file, type and mode) — leave these as they are: import tells a correction from the
+  original by comparing with them;
 * every other column is text (line breaks, commas and quotes allowed — the CSV quotes them); an empty cell =
   no value (``notes``: "").
 
 Written as UTF-8 with a byte-order mark, comma-separated (what Excel opens as UTF-8). Read back with or without
 the mark and with the delimiter sniffed from the header (``,`` ``;`` tab ``|``: Excel in a Russian or German
-locale saves with ``;``). The dataset's other metadata (source dataset, counts) stays in the JSON file only.
+locale saves with ``;``). The dataset's other metadata (counts, models, notes) stays in the JSON file only.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ FIRST = ("id", "question", "ground_truth_answer", "confluence_url", "chunk_id", 
 TEXT_FIELDS = ("id", "question", "ground_truth_answer", "confluence_url", "chunk_id", "chunk_text", "source",
                "question_source", "notes")  # always text, whatever the values look like
 BASELINE = "baseline_"
+BASE_FIELDS = ("ground_truth_answer", "confluence_url", "chunk_id", "relevant_chunk_ids")
+SOURCE_FIELDS = ("source_dataset", "source_type", "source_mode")  # the same on every row
 FORMATS = ("json", "csv")
 
 
@@ -76,9 +79,12 @@ def annotation_csv(ds: Dataset) -> str:
     baseline = ds.metadata.get("review_baseline") or {}
     names = list(dict.fromkeys([*FIRST, *(k for r in rows for k in r)]))
     kinds = {n: "text" if n in REVIEW else _kind(n, [r.get(n) for r in rows]) for n in names}
-    base_names = ("ground_truth_answer", "confluence_url", "chunk_id", "relevant_chunk_ids")
     header = [n if kinds[n] == "text" else f"{n}:{kinds[n]}" for n in names]
-    header += [BASELINE + n + (":list" if n == "relevant_chunk_ids" else "") for n in base_names] if baseline else []
+    meta = ds.metadata
+    source = [meta.get("source_dataset"), meta.get("source_type"), (meta.get("source_metadata") or {}).get("mode")]
+    if baseline:
+        header += [BASELINE + n + (":list" if n == "relevant_chunk_ids" else "") for n in BASE_FIELDS]
+        header += [BASELINE + n for n in SOURCE_FIELDS]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(header)
@@ -88,7 +94,8 @@ def annotation_csv(ds: Dataset) -> str:
         if baseline:
             b = baseline.get(r["id"]) or {}
             cells += [_cell(b.get(n), "list" if n == "relevant_chunk_ids" else "text", f"{where} baseline {n!r}")
-                      for n in base_names]
+                      for n in BASE_FIELDS]
+            cells += ["" if v is None else str(v) for v in source]
         writer.writerow(cells)
     return "\ufeff" + out.getvalue()
 
@@ -144,7 +151,7 @@ def read_annotation_csv(path: str | Path) -> dict[str, Any]:
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text.splitlines()[0]))
     header = [h.strip() for h in next(reader)]
     _check_header(header, p)
-    items, baseline, line = [], {}, reader.line_num
+    items, baseline, sources, line = [], {}, {}, reader.line_num
     for cells in reader:
         where, line = f"{p}:{line + 1}", reader.line_num
         if not any(c.strip() for c in cells):
@@ -159,9 +166,17 @@ def read_annotation_csv(path: str | Path) -> dict[str, Any]:
             else:
                 item[name] = value
         items.append({k: v for k, v in item.items() if not (v is None and k in TEXT_FIELDS and k != "id")})
+        for name in SOURCE_FIELDS:
+            value = base.pop(name, None)
+            if value is not None:
+                sources.setdefault(name, value)
         if base:
             baseline[str(item.get("id"))] = base
-    meta = {"mode": "export-annotation", "review_baseline": baseline} if baseline else {}
+    meta: dict[str, Any] = {}
+    if baseline:
+        meta = {"mode": "export-annotation", "source_dataset": sources.get("source_dataset"),
+                "source_type": sources.get("source_type"), "source_metadata": {"mode": sources.get("source_mode")},
+                "review_baseline": baseline}
     return {"name": p.stem, "type": "annotation", "metadata": meta, "items": items}
 
 
