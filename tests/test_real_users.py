@@ -86,6 +86,8 @@ def test_run_real_users_hand_computed_metrics_and_shares():
     assert "hit_rate@10" not in s and any("hit_rate@10" in n for n in res.notes)  # cut-off > top_k: not computed
     # Exclusions counted over all 5 selected questions, not dropped.
     assert s["questions"] == {"selected": 5, "evaluated": 2, "no_url": 2, "unmatched_url": 1}
+    assert any(n.startswith("2 of 3 logged question URLs match a chunk URL; e.g. logged") and "--url-template" in n
+               for n in res.notes)  # the unmatched one, an example chunk URL and the fix
     assert s["no_url_share"]["mean"] == pytest.approx(2 / 5) and s["no_url_share"]["n"] == 5
     assert s["unmatched_url_share"]["mean"] == pytest.approx(1 / 5)
     assert s["score_distribution"] == {"1": 1, "2": 0, "3": 0, "4": 1, "5": 2, "missing": 1}

@@ -28,7 +28,7 @@ from ragnb.metrics.stats import aggregate
 from ragnb.rag.retrieval import RetrievalResult, Retriever
 from ragnb.tiers.result import TierResult
 from ragnb.tiers.tier1 import CHUNK_METRICS
-from ragnb.datasets.urls import page_id
+from ragnb.datasets.urls import page_id, url_match, url_match_warning
 
 DOC_METRICS = ("doc_hit_rate@1", "doc_hit_rate@3", "doc_hit_rate@5", "doc_hit_rate@10", "doc_mrr",
                "doc_recall@5", "doc_precision@5", "doc_ndcg@5", "doc_ndcg@10")
@@ -196,6 +196,10 @@ def run_real_users(
     if summary["questions"]["unmatched_url"]:
         notes.append(f"{summary['questions']['unmatched_url']} of {n} questions log a URL that no chunk of the corpus "
                      "has (page not indexed, or a URL form page_id does not recognise): excluded from the metrics.")
+        # how many matched, an example of each side, and the fix (--url-template, front matter, --map)
+        hint = url_match_warning(url_match(log["url"].tolist(), list(chunk_urls.values())))
+        if hint:
+            notes.append(hint)
     return RealUsersResult(per_query, summary, notes, lead={"tier": "real_users"}, retrieval=result)
 
 
