@@ -120,6 +120,8 @@ def test_unmatched_log_urls_warn_with_examples_and_the_fix(cli, tmp_path):
     assert "'https://wiki.example.com/display/OPS/VPN#форма'" in err  # an example of each side
     assert "vs chunk 'en/dev/deploy.md'" in err
     assert "--url-template" in err and "front matter" in err and "ragnb/datasets/urls.py" in err
+    # w2's path /ru/hr/отпуск ends with the chunk path ru/hr/отпуск(.md): the template that would match
+    assert "look like the chunk paths under --url-template 'http://www.wiki.example.com/{path}'" in err
 
 
 def test_semicolon_csv_from_excel_is_read(fresh_db, tmp_path):
@@ -131,6 +133,18 @@ def test_semicolon_csv_from_excel_is_read(fresh_db, tmp_path):
     assert stats.inserted == 2 and stats.warnings == []
     assert _stored(fresh_db) == {"k1": ("https://w/1", "Москва, столица; России"),
                                  "k2": ("https://w/2", "Paris is the capital of France.")}
+
+
+@pytest.mark.parametrize("logged, chunks, template", [
+    (["https://wiki.example.com/display/X"], ["ops/vpn.md"], None),  # no logged path ends with a chunk path
+    (["https://w.example/space/ops/vpn#a", "https://w.example/ops/x"], ["vpn.md", "ops/vpn.md"],
+     "https://w.example/space/{path}"),  # the longest chunk path gives the prefix
+    (["https://w.example/a/b/"], ["https://w.example/a/c", "b.txt"], "https://w.example/a/{path}"),
+])
+def test_suggested_template(logged, chunks, template):
+    from ragnb.datasets.urls import suggest_template
+
+    assert suggest_template(logged, chunks) == template
 
 
 @pytest.mark.parametrize("header, delimiter", [

@@ -66,7 +66,27 @@ def url_match(logged: list[str | None], chunk_urls: list[str | None]) -> dict:
     unmatched = [u for u in with_url if page_id(u) not in pages]
     example_chunk = next((u for u in chunk_urls if page_id(u) is not None), None)
     return {"logged": len(with_url), "matched": len(with_url) - len(unmatched),
-            "example_logged": unmatched[0] if unmatched else None, "example_chunk": example_chunk}
+            "example_logged": unmatched[0] if unmatched else None, "example_chunk": example_chunk,
+            "suggested_template": suggest_template(unmatched[:50], chunk_urls)}
+
+
+_PAGE_SUFFIX = re.compile(r"\.(md|markdown|txt)$", re.IGNORECASE)
+
+
+def suggest_template(logged: list[str], chunk_urls: list[str | None]) -> str | None:
+    """A ``--url-template`` that would turn the chunks' relative paths into the logged URLs: the first logged
+    URL whose path ends with a chunk's path without its suffix gives the address before it
+    (``https://wiki.example.com/ru/ops/vpn`` + chunk ``ru/ops/vpn.md`` → ``https://wiki.example.com/{path}``)."""
+    rel = sorted({_PAGE_SUFFIX.sub("", u).strip("/") for u in chunk_urls if isinstance(u, str) and "//" not in u
+                  and u.strip("/ ")}, key=lambda r: (-len(r), r))  # the longest path first: the tightest prefix
+    for url in logged:
+        parts = urlsplit(url.strip())
+        path = unquote(parts.path).rstrip("/")
+        for r in rel:
+            if path.endswith("/" + r):
+                prefix = path[: len(path) - len(r)]
+                return f"{parts.scheme or 'https'}://{parts.netloc}{prefix}{{path}}"
+    return None
 
 
 def url_match_warning(m: dict) -> str | None:
@@ -77,7 +97,9 @@ def url_match_warning(m: dict) -> str | None:
     if m["example_chunk"] is None:
         return (f"{m['matched']} of {m['logged']} logged question URLs match a chunk URL: no chunk has a URL "
                 f"(e.g. logged {m['example_logged']!r}); {URL_FIX}")
+    guess = (f" The logged URLs look like the chunk paths under --url-template '{m['suggested_template']}'."
+             if m.get("suggested_template") else "")
     return (f"{m['matched']} of {m['logged']} logged question URLs match a chunk URL; e.g. logged "
             f"{m['example_logged']!r} (page {page_id(m['example_logged'])!r}) vs chunk {m['example_chunk']!r} "
             f"(page {page_id(m['example_chunk'])!r}). Questions whose URL matches no chunk have no relevant chunk "
-            f"and are left out of the real-user metrics. If these should match, {URL_FIX}")
+            f"and are left out of the real-user metrics.{guess} If these should match, {URL_FIX}")
