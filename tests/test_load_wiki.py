@@ -123,6 +123,16 @@ def test_unmatched_log_urls_warn_with_examples_and_the_fix(cli, tmp_path):
     # w2's path /ru/hr/отпуск ends with the chunk path ru/hr/отпуск(.md): the template that would match
     assert "look like the chunk paths under --url-template 'http://www.wiki.example.com/{path}'" in err
 
+    # The fix: reload with the template. Same ids and texts, new urls (vectors stay valid: no --update needed).
+    (wiki / "ru" / "ops" / "vpn.md").write_text(team_wiki.WIKI["ru/ops/vpn.md"], encoding="utf-8")
+    res = cli("load", "chunks", str(wiki), "--url-template", team_wiki.TEMPLATE)
+    assert res.exit_code == 0, res.output
+    out = _last_json(res.stdout)
+    # one chunk per page (default size): vpn.md now has front matter, so a new id ops-vpn#0 (the old row stays);
+    # the other three pages keep their ids and texts and take the template urls
+    assert (out["inserted"], out["already_present"], out["urls_updated"]) == (1, 3, 3)
+    assert out["url_match"] == {"logged_urls": 5, "matched": 4}
+
 
 def test_semicolon_csv_from_excel_is_read(fresh_db, tmp_path):
     f = tmp_path / "chunks.csv"

@@ -3,8 +3,8 @@
 Everything is validated before anything is written; a bad row raises ``ValueError`` naming the file,
 the line and the field. Nothing is guessed: dates are ISO 8601 (or follow an explicit ``date_format``),
 scores are integers 1–5, ids are strings or integers. Rows are inserted in one transaction; an id already
-stored with the same text is skipped (loading the same file twice adds nothing), one stored with a
-different text is an error unless ``update=True``. Rows without an id get a stable one derived from content.
+stored with the same text is skipped (loading the same file twice adds nothing) but takes the file's url, one
+stored with a different text is an error unless ``update=True``. Rows without an id get a stable one derived from content.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class LoadStats:
     already_present: int
     updated: list[str] = dc_field(default_factory=list)  # "<file>:<line> id=…" of rows whose stored text changed
     warnings: list[str] = dc_field(default_factory=list)  # unused columns, unmatched URLs: printed to stderr
+    urls_updated: int = 0  # rows already stored with the same text whose url the file changed (e.g. a new --url-template)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -313,7 +314,7 @@ def folder_records(folder: Path, chunk_size: int = 200, overlap: int = 40,
 
 
 def _changed_rows(conn: Any, table: sa.Table, text_col: str, rows: list[dict]) -> list[dict]:
-    """The rows whose id is already stored with a different text."""
+    """The rows whose id is already stored with a different ``text_col`` (the text, or the url)."""
     out = []
     for start in range(0, len(rows), 5000):
         batch = rows[start:start + 5000]
@@ -411,8 +412,21 @@ def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str]
     warnings: list[str] = []
     if not p.is_dir():
         rows = normalize_records(p, kind, mapping, date_format, warnings)
-    inserted, updated = _insert(db, kind, rows, on_changed="update" if update else "error")
-    return LoadStats(str(p), kind, len(rows), inserted, len(rows) - inserted - len(updated), updated, warnings)
+    moved = _moved_urls(db, kind, rows)
+    # A new url never invalidates a vector, so it is taken without --update (how a wiki reloaded with
+    # --url-template gets its real page URLs); a new text still needs --update.
+    inserted, updated = _insert(db, kind, rows, refresh=("url",), on_changed="update" if update else "error")
+    return LoadStats(str(p), kind, len(rows), inserted, len(rows) - inserted - len(updated), updated, warnings,
+                     moved)
+
+
+def _moved_urls(db: Database, kind: str, rows: list[dict]) -> int:
+    """How many rows are stored with the same text but another url."""
+    t = ensure_schema(db)
+    table, text_col = (t.chunk, "text") if kind == "chunks" else (t.question, "question")
+    with db.engine.connect() as conn:
+        changed_text = {r["id"] for r in _changed_rows(conn, table, text_col, rows)}
+        return sum(r["id"] not in changed_text for r in _changed_rows(conn, table, "url", rows))
 
 
 def count_rows(db: Database, kind: str) -> dict:
