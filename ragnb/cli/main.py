@@ -172,7 +172,8 @@ _MAP = typer.Option(None, "--map", help="Files only: which column holds which fi
 
 @load_app.command("chunks")
 def load_chunks(
-    path: Path = typer.Argument(..., help="A .jsonl/.csv/.parquet file, or a folder of .md/.markdown/.txt pages (YAML front matter read)."),
+    path: Path = typer.Argument(..., help="A .jsonl/.csv/.parquet file, or a folder of .md/.markdown/.txt pages "
+                                "(YAML front matter read)."),
     mapping: Optional[str] = _MAP,
     url_template: Optional[str] = typer.Option(
         None, "--url-template", help="Folder only: each page's URL, e.g. 'https://wiki.example.com/{path}'. "
@@ -185,7 +186,7 @@ def load_chunks(
     update: bool = _UPDATE,
 ) -> None:
     """Load chunks (id, text, url). A folder's pages may start with YAML front matter (url, title, id). Rows
-    already present (same id, same text) are skipped."""
+    already present (same id, same text) are skipped, taking the file's url (urls_updated)."""
     _load("chunks", path, mapping, chunk_size, overlap, write, update=update, url_template=url_template)
 
 
