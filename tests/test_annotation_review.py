@@ -102,6 +102,15 @@ def test_bad_csv_cells_name_file_line_and_column(tmp_path, edit, needle):
     assert str(err.value).startswith(str(path)) and needle in str(err.value)
 
 
+def test_hand_made_sheet_without_cell_formats(tmp_path):
+    path = tmp_path / "sheet.csv"
+    path.write_text('id;question;relevant_chunk_ids;is_question_ok\nq1;"Где VPN; где?";"c1\nc2";да\n',
+                    encoding="utf-8")
+    ds = read_annotation(path)
+    assert ds.items[0].question == "Где VPN; где?" and ds.items[0].relevant_chunk_ids == ["c1", "c2"]
+    assert ds.items[0].model_extra["is_question_ok"] is True and ds.metadata == {}
+
+
 def test_csv_header_without_id_is_refused(tmp_path):
     path = tmp_path / "x.csv"
     path.write_text("question,is_question_ok\nQ?,true\n", encoding="utf-8")

@@ -111,7 +111,7 @@ def _parse_cell(text: str, column: str, where: str) -> tuple[str, Any]:
             raise ValueError(f"{where} column {column!r}: {text!r} is not true/false; write true, false, or leave "
                              "the cell empty (not reviewed yet)")
         return name, value
-    if kind == "list":
+    if kind == "list" or (name == "relevant_chunk_ids" and not kind):  # a hand-made sheet may omit ":list"
         return name, [x.strip() for x in text.splitlines() if x.strip()]
     if kind == "json":
         if not text.strip():
