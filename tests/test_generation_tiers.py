@@ -216,15 +216,20 @@ def test_tier2_with_llm_generator_and_judge(parts, llm_server, tmp_path):
     assert all(ITEMS[0].chunk_text in b["messages"][0]["content"] for b in gen if ITEMS[0].question in
                b["messages"][0]["content"])
 
-    # The judge failed on q3's faithfulness: the offline fallback (word overlap) takes over, and the counts say so.
+    # The judge failed on q3's faithfulness: the item is failed (NaN, counted) in the LLM metric; the offline
+    # fallback is reported beside it under its own name, never averaged in.
     fallback = faithfulness_fallback("Mount Everest.", [CHUNKS["c4"]], encoder, "en")["score"]
-    assert df["judge_faithfulness"].tolist()[:2] == [1.0, 0.75]
-    assert df["judge_faithfulness"][2] == pytest.approx(fallback, abs=1e-6)
-    assert df["judge_faithfulness_method"].tolist() == ["llm", "llm", "word_overlap"]
-    assert "LLM judgement failed" in df["judge_faithfulness_reason"][2]
-    assert s["judge_faithfulness"]["mean"] == pytest.approx((1.0 + 0.75 + fallback) / 3, abs=1e-6)
-    assert res.info["methods"]["judge_faithfulness"] == {"llm": 2, "word_overlap": 1}
-    assert any("failed on 1 item" in n for n in res.notes)
+    assert df["judge_faithfulness"].tolist()[:2] == [1.0, 0.75] and np.isnan(df["judge_faithfulness"][2])
+    assert df["judge_faithfulness_method"].tolist() == ["llm", "llm", "failed"]
+    assert "no valid verdict" in df["judge_faithfulness_reason"][2]
+    assert s["judge_faithfulness"]["mean"] == pytest.approx((1.0 + 0.75) / 2)
+    assert (s["judge_faithfulness"]["n_valid"], s["judge_faithfulness"]["n_failed"]) == (2, 1)
+    assert df["fallback_faithfulness"][2] == pytest.approx(fallback, abs=1e-6)
+    assert df["fallback_faithfulness_method"].tolist() == ["word_overlap"] * 3
+    assert s["fallback_faithfulness"]["n_valid"] == 3
+    assert res.info["methods"]["judge_faithfulness"] == {"failed": 1, "llm": 2}
+    assert any("failed on 1 item" in n and "not averaged in" in n for n in res.notes)
+    assert any("without their reasoning" in n for n in res.notes)
 
     assert s["answer_relevance"]["mean"] == pytest.approx((1.0 + 0.5 + 0.9) / 3)
     assert s["answer_correctness"]["mean"] == pytest.approx((5 + 4 + 2) / 3)
@@ -233,6 +238,34 @@ def test_tier2_with_llm_generator_and_judge(parts, llm_server, tmp_path):
     assert res.info["judge_backend"] == "openai-compatible" and res.info["generation_model"] == "gen"
     usage = client.usage.summary()["by_metric"]
     assert usage["generation"]["calls"] == 6 and usage["judge.answer_correctness"]["calls"] == 3
+
+
+def test_tier2_reasoning_generator_and_truncated_answers(parts, llm_server):
+    """A reasoning model's draft is never the answer; an answer cut off at max_tokens is never scored."""
+    from llm_server import think
+
+    encoder, retriever = parts
+
+    def handler(req):
+        content = "\n".join(m["content"] for m in req["messages"])
+        if req["model"] == "gen" and ITEMS[0].question in content:
+            return completion(think("The Congo?", "The Nile."))
+        if req["model"] == "gen" and ITEMS[1].question in content:
+            return completion("Photosynthesis happens in the", finish_reason="length")
+        return _handler(req)
+
+    llm_server.set_handler(handler)
+    client = _client(llm_server)
+    system = BaselineSystem(encoder, retriever, CHUNKS, client=client, model="gen", language="en")
+    judge = Judge(client, JudgeConfig(models=["judge"], language="en"))
+    res = run_tier2(Dataset(name="t", items=ITEMS[:2]), system, encoder, judge=judge, language="en", n_boot=200)
+    df, s = res.per_item, res.summary
+    assert df["answer"][0] == "The Nile."
+    judged = [r.body["messages"][-1]["content"] for r in llm_server.chat_requests if r.body["model"] == "judge"]
+    assert judged and not any("Congo" in c or "<think>" in c for c in judged)
+    assert pd.isna(df["answer"][1]) and "cut off" in df["error"][1]
+    assert s["answer_correctness"]["mean"] == 5 and s["answer_correctness"]["n_failed"] == 1
+    assert s["rouge1"]["n_failed"] == 1
 
 
 def test_tier3_with_llm_passes_retrieved_context_and_scores_e2e(parts, llm_server):
@@ -247,7 +280,7 @@ def test_tier3_with_llm_passes_retrieved_context_and_scores_e2e(parts, llm_serve
     assert "answer_relevance" not in s and s["context_hit@1"]["mean"] == 1.0
     prompts = [r.body["messages"][0]["content"] for r in llm_server.chat_requests if r.body["model"] == "gen"]
     assert any("[1] " + CHUNKS["c2"] in p and ITEMS[1].question in p for p in prompts)
-    assert res.info["methods"]["judge_faithfulness"] == {"llm": 2, "word_overlap": 1}
+    assert res.info["methods"]["judge_faithfulness"] == {"failed": 1, "llm": 2}
 
 
 def test_resume_from_the_item_log_sends_no_request_twice(parts, llm_server, tmp_path):

@@ -42,7 +42,7 @@ import pandas as pd
 from ragnb.datasets.schema import Dataset
 from ragnb.io import comma_list
 from ragnb.llm import run_sync
-from ragnb.metrics.fallback import (OFFLINE_LABEL, OFFLINE_METHOD, OFFLINE_METHODS, agreement_note, agreement_rows,
+from ragnb.metrics.fallback import (OFFLINE_LABEL, OFFLINE_METHOD, agreement_note, agreement_rows,
                                    split_sentences)
 from ragnb.rag.system import BaselineSystem
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
@@ -52,7 +52,7 @@ from ragnb.tiers.generation.answering import answer_method, generation_model, it
 from ragnb.tiers.generation.kinds import TIER2_JUDGED, TIER3_JUDGED, Tier2, Tier3
 from ragnb.tiers.result import TierResult
 
-_LOG_VERSION = 1  # bump when the record layout changes: old logs are then scored again
+_LOG_VERSION = 2  # bump when the record layout changes: old logs are then scored again
 _BLOCK = 256  # items retrieved, embedded and scored together (bounds the embedding memo's memory)
 _JUDGE_SETTINGS = ("models", "aggregate", "mode", "language", "temperature", "seed")
 
@@ -208,10 +208,11 @@ def _notes(kind: Tier2, summary: dict, methods: dict, records: list[dict], error
                      f"hallucination_rate = 1 − that score. Method {agreement_note()} (table: "
                      "summary['info']['fallback_agreement']).")
     key = faithfulness_key(judged, judge_metrics)
-    n_fallback = sum(methods[key].get(m, 0) for m in OFFLINE_METHODS)
-    if judged and "faithfulness" in judge_metrics and n_fallback:
-        notes.append(f"{key}: the LLM judge failed on {n_fallback} item(s); they use the offline fallback "
-                     f"({OFFLINE_LABEL}; the method column of the per-item table says which).")
+    n_failed = methods[key].get("failed", 0)
+    if key == "judge_faithfulness" and n_failed:
+        notes.append(f"judge_faithfulness: every judge model failed on {n_failed} item(s); they are NaN and counted "
+                     f"in n_failed — the offline fallback is not averaged in (it is reported beside, as "
+                     f"fallback_faithfulness, {OFFLINE_LABEL}).")
     if consistency_runs < 2:
         notes.append("consistency_runs = 1: response_exact_match_rate and response_semantic_consistency need at "
                      "least 2 answers per question and were not computed.")
@@ -224,6 +225,10 @@ def _notes(kind: Tier2, summary: dict, methods: dict, records: list[dict], error
                      "endpoint to evaluate a generator.")
     notes += kind.notes(summary, top_k)
     if answer_method == "llm":
+        notes.append("Generated answers are judged and compared without their reasoning: <think>…</think> blocks "
+                     "and reasoning fields are removed first; an answer cut off at max_tokens (finish_reason=length) "
+                     "is never scored — it is asked again with RAGNB_LLM_RETRY_MAX_TOKENS when set, else the item "
+                     "fails at the generation stage with the reason.")
         notes.append("Answer latency includes disk-cache hits (≈ 0 ms) for requests made before; set "
                      "RAGNB_LLM_CACHE_DIR=off to time the endpoint.")
     if errors:

@@ -1,8 +1,9 @@
 """From the logged per-item records to the per-item table and the summary of Tier 2 / Tier 3.
 
 Faithfulness is reported under the name of what produced it (see docs/metrics.md, Faithfulness):
-``judge_faithfulness`` when an LLM judged it (items the judge failed on use the fallback, their method says
-so), ``fallback_faithfulness`` when only the offline fallback did.
+``judge_faithfulness`` when an LLM judged it (an item every judge model failed on is NaN, ``failed``, counted in
+``n_failed``), ``fallback_faithfulness`` for the offline fallback — alone when no judge ran, else beside the
+judge's score, never averaged into it.
 """
 
 from __future__ import annotations
@@ -85,12 +86,17 @@ def _add_faithfulness(frame: pd.DataFrame, records: list[dict], key: str, method
             f_reason[i] = r["error"]
             continue
         faith[i] = _num(f["score"])
-        f_method[i] = _method_label(faith[i], f["method"], None)
+        f_method[i] = _method_label(faith[i], f["method"], f.get("status"))
         f_reason[i] = f.get("reason")
     frame[key] = faith
     frame[f"{key}_method"] = f_method
     frame[f"{key}_reason"] = f_reason
     methods[key] = Counter(f_method)
+    if key != "fallback_faithfulness" and any(r.get("fallback_faithfulness") for r in records):
+        # Beside the judge's score, under its own name: the offline fallback never stands in for it.
+        fb = [r.get("fallback_faithfulness") for r in records]
+        frame["fallback_faithfulness"] = [_num(f["score"]) if f else math.nan for f in fb]
+        frame["fallback_faithfulness_method"] = [f["method"] if f else "item_failed" for f in fb]
     frame["hallucination_rate"] = [hallucination_rate(float(v)) for v in faith]
     frame["context_utilization"] = [
         context_utilization(r["answers"][0], [c["text"] for c in r["contexts"]]) if r["error"] is None else math.nan
@@ -166,6 +172,8 @@ def summary_of(kind: Any, frame: pd.DataFrame, records: list[dict], corpus_bleu:
                judge_metrics: tuple[str, ...], judged: bool, top_k: int, n_boot: int) -> dict:
     """Every metric column's aggregate (mean, CI, counts) in report order, corpus BLEU and the latencies."""
     order = [faithfulness_key(judged, judge_metrics), "hallucination_rate", "context_utilization"]
+    if order[0] != "fallback_faithfulness":
+        order.insert(1, "fallback_faithfulness")  # beside the judge's, when the frame has it
     order += [m for m in LLM_ONLY if judged and m in judge_metrics]
     order += kind.hit_names(top_k)
     order += [*LEXICAL, *CONSISTENCY]

@@ -121,7 +121,7 @@ def scorer(by_key: dict[str, DatasetItem], contexts_of: dict[str, dict], system:
                 rec["judge"][metric] = _judge_row(result)
                 if metric == "faithfulness":
                     llm_faith = result
-        rec["faithfulness"] = _faithfulness(answer, texts, encoder, language, llm_faith)
+        rec.update(_faithfulness(answer, texts, encoder, language, llm_faith))
         return to_jsonable(rec)
 
     return score
@@ -146,11 +146,12 @@ async def _answers(system: Any, question: str, contexts: list[Context],
 
 
 def _faithfulness(answer: str, texts: list[str], encoder: Any, language: str, llm_faith: Any) -> dict:
-    """The LLM judge's faithfulness when it gave one, else the offline fallback (score, method, reason)."""
-    llm_score = None
-    if llm_faith is not None:
-        llm_score = llm_faith.score if llm_faith.ok else math.nan
-    faith = faithfulness_fallback(answer, texts, encoder, language, llm_score=llm_score)
-    if llm_faith is not None and not llm_faith.ok and llm_faith.reason:
-        faith["reason"] = f"{faith['reason']} (judge: {llm_faith.reason})"
-    return faith
+    """``{"faithfulness": the judge's verdict (score NaN, status failed when every judge model failed) — or,
+    with no judge, the offline fallback; "fallback_faithfulness": the offline fallback when a judge ran}``.
+    The fallback is never put in the judge's place: averaged into an LLM metric it would hide the failure."""
+    fallback = faithfulness_fallback(answer, texts, encoder, language)
+    if llm_faith is None:
+        return {"faithfulness": fallback}
+    judged = {"score": llm_faith.score if llm_faith.ok else math.nan, "method": "llm", "status": llm_faith.status,
+              "reason": llm_faith.reason or None}
+    return {"faithfulness": judged, "fallback_faithfulness": fallback}
