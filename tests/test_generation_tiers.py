@@ -268,6 +268,28 @@ def test_tier2_reasoning_generator_and_truncated_answers(parts, llm_server):
     assert s["rouge1"]["n_failed"] == 1
 
 
+def test_tier2_partial_jury_is_counted(parts, llm_server):
+    encoder, retriever = parts
+
+    def handler(req):
+        content = "\n".join(m["content"] for m in req["messages"])
+        if req["model"] == "judge-b" and ITEMS[1].question in content and "CORRECTNESS" in content:
+            return completion("no verdict")
+        return _handler(req)
+
+    llm_server.set_handler(handler)
+    client = _client(llm_server)
+    system = BaselineSystem(encoder, retriever, CHUNKS, client=client, model="gen", language="en")
+    judge = Judge(client, JudgeConfig(models=["judge", "judge-b"], language="en"))
+    res = run_tier2(Dataset(name="t", items=ITEMS[:2]), system, encoder, judge=judge, language="en", n_boot=200)
+    s, df = res.summary, res.per_item
+    assert df["answer_correctness_method"].tolist() == ["llm", "partial"]
+    assert s["answer_correctness"]["n_partial"] == 1 and s["answer_correctness"]["n_valid"] == 2
+    assert s["answer_correctness"]["mean"] == pytest.approx((5 + 4) / 2)  # q2: judge's verdict alone (4), judge-b failed
+    assert res.records[next(iter(res.records))]["judge"]["answer_correctness"]["n_models_ok"] == 2
+    assert any("Partial juries" in n for n in res.notes)
+
+
 def test_tier3_with_llm_passes_retrieved_context_and_scores_e2e(parts, llm_server):
     encoder, retriever = parts
     llm_server.set_handler(_handler)

@@ -158,6 +158,23 @@ def test_tier_judge_two_models_agreement(llm_server):
     assert set(block["consistency_by_model"]) == {"m1", "m2"}
 
 
+def test_tier_judge_error_rate_counts_a_partial_jury(llm_server):
+    """m2 fails on 1 of 4 items in both passes; m1 never fails: no item is lost, yet 2 of 16 judgements failed."""
+    m1 = [[1.0, 0.0, 0.5, 1.0]] * 2
+    m2 = [[0.5, 0.0, None, 0.0]] * 2
+    scripted(llm_server, {("m1", "direct"): m1, ("m2", "direct"): m2})
+    res = judging.run_tier_judge(make_items([True, False, True, False]), make_client(llm_server), ["m1", "m2"],
+                                 modes=["direct"], n_boot=100)
+    s = res.summary
+    assert s["error_rate"] == pytest.approx(2 / 16)
+    errors = s["by_mode"]["direct"]["errors"]
+    assert (errors["n_partial"], errors["n_failed"], errors["item_error_rate"]) == (2, 0, 0.0)
+    assert errors["by_model"]["m2"]["error_rate"] == pytest.approx(2 / 8)
+    assert res.per_item["status_1"].tolist() == ["ok", "ok", "partial", "ok"]
+    assert s["avg_faithfulness"]["mean"] == pytest.approx(np.mean([0.75, 0.0, 0.5, 0.5]))
+    assert any("partial juries" in n and "2 of 16" in n for n in res.notes)
+
+
 def test_tier_judge_rejects_bad_settings(llm_server):
     items = make_items([True, False])
     with pytest.raises(ValueError, match="modes"):

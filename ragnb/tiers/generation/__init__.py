@@ -213,6 +213,11 @@ def _notes(kind: Tier2, summary: dict, methods: dict, records: list[dict], error
         notes.append(f"judge_faithfulness: every judge model failed on {n_failed} item(s); they are NaN and counted "
                      f"in n_failed — the offline fallback is not averaged in (it is reported beside, as "
                      f"fallback_faithfulness, {OFFLINE_LABEL}).")
+    partial = {m: c.get("partial", 0) for m, c in methods.items() if c.get("partial", 0)}
+    if partial:
+        notes.append("Partial juries: some judge models failed on " + ", ".join(f"{c} item(s) of {m}" for m, c in
+                     partial.items()) + "; those scores come from the models that answered (n_partial in the "
+                     "summary; the reason column names the failed models).")
     if consistency_runs < 2:
         notes.append("consistency_runs = 1: response_exact_match_rate and response_semantic_consistency need at "
                      "least 2 answers per question and were not computed.")

@@ -41,7 +41,7 @@ def _num(v: Any) -> float:
 
 def _method_label(score: float, method: str | None, status: str | None) -> str:
     if not math.isnan(score):
-        return method or "none"
+        return "partial" if status == "partial" else method or "none"  # partial: some judge models failed
     return "failed" if status == "failed" else "undefined"
 
 
@@ -179,6 +179,9 @@ def summary_of(kind: Any, frame: pd.DataFrame, records: list[dict], corpus_bleu:
     order += [*LEXICAL, *CONSISTENCY]
     summary: dict[str, Any] = {name: aggregate(frame[name].to_numpy(dtype=float), n_boot=n_boot)
                                for name in order if name in frame}
+    for name in (*order[:1], *LLM_ONLY):
+        if judged and f"{name}_method" in frame:  # items a partial jury scored (some judge models failed)
+            summary[name]["n_partial"] = int((frame[f"{name}_method"] == "partial").sum())
     summary["corpus_bleu"] = corpus_bleu["score"] if corpus_bleu else math.nan
     summary.update(kind.latency_blocks(frame, records))
     summary["latency_answer_ms"] = {**latency_summary(frame["answer_ms"]), "mode": "per-query"}

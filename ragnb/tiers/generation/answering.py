@@ -29,7 +29,8 @@ def _context_dict(c: Context) -> dict:
 
 def _judge_row(r: Any) -> dict:
     return {"score": r.score, "method": r.method, "status": r.status, "reason": r.reason,
-            "explanation": r.explanation, "models": {m.model: m.score for m in r.model_scores}}
+            "explanation": r.explanation, "models": {m.model: m.score for m in r.model_scores},
+            "n_models_ok": r.n_models_ok, "n_models_failed": r.n_models_failed}
 
 
 def answer_method(system: Any) -> str:
