@@ -321,17 +321,33 @@ def test_resume_from_the_item_log_sends_no_request_twice(parts, llm_server, tmp_
     assert llm_server.request_count == 2 * (2 + 3)  # per item: 2 answers + 3 judged metrics
     second = run(ITEMS[:3])
     assert llm_server.request_count == 3 * (2 + 3)  # only the third item was scored
-    assert second.info["resumed_items"] == 2 and any("Resumed: 2" in n for n in second.notes)
+    assert second.info["resumed_items"] == 2 and any("2 finished item(s) read back" in n for n in second.notes)
+    # q3's faithfulness judge failed (an unusable reply): a re-run scores q3 again, and only q3
     third = run(ITEMS[:3])
-    assert llm_server.request_count == 15  # nothing again
-    pd.testing.assert_frame_equal(second.per_item, third.per_item)
-    strip = lambda s: json.dumps({k: v for k, v in s.items() if k != "info"}, sort_keys=True)  # noqa: E731
+    assert llm_server.request_count == 20
+    assert (third.info["retried_items"], third.info["recovered_items"]) == (1, 0)
+    # q3 was answered again: only its timing differs
+    pd.testing.assert_frame_equal(second.per_item.drop(columns="answer_ms"), third.per_item.drop(columns="answer_ms"))
+    strip = lambda s: json.dumps({k: v for k, v in s.items() if k not in ("info", "latency_answer_ms")},  # noqa: E731
+                                 sort_keys=True)
     assert strip(second.summary) == strip(third.summary)
-    assert len(log.read_text().splitlines()) == 3
+    # the provider recovers: the failed item is recovered, the finished ones are kept
+    FAITH[ITEMS[2].question] = 0.5
+    try:
+        fourth = run(ITEMS[:3])
+    finally:
+        FAITH[ITEMS[2].question] = None
+    assert llm_server.request_count == 25
+    assert (fourth.info["retried_items"], fourth.info["recovered_items"]) == (1, 1)
+    assert any("1 item(s) that had failed were scored again — 1 of 1 recovered" in n for n in fourth.notes)
+    assert fourth.per_item["judge_faithfulness"].tolist() == [1.0, 0.75, 0.5]
+    fifth = run(ITEMS[:3])
+    assert llm_server.request_count == 25 and fifth.info["retried_items"] == 0  # nothing again
+    assert len(log.read_text().splitlines()) == 5  # 3 items + 2 re-scored lines of q3
     # Other settings → other fingerprint: the log is not reused.
     run_tier2(Dataset(name="t", items=ITEMS[:1]), system, encoder, judge=judge, consistency_runs=1,
               language="en", n_boot=200, log_path=log)
-    assert llm_server.request_count == 15 + 1 + 3
+    assert llm_server.request_count == 25 + 1 + 3
 
 
 # ---------------------------------------------------------------------------------------------- notebooks

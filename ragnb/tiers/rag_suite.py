@@ -150,8 +150,10 @@ def _needs_reference(name: str) -> bool:
 
 
 async def llm_metrics(samples: list[dict], client: Any, metrics: list[str], models: list[str], aggregate_how: str,
-                      language: str, encoder: Any, log_dir: Path | None, concurrency: int) -> pd.DataFrame:
-    """Every LLM metric on every sample; each finished item is logged under ``log_dir`` (resumable)."""
+                      language: str, encoder: Any, log_dir: Path | None, concurrency: int,
+                      notes: list[str] | None = None) -> pd.DataFrame:
+    """Every LLM metric on every sample; each finished item is logged under ``log_dir`` (resumable: failed
+    items are scored again, and ``notes`` gets what each log gave back)."""
     columns: dict[str, dict[str, Any]] = {}
     for name in metrics:
         evaluate, settings = _llm_metric(name, models, aggregate_how, language, encoder)
@@ -165,6 +167,8 @@ async def llm_metrics(samples: list[dict], client: Any, metrics: list[str], mode
                     "explanation": r.explanation, **{f"score[{m.model}]": m.score for m in r.model_scores}}
 
         records = await run_items(list(by_id), score, log, concurrency)
+        if log is not None and log.resume_note() and notes is not None:
+            notes.append(f"{name}: {log.resume_note()}")
         for key, rec in records.items():
             row = columns.setdefault(key, {})
             row[name] = rec["score"] if rec["score"] is not None else math.nan
@@ -193,7 +197,7 @@ def run_rag_suite(samples: list[dict], encoder: Any, *, client: Any = None, metr
         from ragnb.llm import run_sync
 
         llm = run_sync(llm_metrics(samples, client, metrics, list(models), aggregate_how, language, encoder,
-                                   log_dir, concurrency))
+                                   log_dir, concurrency, notes))
         frame = frame.join(llm, how="left")
         missing_ref = sum(1 for s in samples if not s.get("reference"))
         if missing_ref and any(_needs_reference(m) for m in metrics):

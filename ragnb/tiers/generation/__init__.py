@@ -181,9 +181,11 @@ def _run(kind: Tier2, dataset: Dataset, system: Any, encoder: Any, *, judge: Any
     summary = summary_of(kind, frame, records, extra["corpus_bleu"], judge_metrics, judged, top_k, n_boot)
     errors = Counter(r["stage"] for r in records if r["error"] is not None)
     notes = _notes(kind, summary, extra["methods"], records, errors, judge, judge_metrics, consistency_runs,
-                   answer_method(system), top_k, resumed, log_path)
+                   answer_method(system), top_k, log.resume_note() if log is not None else None)
     summary["info"] = _info(kind, system, encoder, judge, judge_metrics, extra["methods"], records, errors,
                             consistency_runs, resumed, top_k)
+    summary["info"]["retried_items"] = len(log.retried) if log is not None else 0
+    summary["info"]["recovered_items"] = len(log.recovered) if log is not None else 0
     info = summary["info"]
     meta = {"judge_backend": info["judge_backend"], "generation_model": info["generation_model"],
             "judge_model": ",".join(info["judge_models"]) or None, "judge_eval_mode": info["judge_mode"],
@@ -193,8 +195,8 @@ def _run(kind: Tier2, dataset: Dataset, system: Any, encoder: Any, *, judge: Any
 
 
 def _notes(kind: Tier2, summary: dict, methods: dict, records: list[dict], errors: Counter, judge: Any,
-           judge_metrics: tuple[str, ...], consistency_runs: int, answer_method: str, top_k: int, resumed: int,
-           log_path: str | Path | None) -> list[str]:
+           judge_metrics: tuple[str, ...], consistency_runs: int, answer_method: str, top_k: int,
+           resume_note: str | None) -> list[str]:
     """What was not computed, what is an approximation, and what failed."""
     judged = judge is not None
     notes: list[str] = []
@@ -240,8 +242,8 @@ def _notes(kind: Tier2, summary: dict, methods: dict, records: list[dict], error
         notes.append(f"{sum(errors.values())} of {len(records)} item(s) failed ("
                      + ", ".join(f"{stage}: {c}" for stage, c in sorted(errors.items()))
                      + "); their metrics are NaN and counted in n_failed (see the 'error' column).")
-    if resumed:
-        notes.append(f"Resumed: {resumed} item(s) were read from {Path(log_path).name}, not scored again.")
+    if resume_note:
+        notes.append(resume_note)
     return notes
 
 

@@ -125,6 +125,8 @@ def run_tier_judge(
             notes.append("Some items were scored by word overlap (the last fallback level); see the method column.")
 
     summary = _summary(by_mode, mode_list, results, delta, n_boot, seed)
+    if log is not None and log.resume_note():
+        notes.append(log.resume_note())
     for mode, block in by_mode.items():
         e = block["errors"]
         if e.get("n_partial"):
