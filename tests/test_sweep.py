@@ -78,3 +78,23 @@ def test_sweep_needs_an_endpoint_and_a_model_notebook(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="names a model twice"):
         run_notebooks(["tier2"], {}, outputs=tmp_path, generation_models=["a", "a"], log=lambda *_: None)
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_judge_only_notebook_runs_once_per_judge_model(llm_env, tmp_path):
+    from ragnb.runs.runner import run_notebooks
+
+    llm_env.models = ["judge-a", "judge-b", "gen-x", "gen-y"]
+    result = run_notebooks(["tier_judge"], {"max_items": 4, "modes": "direct", "n_boot": 50}, outputs=tmp_path,
+                           log=lambda *_: None, judge_models=["judge-a", "judge-b"],
+                           generation_models=["gen-x", "gen-y"])
+    assert result.failures == []
+    ran = sorted(p.parent.name for p in result.run_dir.glob("models/*/tier_judge.metrics.json"))
+    assert ran == ["judge-a__gen-x", "judge-b__gen-x"]  # once per judge model, not once per pair
+    runs = result.record["model_runs"]
+    assert len(runs) == 4
+    for mr in runs:
+        judge = mr["judge_model"]
+        assert mr["reports"] == [f"models/{judge}__gen-x/tier_judge"]
+        assert mr["tier_judge_metrics"]["avg_faithfulness"]["mean"] == pytest.approx(JUDGE_SCORE[judge])
+    # 4 items × 2 passes per judge model, each asked once
+    assert len(llm_env.chat_requests) == 2 * 4 * 2

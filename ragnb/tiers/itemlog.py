@@ -54,6 +54,24 @@ def _retry_failed_default() -> bool:
     return os.environ.get("RAGNB_RETRY_FAILED", "1").strip().lower() not in ("0", "no", "false", "off")
 
 
+def failed_logged_items(folder: str | Path, stem: str) -> int:
+    """Items whose latest record in ``<folder>/<stem>[.*].items.jsonl`` failed — what a re-run of the run would
+    retry (0 when ``RAGNB_RETRY_FAILED=0``). Lets the runner re-execute a finished notebook only then."""
+    if not _retry_failed_default():
+        return 0
+    n = 0
+    for path in sorted(Path(folder).glob(f"{stem}*.items.jsonl")):
+        latest: dict[tuple[str, str], Any] = {}
+        for line in path.read_bytes().split(b"\n"):
+            try:
+                entry = json.loads(line)
+                latest[(entry["fingerprint"], str(entry["key"]))] = entry["record"]
+            except (ValueError, KeyError, TypeError):
+                continue  # blank or torn line
+        n += sum(record_failed(r) for r in latest.values())
+    return n
+
+
 class ItemLog:
     """Append-only JSONL of finished items for one (notebook, metric) of one run.
 
