@@ -86,6 +86,25 @@ def load_rag_dataset(path: str | Path) -> list[dict]:
     return samples
 
 
+def answer_model(client: Any, generation_model: str = "") -> tuple[str, str | None]:
+    """The model that writes the answers of samples built from the baseline (``generation_model``, else
+    ``RAGNB_GENERATION_MODEL``) and, when there is none to use, the note saying why the answers are extractive."""
+    import os
+
+    from ragnb.datasets.synthetic import GENERATION_MODEL_ENV
+
+    model = (generation_model or os.environ.get(GENERATION_MODEL_ENV, "")).strip()
+    why = None
+    if client is None:
+        why = "no LLM endpoint is configured (RAGNB_LLM_BASE_URL or an API-key variable)"
+    elif not model:
+        why = f"an LLM endpoint is configured but no generation model was given (generation_model or {GENERATION_MODEL_ENV})"
+    if why is None:
+        return model, None
+    return "", ("The samples' answers are extractive (the context sentences closest to the question), not "
+                f"LLM-generated, because {why}; faithfulness and context utilization are high by construction.")
+
+
 def samples_from_system(items: list, system: Any, top_k: int) -> list[dict]:
     """Build suite samples by running a system under test: its top-k contexts and its answer per item."""
     from ragnb.rag.system import run_system
