@@ -153,6 +153,22 @@ def test_tier3_with_an_external_system_counts_failures_and_undefined_hits(encode
     assert s["response_exact_match_rate"]["mean"] == 1.0 and s["response_exact_match_rate"]["n_valid"] == 3
 
 
+class _ThinkingSystem(_ToySystem):
+    """A system whose answers still hold the model's reasoning."""
+
+    def answer(self, question, contexts):
+        return "<think>Maybe Paris? No.</think>\n" + super().answer(question, contexts)
+
+
+def test_a_systems_reasoning_block_is_removed_and_counted(encoder):
+    res = run_tier3(Dataset(name="t", items=ITEMS[:2]), _ThinkingSystem(), encoder, consistency_runs=2,
+                    language="en", n_boot=200)
+    assert res.per_item["answer"].tolist() == ["The Nile is the longest river in Africa.",
+                                               "Paris is the capital of France."]
+    assert res.info["reasoning_removed_answers"] == 4  # 2 items × 2 runs
+    assert any("4 answer(s) of the system held a reasoning block" in n for n in res.notes)
+
+
 def test_bad_parameters_are_clear_errors(parts):
     encoder, retriever = parts
     system = BaselineSystem(encoder, retriever, CHUNKS)

@@ -231,6 +231,10 @@ def _notes(kind: Tier2, summary: dict, methods: dict, records: list[dict], error
                      "leaves out the embedding (done in batches beforehand): set generation_model and an LLM "
                      "endpoint to evaluate a generator.")
     notes += kind.notes(summary, top_k)
+    n_stripped = sum(r.get("reasoning_removed", 0) for r in records)
+    if n_stripped:
+        notes.append(f"{n_stripped} answer(s) of the system held a reasoning block (<think>…</think>); it was removed "
+                     "before they were judged or compared — the system shows it to its users unless it removes it too.")
     if answer_method == "llm":
         notes.append("Generated answers are judged and compared without their reasoning: <think>…</think> blocks "
                      "and reasoning fields are removed first; an answer cut off at max_tokens (finish_reason=length) "
@@ -268,6 +272,7 @@ def _info(kind: Tier2, system: Any, encoder: Any, judge: Any, judge_metrics: tup
         "n_failed_items": int(sum(errors.values())),
         "failed_by_stage": dict(sorted(errors.items())),
         "resumed_items": resumed,
+        "reasoning_removed_answers": int(sum(r.get("reasoning_removed", 0) for r in records)),
         **kind.info(top_k),
     }
 

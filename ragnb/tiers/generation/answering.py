@@ -13,6 +13,7 @@ from typing import Any
 from ragnb.datasets.schema import DatasetItem
 from ragnb.io import to_jsonable
 from ragnb.llm import LLMPermanentError
+from ragnb.llm.replies import strip_reasoning
 from ragnb.metrics.fallback import faithfulness_fallback
 from ragnb.rag.system import BaselineSystem, Context, as_contexts
 
@@ -103,7 +104,9 @@ def scorer(by_key: dict[str, DatasetItem], contexts_of: dict[str, dict], system:
             return to_jsonable(rec)
         rec["contexts"] = [_context_dict(c) for c in contexts]
 
-        runs = await _answers(system, item.question, contexts, consistency_runs)
+        removed: list[int] = []
+        runs = await _answers(system, item.question, contexts, consistency_runs, removed)
+        rec["reasoning_removed"] = len(removed)
         rec["answers"] = [a for a, _, _ in runs]
         rec["answer_errors"] = [e for _, e, _ in runs]
         rec["answer_ms"] = runs[0][2]
@@ -128,16 +131,21 @@ def scorer(by_key: dict[str, DatasetItem], contexts_of: dict[str, dict], system:
     return score
 
 
-async def _answers(system: Any, question: str, contexts: list[Context],
-                   consistency_runs: int) -> list[tuple[str | None, str | None, float]]:
-    """(answer or None, error, ms) per repeat: the first alone (it is timed), the repeats together."""
+async def _answers(system: Any, question: str, contexts: list[Context], consistency_runs: int,
+                   removed: list[int]) -> list[tuple[str | None, str | None, float]]:
+    """(answer or None, error, ms) per repeat: the first alone (it is timed), the repeats together; the repeats
+    whose reasoning block was removed are added to ``removed``."""
     async def one(repeat: int) -> tuple[str | None, str | None, float]:
         t0 = time.perf_counter()
         try:
             text = await _answer(system, question, contexts, repeat)
             if not isinstance(text, str):
                 raise ValueError(f"answer() returned {type(text).__name__}, expected a string")
-            return text, None, (time.perf_counter() - t0) * 1000.0
+            # A reasoning block is not the answer: it is neither judged nor compared (the report counts them).
+            clean = strip_reasoning(text)
+            if clean != text.strip():
+                removed.append(repeat)
+            return clean, None, (time.perf_counter() - t0) * 1000.0
         except LLMPermanentError:
             raise  # a bad key or an unknown model would fail every item: stop the run
         except Exception as exc:  # noqa: BLE001
