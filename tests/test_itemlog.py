@@ -117,3 +117,20 @@ def test_failed_items_are_scored_again_and_counted(tmp_path, monkeypatch):
     assert set(ItemLog(path, fp).done) == {"a", "b"}  # the last line of a key wins
     monkeypatch.setenv("RAGNB_RETRY_FAILED", "0")
     assert set(ItemLog(path, fp).done) == {"a", "b", "c"}
+
+
+def test_failed_logged_items_tells_the_runner_what_a_rerun_would_retry(tmp_path, monkeypatch):
+    from ragnb.tiers.itemlog import failed_logged_items
+
+    log = ItemLog(tmp_path / "tier2_generation.items.jsonl", "fp")
+    log.append("a", {"error": None, "judge": {"m": {"status": "ok"}}})
+    log.append("b", {"error": "generation failed: cut off"})
+    ItemLog(tmp_path / "rag_metrics.faithfulness.items.jsonl", "fp").append("c", {"status": "partial"})
+    assert failed_logged_items(tmp_path, "tier2_generation") == 1
+    assert failed_logged_items(tmp_path, "rag_metrics") == 1
+    assert failed_logged_items(tmp_path, "tier3_e2e") == 0
+    again = ItemLog(tmp_path / "tier2_generation.items.jsonl", "fp")
+    again.append("b", {"error": None})  # recovered: the last line of a key wins
+    assert failed_logged_items(tmp_path, "tier2_generation") == 0
+    monkeypatch.setenv("RAGNB_RETRY_FAILED", "0")
+    assert failed_logged_items(tmp_path, "rag_metrics") == 0

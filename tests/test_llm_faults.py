@@ -210,6 +210,7 @@ def test_a_share_of_persistent_failures_is_reported_early(llm_server):
     failed = sum(r is None for r in results)
     assert 0 < failed < 40
     assert client.failures.alert is not None and "requests failed" in client.failures.alert
+    assert client.failure_note() == client.failures.alert  # what the tiers add to their notes
     assert any("requests failed" in str(w.message) for w in caught)
     assert client.failures.failed == 3 * failed  # each failed item: 1 request + 2 retries
 

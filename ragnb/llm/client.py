@@ -357,6 +357,10 @@ class LLMClient:
             warnings.warn(alert, RuntimeWarning, stacklevel=3)
             print(f"WARNING: {alert}", file=sys.stderr, flush=True)
 
+    def failure_note(self) -> str | None:
+        """The running failure-rate warning of this client, if it fired (for a report's notes)."""
+        return self.failures.alert
+
     def _record_failure(self, metric: str, model: str, attempts: int) -> None:
         self.usage.add(CallRecord(metric=metric, model=model, tokens_in=0, tokens_out=0, latency_s=0.0,
                                   cost_usd=None, cached=False, attempts=attempts, failed=True))

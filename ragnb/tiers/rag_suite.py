@@ -218,6 +218,8 @@ def run_rag_suite(samples: list[dict], encoder: Any, *, client: Any = None, metr
         llm = run_sync(llm_metrics(samples, client, metrics, list(models), aggregate_how, language, encoder,
                                    log_dir, concurrency, notes))
         frame = frame.join(llm, how="left")
+        if client.failure_note():
+            notes.append(client.failure_note())
         missing_ref = sum(1 for s in samples if not s.get("reference"))
         if missing_ref and any(_needs_reference(m) for m in metrics):
             notes.append(f"{missing_ref} samples have no reference: reference-based metrics skip them (counted as failed).")

@@ -182,6 +182,8 @@ def _run(kind: Tier2, dataset: Dataset, system: Any, encoder: Any, *, judge: Any
     errors = Counter(r["stage"] for r in records if r["error"] is not None)
     notes = _notes(kind, summary, extra["methods"], records, errors, judge, judge_metrics, consistency_runs,
                    answer_method(system), top_k, log.resume_note() if log is not None else None)
+    clients = {id(c): c for c in (getattr(judge, "client", None), getattr(system, "client", None)) if c is not None}
+    notes += [n for c in clients.values() if (n := getattr(c, "failure_note", lambda: None)())]
     summary["info"] = _info(kind, system, encoder, judge, judge_metrics, extra["methods"], records, errors,
                             consistency_runs, resumed, top_k)
     summary["info"]["retried_items"] = len(log.retried) if log is not None else 0

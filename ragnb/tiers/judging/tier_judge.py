@@ -127,6 +127,8 @@ def run_tier_judge(
     summary = _summary(by_mode, mode_list, results, delta, n_boot, seed)
     if log is not None and log.resume_note():
         notes.append(log.resume_note())
+    if client is not None and client.failure_note():
+        notes.append(client.failure_note())
     for mode, block in by_mode.items():
         e = block["errors"]
         if e.get("n_partial"):
