@@ -9,12 +9,15 @@ Per item (a dataset question):
    the baseline's LLM repeats carry seed r (r = 1, 2, …) so the disk cache cannot replay the first answer;
 3. judged metrics on the first answer, when an LLM judge is given — Tier 2: faithfulness, answer_relevance,
    answer_correctness (1–5); Tier 3: faithfulness, e2e_score. Without a judge, answer_relevance,
-   answer_correctness and e2e_score are *not computed* (never estimated); faithfulness always has a value:
-   the LLM's (``judge_faithfulness``), else (judge failed, or no judge) the offline fallback (the method that
-   agrees best with human labels; docs/metrics.md, Faithfulness), with the method recorded per item (``fallback_faithfulness`` when no judge ran);
+   answer_correctness and e2e_score are *not computed* (never estimated). With a judge, faithfulness is the
+   LLM's (``judge_faithfulness``; an item every judge model failed on is NaN, ``failed``, counted — a judge
+   model failing while others scored makes it ``partial``) and the offline fallback (the method that agrees best
+   with human labels; docs/metrics.md, Faithfulness) is reported beside it as ``fallback_faithfulness``, never
+   in its place; without a judge, ``fallback_faithfulness`` alone. Answers are judged without reasoning blocks;
+   an answer cut off at ``max_tokens`` fails the item at the generation stage;
 4. every item's record (contexts, answers, judge verdicts, faithfulness and its method, errors) is appended
    to an :class:`~ragnb.tiers.itemlog.ItemLog` the moment it is finished: a killed run, started again on the
-   same log, scores only the rest.
+   same log, scores only the rest and the items that failed.
 
 Deterministic metrics are computed afterwards on all records: ROUGE-1/2/L F, sentence BLEU (and corpus
 BLEU), exact match / token F1 / answer recall against the reference (SQuAD-style, docs/metrics.md, Text and answer
