@@ -59,7 +59,10 @@ class RecordedRequest:
 
 def completion_body(content: str | None, *, finish_reason: str = "stop", prompt_tokens: int = 10,
                     completion_tokens: int = 5, model: str = "test-model", refusal: str | None = None,
-                    usage: bool = True) -> dict:
+                    usage: bool = True, reasoning: str | None = None, reasoning_field: str = "reasoning",
+                    error: dict | None = None) -> dict:
+    """A chat completion. ``reasoning`` goes in a separate message field (``reasoning`` as OpenRouter sends
+    it, or ``reasoning_content`` as DeepSeek / vLLM do); ``error`` adds an error object to the 200 reply."""
     body = {
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -71,6 +74,10 @@ def completion_body(content: str | None, *, finish_reason: str = "stop", prompt_
             "finish_reason": finish_reason,
         }],
     }
+    if reasoning is not None:
+        body["choices"][0]["message"][reasoning_field] = reasoning
+    if error is not None:
+        body["error"] = error
     if usage:
         body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                          "total_tokens": prompt_tokens + completion_tokens}
@@ -94,6 +101,34 @@ def error_reply(status: int, message: str, *, type_: str = "invalid_request_erro
     return Reply(status, error_body(message, type_=type_, code=code), hdrs, delay_s)
 
 
+def think(draft: str, final: str) -> str:
+    """A reasoning model's reply: a ``<think>`` block holding a draft, then the final answer."""
+    return f"<think>\nLet me draft it first: {draft}\nHmm, that is not right; revise.\n</think>\n{final}"
+
+
+def error_in_200(message: str = "Upstream provider error", *, code: int = 502, with_choices: bool = True) -> Reply:
+    """HTTP 200 whose body carries an error object (how OpenRouter relays an upstream failure), with an
+    empty choice (``finish_reason="error"``) or without choices."""
+    error = {"message": message, "code": code}
+    if not with_choices:
+        return Reply(200, {"id": "gen-x", "object": "chat.completion", "error": error})
+    return Reply(200, completion_body("", finish_reason="error", error=error))
+
+
+def persistent_failures(share: float, fallback: Callable[[Any], Reply], status: int = 503) -> Callable[[Any], Reply]:
+    """A handler failing the same requests every time (those whose content hashes into ``share``) with
+    ``status``, and answering the others with ``fallback`` — a provider that is broken for some prompts."""
+    import hashlib
+
+    def handle(body: Any) -> Reply:
+        digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).digest()
+        if int.from_bytes(digest[:4], "big") / 2 ** 32 < share:
+            return error_reply(status, "Service Unavailable", type_="server_error")
+        return fallback(body)
+
+    return handle
+
+
 Handler = Callable[[Any], Reply]
 
 
@@ -106,6 +141,7 @@ class FakeLLMServer:
         self.in_flight = 0
         self._queue: deque[Reply | Handler] = deque()
         self._handler: Handler = lambda request: completion("ok")
+        self.models: list[str] | None = None  # ids served on GET /v1/models; None → that path answers 404
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd = _Server(("127.0.0.1", 0), self._make_handler_class())
@@ -192,7 +228,10 @@ class FakeLLMServer:
                     ))
                 counted = True
                 try:
-                    if self.path.split("?")[0] not in server.PATHS:
+                    if server.models is not None and self.path.split("?")[0] in ("/v1/models", "/models"):
+                        reply = Reply(200, {"object": "list", "data": [
+                            {"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in server.models]})
+                    elif self.path.split("?")[0] not in server.PATHS:
                         reply = error_reply(404, f"unknown path {self.path}", type_="not_found")
                     else:
                         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from llm_server import completion
+from llm_server import completion, think
 
 from ragnb.cli.main import build_cli
 from ragnb.datasets.schema import Dataset, DatasetItem, load_dataset, save_dataset
@@ -218,6 +218,9 @@ def _scripted(body: dict):
     turn = len(body["messages"])  # 1 = first ask, 3 = first re-ask, 5 = second re-ask
     if cid == "c3" or (cid == "c2" and turn == 1):
         return completion("Sure! Here is a good question about the text.")
+    if cid == "c4":  # a reasoning model: the draft inside <think> is never the item
+        return completion(think(json.dumps({"question": "Draft?", "answer": "Draft."}),
+                                json.dumps({"question": f"Question about {cid}?", "answer": f"Answer from {cid}."})))
     return completion(json.dumps({"question": f"Question about {cid}?", "answer": f"Answer from {cid}."}))
 
 
@@ -252,7 +255,9 @@ def test_synthetic_end_to_end(llm_env, tmp_path):
     meta = raw["metadata"]
     assert meta["mode"] == "synthetic" and meta["generation_model"] == "gen-model" and meta["language"] == "en"
     assert meta["llm_endpoint"] == llm_env.base_url and FAKE_KEY not in path.read_text(encoding="utf-8")
-    assert meta["counts"] == {"chunks_with_embeddings": 9, "chunks_selected": 9, "items": 8, "failed": 1, "reasks": 1}
+    # re-asks: 1 for c2 (recovered) + 2 for c3 (failed) — every re-ask counted
+    assert meta["counts"] == {"chunks_with_embeddings": 9, "chunks_selected": 9, "items": 8, "failed": 1, "reasks": 3}
+    assert raw["items"][2]["question"] == "Question about c4?" and "Draft" not in path.read_text(encoding="utf-8")
     assert [f["chunk_id"] for f in meta["failures"]] == ["c3"] and "no usable JSON" in meta["failures"][0]["reason"]
     assert "1 of 9 chunks got no usable question" in res.stderr
 

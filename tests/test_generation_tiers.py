@@ -153,6 +153,22 @@ def test_tier3_with_an_external_system_counts_failures_and_undefined_hits(encode
     assert s["response_exact_match_rate"]["mean"] == 1.0 and s["response_exact_match_rate"]["n_valid"] == 3
 
 
+class _ThinkingSystem(_ToySystem):
+    """A system whose answers still hold the model's reasoning."""
+
+    def answer(self, question, contexts):
+        return "<think>Maybe Paris? No.</think>\n" + super().answer(question, contexts)
+
+
+def test_a_systems_reasoning_block_is_removed_and_counted(encoder):
+    res = run_tier3(Dataset(name="t", items=ITEMS[:2]), _ThinkingSystem(), encoder, consistency_runs=2,
+                    language="en", n_boot=200)
+    assert res.per_item["answer"].tolist() == ["The Nile is the longest river in Africa.",
+                                               "Paris is the capital of France."]
+    assert res.info["reasoning_removed_answers"] == 4  # 2 items × 2 runs
+    assert any("4 answer(s) of the system held a reasoning block" in n for n in res.notes)
+
+
 def test_bad_parameters_are_clear_errors(parts):
     encoder, retriever = parts
     system = BaselineSystem(encoder, retriever, CHUNKS)
@@ -216,15 +232,20 @@ def test_tier2_with_llm_generator_and_judge(parts, llm_server, tmp_path):
     assert all(ITEMS[0].chunk_text in b["messages"][0]["content"] for b in gen if ITEMS[0].question in
                b["messages"][0]["content"])
 
-    # The judge failed on q3's faithfulness: the offline fallback (word overlap) takes over, and the counts say so.
+    # The judge failed on q3's faithfulness: the item is failed (NaN, counted) in the LLM metric; the offline
+    # fallback is reported beside it under its own name, never averaged in.
     fallback = faithfulness_fallback("Mount Everest.", [CHUNKS["c4"]], encoder, "en")["score"]
-    assert df["judge_faithfulness"].tolist()[:2] == [1.0, 0.75]
-    assert df["judge_faithfulness"][2] == pytest.approx(fallback, abs=1e-6)
-    assert df["judge_faithfulness_method"].tolist() == ["llm", "llm", "word_overlap"]
-    assert "LLM judgement failed" in df["judge_faithfulness_reason"][2]
-    assert s["judge_faithfulness"]["mean"] == pytest.approx((1.0 + 0.75 + fallback) / 3, abs=1e-6)
-    assert res.info["methods"]["judge_faithfulness"] == {"llm": 2, "word_overlap": 1}
-    assert any("failed on 1 item" in n for n in res.notes)
+    assert df["judge_faithfulness"].tolist()[:2] == [1.0, 0.75] and np.isnan(df["judge_faithfulness"][2])
+    assert df["judge_faithfulness_method"].tolist() == ["llm", "llm", "failed"]
+    assert "no valid verdict" in df["judge_faithfulness_reason"][2]
+    assert s["judge_faithfulness"]["mean"] == pytest.approx((1.0 + 0.75) / 2)
+    assert (s["judge_faithfulness"]["n_valid"], s["judge_faithfulness"]["n_failed"]) == (2, 1)
+    assert df["fallback_faithfulness"][2] == pytest.approx(fallback, abs=1e-6)
+    assert df["fallback_faithfulness_method"].tolist() == ["word_overlap"] * 3
+    assert s["fallback_faithfulness"]["n_valid"] == 3
+    assert res.info["methods"]["judge_faithfulness"] == {"failed": 1, "llm": 2}
+    assert any("failed on 1 item" in n and "not averaged in" in n for n in res.notes)
+    assert any("without their reasoning" in n for n in res.notes)
 
     assert s["answer_relevance"]["mean"] == pytest.approx((1.0 + 0.5 + 0.9) / 3)
     assert s["answer_correctness"]["mean"] == pytest.approx((5 + 4 + 2) / 3)
@@ -233,6 +254,56 @@ def test_tier2_with_llm_generator_and_judge(parts, llm_server, tmp_path):
     assert res.info["judge_backend"] == "openai-compatible" and res.info["generation_model"] == "gen"
     usage = client.usage.summary()["by_metric"]
     assert usage["generation"]["calls"] == 6 and usage["judge.answer_correctness"]["calls"] == 3
+
+
+def test_tier2_reasoning_generator_and_truncated_answers(parts, llm_server):
+    """A reasoning model's draft is never the answer; an answer cut off at max_tokens is never scored."""
+    from llm_server import think
+
+    encoder, retriever = parts
+
+    def handler(req):
+        content = "\n".join(m["content"] for m in req["messages"])
+        if req["model"] == "gen" and ITEMS[0].question in content:
+            return completion(think("The Congo?", "The Nile."))
+        if req["model"] == "gen" and ITEMS[1].question in content:
+            return completion("Photosynthesis happens in the", finish_reason="length")
+        return _handler(req)
+
+    llm_server.set_handler(handler)
+    client = _client(llm_server)
+    system = BaselineSystem(encoder, retriever, CHUNKS, client=client, model="gen", language="en")
+    judge = Judge(client, JudgeConfig(models=["judge"], language="en"))
+    res = run_tier2(Dataset(name="t", items=ITEMS[:2]), system, encoder, judge=judge, language="en", n_boot=200)
+    df, s = res.per_item, res.summary
+    assert df["answer"][0] == "The Nile."
+    judged = [r.body["messages"][-1]["content"] for r in llm_server.chat_requests if r.body["model"] == "judge"]
+    assert judged and not any("Congo" in c or "<think>" in c for c in judged)
+    assert pd.isna(df["answer"][1]) and "cut off" in df["error"][1]
+    assert s["answer_correctness"]["mean"] == 5 and s["answer_correctness"]["n_failed"] == 1
+    assert s["rouge1"]["n_failed"] == 1
+
+
+def test_tier2_partial_jury_is_counted(parts, llm_server):
+    encoder, retriever = parts
+
+    def handler(req):
+        content = "\n".join(m["content"] for m in req["messages"])
+        if req["model"] == "judge-b" and ITEMS[1].question in content and "CORRECTNESS" in content:
+            return completion("no verdict")
+        return _handler(req)
+
+    llm_server.set_handler(handler)
+    client = _client(llm_server)
+    system = BaselineSystem(encoder, retriever, CHUNKS, client=client, model="gen", language="en")
+    judge = Judge(client, JudgeConfig(models=["judge", "judge-b"], language="en"))
+    res = run_tier2(Dataset(name="t", items=ITEMS[:2]), system, encoder, judge=judge, language="en", n_boot=200)
+    s, df = res.summary, res.per_item
+    assert df["answer_correctness_method"].tolist() == ["llm", "partial"]
+    assert s["answer_correctness"]["n_partial"] == 1 and s["answer_correctness"]["n_valid"] == 2
+    assert s["answer_correctness"]["mean"] == pytest.approx((5 + 4) / 2)  # q2: judge's verdict alone (4), judge-b failed
+    assert res.records[next(iter(res.records))]["judge"]["answer_correctness"]["n_models_ok"] == 2
+    assert any("Partial juries" in n for n in res.notes)
 
 
 def test_tier3_with_llm_passes_retrieved_context_and_scores_e2e(parts, llm_server):
@@ -247,7 +318,7 @@ def test_tier3_with_llm_passes_retrieved_context_and_scores_e2e(parts, llm_serve
     assert "answer_relevance" not in s and s["context_hit@1"]["mean"] == 1.0
     prompts = [r.body["messages"][0]["content"] for r in llm_server.chat_requests if r.body["model"] == "gen"]
     assert any("[1] " + CHUNKS["c2"] in p and ITEMS[1].question in p for p in prompts)
-    assert res.info["methods"]["judge_faithfulness"] == {"llm": 2, "word_overlap": 1}
+    assert res.info["methods"]["judge_faithfulness"] == {"failed": 1, "llm": 2}
 
 
 def test_resume_from_the_item_log_sends_no_request_twice(parts, llm_server, tmp_path):
@@ -266,17 +337,33 @@ def test_resume_from_the_item_log_sends_no_request_twice(parts, llm_server, tmp_
     assert llm_server.request_count == 2 * (2 + 3)  # per item: 2 answers + 3 judged metrics
     second = run(ITEMS[:3])
     assert llm_server.request_count == 3 * (2 + 3)  # only the third item was scored
-    assert second.info["resumed_items"] == 2 and any("Resumed: 2" in n for n in second.notes)
+    assert second.info["resumed_items"] == 2 and any("2 finished item(s) read back" in n for n in second.notes)
+    # q3's faithfulness judge failed (an unusable reply): a re-run scores q3 again, and only q3
     third = run(ITEMS[:3])
-    assert llm_server.request_count == 15  # nothing again
-    pd.testing.assert_frame_equal(second.per_item, third.per_item)
-    strip = lambda s: json.dumps({k: v for k, v in s.items() if k != "info"}, sort_keys=True)  # noqa: E731
+    assert llm_server.request_count == 20
+    assert (third.info["retried_items"], third.info["recovered_items"]) == (1, 0)
+    # q3 was answered again: only its timing differs
+    pd.testing.assert_frame_equal(second.per_item.drop(columns="answer_ms"), third.per_item.drop(columns="answer_ms"))
+    strip = lambda s: json.dumps({k: v for k, v in s.items() if k not in ("info", "latency_answer_ms")},  # noqa: E731
+                                 sort_keys=True)
     assert strip(second.summary) == strip(third.summary)
-    assert len(log.read_text().splitlines()) == 3
+    # the provider recovers: the failed item is recovered, the finished ones are kept
+    FAITH[ITEMS[2].question] = 0.5
+    try:
+        fourth = run(ITEMS[:3])
+    finally:
+        FAITH[ITEMS[2].question] = None
+    assert llm_server.request_count == 25
+    assert (fourth.info["retried_items"], fourth.info["recovered_items"]) == (1, 1)
+    assert any("1 item(s) that had failed were scored again — 1 of 1 recovered" in n for n in fourth.notes)
+    assert fourth.per_item["judge_faithfulness"].tolist() == [1.0, 0.75, 0.5]
+    fifth = run(ITEMS[:3])
+    assert llm_server.request_count == 25 and fifth.info["retried_items"] == 0  # nothing again
+    assert len(log.read_text().splitlines()) == 5  # 3 items + 2 re-scored lines of q3
     # Other settings → other fingerprint: the log is not reused.
     run_tier2(Dataset(name="t", items=ITEMS[:1]), system, encoder, judge=judge, consistency_runs=1,
               language="en", n_boot=200, log_path=log)
-    assert llm_server.request_count == 15 + 1 + 3
+    assert llm_server.request_count == 25 + 1 + 3
 
 
 # ---------------------------------------------------------------------------------------------- notebooks

@@ -90,3 +90,47 @@ def test_an_escaping_error_keeps_what_finished(tmp_path):
     assert set(ItemLog(tmp_path / "items.jsonl", "f").done) == {"a", "b"}
     with pytest.raises(ValueError, match="concurrency"):
         asyncio.run(run_items(["a"], score, log, concurrency=0))
+
+
+def test_failed_items_are_scored_again_and_counted(tmp_path, monkeypatch):
+    from ragnb.tiers.itemlog import record_failed
+
+    assert record_failed({"error": "generation failed"}) and record_failed({"result": {"status": "partial"}})
+    assert record_failed({"judge": {"m": {"status": "failed"}}, "error": None})
+    assert not record_failed({"status": "undefined", "error": None, "judge": {"m": {"status": "ok"}}})
+
+    path, fp = tmp_path / "items.jsonl", fingerprint({"m": 1})
+    outcome = {"a": "ok", "b": "failed", "c": "failed"}
+
+    async def score(key):
+        return {"id": key, "status": outcome[key]}
+
+    asyncio.run(run_items(["a", "b", "c"], score, ItemLog(path, fp)))
+    outcome.update(b="ok")  # the provider recovered for b, not for c
+    log = ItemLog(path, fp)
+    assert set(log.done) == {"a"} and log.retried == {"b", "c"}
+    records = asyncio.run(run_items(["a", "b", "c"], score, log))
+    assert [records[k]["status"] for k in "abc"] == ["ok", "ok", "failed"]
+    assert log.recovered == ["b"]
+    assert log.resume_note() == ("Resumed from items.jsonl: 1 finished item(s) read back, not scored again; "
+                                 "2 item(s) that had failed were scored again — 1 of 2 recovered.")
+    assert set(ItemLog(path, fp).done) == {"a", "b"}  # the last line of a key wins
+    monkeypatch.setenv("RAGNB_RETRY_FAILED", "0")
+    assert set(ItemLog(path, fp).done) == {"a", "b", "c"}
+
+
+def test_failed_logged_items_tells_the_runner_what_a_rerun_would_retry(tmp_path, monkeypatch):
+    from ragnb.tiers.itemlog import failed_logged_items
+
+    log = ItemLog(tmp_path / "tier2_generation.items.jsonl", "fp")
+    log.append("a", {"error": None, "judge": {"m": {"status": "ok"}}})
+    log.append("b", {"error": "generation failed: cut off"})
+    ItemLog(tmp_path / "rag_metrics.faithfulness.items.jsonl", "fp").append("c", {"status": "partial"})
+    assert failed_logged_items(tmp_path, "tier2_generation") == 1
+    assert failed_logged_items(tmp_path, "rag_metrics") == 1
+    assert failed_logged_items(tmp_path, "tier3_e2e") == 0
+    again = ItemLog(tmp_path / "tier2_generation.items.jsonl", "fp")
+    again.append("b", {"error": None})  # recovered: the last line of a key wins
+    assert failed_logged_items(tmp_path, "tier2_generation") == 0
+    monkeypatch.setenv("RAGNB_RETRY_FAILED", "0")
+    assert failed_logged_items(tmp_path, "rag_metrics") == 0

@@ -164,10 +164,12 @@ def test_model_failing_every_reask_is_failed_and_others_count(llm_server):
     assert "outside the scale" in bad.reason
     assert (bad.calls, bad.details["reasks"]) == (3, 2)  # 1 + reask_budget (2)
     assert len(requests_of(llm_server, "bad")) == 3
-    assert r.status == "ok" and r.score == 0.4 and r.explanation == "partly"
+    assert r.status == "partial" and r.score == 0.4 and r.explanation == "partly"
+    assert (r.n_models_ok, r.n_models_failed) == (1, 1) and r.ok
     assert "bad failed" in r.reason
     errors = error_rate([r])
-    assert errors["error_rate"] == 0.0
+    assert errors["error_rate"] == 0.5  # 1 of the 2 judgements failed, though the item has a score
+    assert (errors["item_error_rate"], errors["n_partial"]) == (0.0, 1)
     assert errors["by_model"] == {"bad": {"n": 1, "n_failed": 1, "error_rate": 1.0},
                                   "good": {"n": 1, "n_failed": 0, "error_rate": 0.0}}
 
@@ -310,7 +312,7 @@ def test_pairwise_invalid_verdict_reasked_then_failed(llm_server):
     m1, m2 = r.model_scores
     assert m1.details["verdict"] == "Tie" and m1.details["reasks"] == 1
     assert m2.status == "failed" and math.isnan(m2.score)
-    assert r.details["verdict"] == "Tie" and r.status == "ok"
+    assert r.details["verdict"] == "Tie" and r.status == "partial"
 
 
 # --------------------------------------------------------------------------------------------
@@ -432,7 +434,9 @@ def test_error_rate_hand_example():
                                             ModelScore("m2", math.nan, status="failed")])
     undefined = EvaluationResult("faithfulness", math.nan, method="none", status="undefined", reason="blank answer")
     e = error_rate([ok, partly, failed, undefined])
-    assert (e["error_rate"], e["n"], e["n_ok"], e["n_failed"], e["n_undefined"]) == (0.25, 4, 2, 1, 1)
+    # judgements: ok 2 of 2 fine, partly 1 of 2 failed, failed 2 of 2 failed, undefined none asked → 3 / 6
+    assert (e["error_rate"], e["n"], e["n_ok"], e["n_failed"], e["n_undefined"]) == (0.5, 4, 2, 1, 1)
+    assert (e["item_error_rate"], e["n_judgements"], e["n_failed_judgements"]) == (0.25, 6, 3)
     assert e["by_model"]["m1"] == {"n": 3, "n_failed": 2, "error_rate": pytest.approx(2 / 3)}
     assert e["by_model"]["m2"] == {"n": 3, "n_failed": 1, "error_rate": pytest.approx(1 / 3)}
 
@@ -509,7 +513,10 @@ def test_judge_reliability_two_passes_over_http(llm_server):
     assert set(cons) == {"mean", "ci95", "n", "n_valid", "n_failed", "constant", "few_items"}
     assert cons["few_items"] and not cons["constant"]  # 3 valid items: flagged, never graded
     assert summary["avg_faithfulness"]["mean"] == pytest.approx(0.5)  # (1 + 0.5 + 0) / 3
-    assert summary["error_rate"] == pytest.approx(1 / 8)  # 1 failed item of 8 judgements
+    # every failed model judgement counts, the partial jury of pass 2 too: (2 + 1) of 2 models × 4 items × 2 passes
+    assert summary["error_rate"] == pytest.approx(3 / 16)
+    assert summary["errors"]["item_error_rate"] == pytest.approx(1 / 8)  # items every model failed on
+    assert (summary["errors"]["n_partial"], frame["status_2"][3]) == (1, "partial")
     assert summary["errors"]["by_model"]["m2"]["n_failed"] == 2
     # calls: 2 models × 4 items × 2 passes = 16 first asks; "bad" replies add 2 re-asks each (3 of them)
     assert summary["latency"]["n_calls"] == 16 + 3 * 2 == len(llm_server.chat_requests)

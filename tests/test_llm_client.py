@@ -339,7 +339,7 @@ def test_refusals_exhaust_the_reask_budget(llm_server):
 def test_null_content_refusal_field_is_unparseable(llm_server):
     llm_server.script(completion(None, refusal="I cannot assist.", finish_reason="stop"), completion('{"score": 1}'))
     value, results = chat_json(make_client(llm_server), parse_score)
-    assert value == 1 and results[0].text == "I cannot assist."
+    assert value == 1 and results[0].text == "" and results[0].refusal == "I cannot assist."
 
 
 def test_zero_reask_budget_fails_after_one_request(llm_server):

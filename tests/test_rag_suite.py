@@ -115,3 +115,18 @@ def test_notebook_offline_on_a_dataset_file(tmp_path):
     html = (result.run_dir / "rag_metrics.html").read_text()
     assert "offline-fallback" in html
     assert np.isfinite(metrics["hallucination_rate"]["mean"])
+
+
+def test_answer_model_uses_the_llm_or_says_why_not(llm_server, monkeypatch):
+    from ragnb.llm import LLMClient, LLMSettings
+    from ragnb.tiers.rag_suite import answer_model
+
+    monkeypatch.delenv("RAGNB_GENERATION_MODEL", raising=False)
+    client = LLMClient(LLMSettings(base_url=llm_server.base_url, cache_dir=None))
+    assert answer_model(client, "gen-x") == ("gen-x", None)
+    model, note = answer_model(client, "")
+    assert model == "" and "no generation model was given" in note and "RAGNB_GENERATION_MODEL" in note
+    monkeypatch.setenv("RAGNB_GENERATION_MODEL", "gen-env")
+    assert answer_model(client, "") == ("gen-env", None)
+    model, note = answer_model(None, "gen-x")
+    assert model == "" and "no LLM endpoint is configured" in note

@@ -78,3 +78,46 @@ def test_sweep_needs_an_endpoint_and_a_model_notebook(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="names a model twice"):
         run_notebooks(["tier2"], {}, outputs=tmp_path, generation_models=["a", "a"], log=lambda *_: None)
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_judge_only_notebook_runs_once_per_judge_model(llm_env, tmp_path):
+    from ragnb.runs.runner import run_notebooks
+
+    llm_env.models = ["judge-a", "judge-b", "gen-x", "gen-y"]
+    result = run_notebooks(["tier_judge"], {"max_items": 4, "modes": "direct", "n_boot": 50}, outputs=tmp_path,
+                           log=lambda *_: None, judge_models=["judge-a", "judge-b"],
+                           generation_models=["gen-x", "gen-y"])
+    assert result.failures == []
+    ran = sorted(p.parent.name for p in result.run_dir.glob("models/*/tier_judge.metrics.json"))
+    assert ran == ["judge-a__gen-x", "judge-b__gen-x"]  # once per judge model, not once per pair
+    runs = result.record["model_runs"]
+    assert len(runs) == 4
+    for mr in runs:
+        judge = mr["judge_model"]
+        assert mr["reports"] == [f"models/{judge}__gen-x/tier_judge"]
+        assert mr["tier_judge_metrics"]["avg_faithfulness"]["mean"] == pytest.approx(JUDGE_SCORE[judge])
+    # 4 items × 2 passes per judge model, each asked once
+    assert len(llm_env.chat_requests) == 2 * 4 * 2
+
+
+def test_rerunning_a_run_id_retries_the_failed_items(llm_env, tmp_path):
+    """The provider fails every judgement of the first run; re-running the run id (the notebook's metrics JSON
+    exists) executes the notebook again because its item log holds failed items, and they are recovered."""
+    from ragnb.runs.runner import run_notebooks
+
+    llm_env.set_handler(lambda req: completion("The service is overloaded, try later."))
+    params = {"max_items": 3, "modes": "direct", "n_boot": 50, "judge_models": "judge-a"}
+    first = run_notebooks(["tier_judge"], params, outputs=tmp_path, log=lambda *_: None)
+    metrics = json.loads((first.run_dir / "tier_judge.metrics.json").read_text(encoding="utf-8"))
+    assert metrics["error_rate"] == 1.0
+
+    llm_env.set_handler(_handler)  # the provider recovered
+    lines = []
+    again = run_notebooks(["tier_judge"], params, run_id=first.run_id, outputs=tmp_path, log=lines.append)
+    assert any("6 failed item(s) in its item log: running it again" in x for x in lines)  # 3 items × 2 passes
+    metrics = json.loads((again.run_dir / "tier_judge.metrics.json").read_text(encoding="utf-8"))
+    assert metrics["error_rate"] == 0.0 and metrics["avg_faithfulness"]["mean"] == pytest.approx(1.0)
+    assert any("6 item(s) that had failed were scored again — 6 of 6 recovered" in n for n in metrics["notes"])
+    lines.clear()
+    run_notebooks(["tier_judge"], params, run_id=first.run_id, outputs=tmp_path, log=lines.append)
+    assert any("exists: skipping" in x for x in lines)  # nothing failed any more: not run again

@@ -78,6 +78,7 @@ async def _generate_all(client: Any, model: str, chunks: list[dict], language: s
 
     from ragnb.llm import LLMOutputError, LLMTransientError
     from ragnb.llm.prompts import prompt
+    from ragnb.llm.replies import strip_reasoning
 
     bar = tqdm(total=len(chunks), desc="synthetic questions", unit="chunk", disable=not progress)
 
@@ -90,9 +91,13 @@ async def _generate_all(client: Any, model: str, chunks: list[dict], language: s
                 (question, answer), results = await client.chat_json(
                     messages, model=model, parse=parse_question_answer, metric="dataset_synthetic",
                     temperature=0.0, max_tokens=max_tokens)
-            except (LLMOutputError, LLMTransientError) as exc:
-                return {"ok": False, "reason": exc.message}
-            return {"ok": True, "question": question, "answer": answer, "reasks": len(results) - 1}
+            except LLMOutputError as exc:
+                return {"ok": False, "reason": exc.message, "reasks": len(exc.results) - 1}
+            except LLMTransientError as exc:
+                return {"ok": False, "reason": exc.message, "reasks": 0}
+            # The JSON came from the final answer; a reasoning tag inside its strings is removed too.
+            return {"ok": True, "question": strip_reasoning(question), "answer": strip_reasoning(answer),
+                    "reasks": len(results) - 1}
         finally:
             bar.update(1)
 
@@ -129,10 +134,10 @@ def generate_synthetic(corpus: Any, client: Any, model: str, max_questions: int,
     items, failures = [], []
     reasks = 0
     for chunk, reply in zip(chunks, replies):
+        reasks += reply.get("reasks", 0)  # of failed chunks too: every re-ask was a request
         if not reply["ok"]:
             failures.append({"chunk_id": chunk["id"], "reason": reply["reason"]})
             continue
-        reasks += reply["reasks"]
         items.append(DatasetItem(
             id=f"syn-{chunk['id']}", question=reply["question"], ground_truth_answer=reply["answer"],
             chunk_id=chunk["id"], chunk_text=chunk["text"], confluence_url=chunk["url"],

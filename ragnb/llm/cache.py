@@ -7,8 +7,10 @@ directory shares answers, not credentials. The payload holds only what the endpo
 finish reason, reported model, token counts, original latency); cost is recomputed from the price table
 on read. The prompt itself is not stored.
 
-Only successful HTTP completions are written (a truncated or unparseable reply is still a successful
-completion and is cached, so re-running an evaluation replays its re-asks too); errors never are.
+Only usable replies are written: an HTTP error, an error object inside a 200 reply, a refusal, a reply cut
+off at ``max_tokens``, one without a final answer, and (for JSON calls) one whose JSON could not be used are
+never cached (:func:`ragnb.llm.replies.reply_problem`), so a later run asks again once the provider has
+recovered. An entry that breaks this rule (an older cache) is read as a miss.
 sqlite serialises writers across threads and processes (WAL mode, 30 s busy timeout), so parallel
 notebooks can share one cache.
 """

@@ -16,7 +16,8 @@ from typing import Any
 
 AGGREGATIONS = ("mean", "median", "majority")
 METHODS = ("llm", "embedding", "word_overlap", "heuristic", "none")
-STATUSES = ("ok", "failed", "undefined")
+# partial: a score from the judge models that answered while at least one other model failed on the item.
+STATUSES = ("ok", "partial", "failed", "undefined")
 
 
 @dataclass
@@ -51,23 +52,43 @@ class EvaluationResult:
             raise ValueError(f"method {self.method!r}: use one of {METHODS}")
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r}: use one of {STATUSES}")
-        if self.status != "ok" and not math.isnan(self.score):
+        if self.status in ("failed", "undefined") and not math.isnan(self.score):
             raise ValueError(f"a {self.status} result must have score NaN, got {self.score}")
+        if self.status == "partial" and math.isnan(self.score):
+            raise ValueError("a partial result has the score of the models that answered; use failed for NaN")
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        """Whether the result has a score (``ok``, or ``partial``: some judge models failed, the others scored)."""
+        return self.status in ("ok", "partial")
+
+    @property
+    def n_models_ok(self) -> int:
+        """Judge models that gave a verdict on this sample."""
+        return sum(m.status == "ok" for m in self.model_scores)
+
+    @property
+    def n_models_failed(self) -> int:
+        """Judge models that failed on this sample (counted even when the others saved the score)."""
+        return sum(m.status == "failed" for m in self.model_scores)
 
     def as_row(self) -> dict[str, Any]:
-        """Flat per-item row: score, method, status, reason, explanation, duration, one column per model."""
+        """Flat per-item row: score, method, status, reason, explanation, duration, the jury's counts
+        (``n_models_ok``, ``n_models_failed``), one column per model."""
         row = {"metric": self.metric, "score": self.score, "method": self.method, "status": self.status,
-               "reason": self.reason, "explanation": self.explanation, "duration_s": self.duration_s}
+               "reason": self.reason, "explanation": self.explanation, "duration_s": self.duration_s,
+               "n_models_ok": self.n_models_ok, "n_models_failed": self.n_models_failed}
         for ms in self.model_scores:
             row[f"score[{ms.model}]"] = ms.score
         return row
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def jury_status(per_model: list[ModelScore]) -> str:
+    """``partial`` when some judge model failed on a sample the others scored, else ``ok``."""
+    return "partial" if any(m.status == "failed" for m in per_model) else "ok"
 
 
 def combine(scores: list[float], how: str = "mean") -> float:
@@ -92,7 +113,8 @@ def combine(scores: list[float], how: str = "mean") -> float:
 
 def merge_models(metric: str, per_model: list[ModelScore], how: str, duration_s: float,
                  method: str = "llm") -> EvaluationResult:
-    """One EvaluationResult from several models' verdicts (failed models are listed, not averaged in)."""
+    """One EvaluationResult from several models' verdicts (failed models are listed, not averaged in; the
+    result is ``partial`` when some failed and the others scored)."""
     score = combine([m.score for m in per_model], how)
     failed = [m for m in per_model if m.status == "failed"]
     if math.isnan(score):
@@ -101,7 +123,7 @@ def merge_models(metric: str, per_model: list[ModelScore], how: str, duration_s:
         return EvaluationResult(metric, math.nan, "", per_model, duration_s, method, status, reasons or "no score")
     explanation = next((m.explanation for m in per_model if m.status == "ok" and m.explanation), "")
     reason = "; ".join(f"{m.model} failed: {m.reason}" for m in failed)
-    return EvaluationResult(metric, score, explanation, per_model, duration_s, method, "ok", reason)
+    return EvaluationResult(metric, score, explanation, per_model, duration_s, method, jury_status(per_model), reason)
 
 
 async def evaluate_with_models(metric: str, models: list[str], score_one, how: str = "mean",

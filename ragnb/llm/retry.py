@@ -77,3 +77,40 @@ def is_insufficient_quota(exc: openai.APIStatusError) -> bool:
              str(body.get("code") or ""), str(body.get("type") or "")}
     return "insufficient_quota" in marks
 
+
+
+class FailureMonitor:
+    """Running share of failed requests over the last ``window`` requests of one client.
+
+    A provider that fails a share of requests persistently (503 on every tenth call, say) costs each of
+    those calls its whole retry budget; without a running rate that only shows when the run ends. Once at
+    least ``min_requests`` requests were sent and more than ``warn_rate`` of the recent ones failed, the
+    client warns — once, with the rate and the last error — and :attr:`alert` keeps the text for reports.
+    """
+
+    def __init__(self, warn_rate: float, window: int = 100, min_requests: int = 20) -> None:
+        self.warn_rate = warn_rate
+        self.window = window
+        self.min_requests = min_requests
+        self.requests = 0
+        self.failed = 0
+        self._recent: list[bool] = []
+        self.alert: str | None = None
+
+    def rate(self) -> float:
+        return sum(self._recent) / len(self._recent) if self._recent else 0.0
+
+    def add(self, failed: bool, error: str = "", where: str = "") -> str | None:
+        """Record one request; returns the warning text the first time the rate crosses the threshold."""
+        self.requests += 1
+        self.failed += failed
+        self._recent.append(failed)
+        if len(self._recent) > self.window:
+            del self._recent[0]
+        if self.alert is not None or self.requests < self.min_requests or self.rate() <= self.warn_rate:
+            return None
+        n_bad = sum(self._recent)
+        self.alert = (f"LLM endpoint {where}: {n_bad} of the last {len(self._recent)} requests failed "
+                      f"({100 * n_bad / len(self._recent):.0f}%); last error: {error[:200]}. Failed calls are "
+                      "retried within RAGNB_LLM_MAX_RETRIES / RAGNB_LLM_MAX_WAIT_S and then counted as failed.")
+        return self.alert

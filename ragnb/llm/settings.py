@@ -34,6 +34,12 @@ class LLMSettings:
 
     ``prices`` maps a model id to ``{"input_per_1m": USD, "output_per_1m": USD}``; a model missing from it
     gets ``cost_usd=None`` (counted as ``unpriced_calls``), never a guessed price.
+    Retry policy (:mod:`ragnb.llm.retry`): a failing request is retried at most ``max_retries`` times, and one
+    call — its requests and the waits between them — never takes longer than ``max_wait_s`` (each request's
+    timeout is cut to what is left). With the defaults (6 retries, 60 s) a call gives up within about a
+    minute. ``retry_max_tokens``: a generated answer cut off at ``max_tokens`` is asked once more with this
+    budget (None: it fails with the reason). ``failure_warn_rate``: the share of failed requests among the
+    recent ones above which the client warns (at once, not when the run ends).
     ``cache_dir=None`` disables the disk cache. ``json_response_format=True`` makes :meth:`LLMClient.chat_json`
     also send ``response_format={"type": "json_object"}`` (off by default: not every compatible server
     accepts it).
@@ -44,11 +50,14 @@ class LLMSettings:
     timeout_s: float = 60
     max_concurrency: int = 16
     max_retries: int = 6
+    max_wait_s: float = 60.0
     backoff_initial_s: float = 2.0
     backoff_max_s: float = 30.0
     backoff_multiplier: float = 2.0
     jitter: float = 0.2
     reask_budget: int = 2
+    retry_max_tokens: int | None = None
+    failure_warn_rate: float = 0.1
     cache_dir: Path | None = field(default_factory=_default_cache_dir)
     prices: dict[str, dict[str, float]] = field(default_factory=dict)
     json_response_format: bool = False
@@ -66,6 +75,11 @@ class LLMSettings:
         if self.api_key == "":
             self.api_key = None
         _positive(self.timeout_s, "timeout_s")
+        _positive(self.max_wait_s, "max_wait_s")
+        if self.retry_max_tokens is not None:
+            _int_at_least(self.retry_max_tokens, "retry_max_tokens", 1)
+        if not is_number(self.failure_warn_rate) or not 0 < self.failure_warn_rate <= 1:
+            raise ValueError(f"failure_warn_rate={self.failure_warn_rate!r} must be a fraction in (0, 1], e.g. 0.1")
         _int_at_least(self.max_concurrency, "max_concurrency", 1)
         _int_at_least(self.max_retries, "max_retries", 0)
         _int_at_least(self.reask_budget, "reask_budget", 0)
@@ -101,7 +115,8 @@ class LLMSettings:
         Endpoint: ``RAGNB_LLM_BASE_URL``; without it, OpenRouter when the key came from
         ``OPENROUTER_API_KEY``, else ``OPENAI_BASE_URL`` or OpenAI's default when there is a key,
         else None (not configured → offline fallback). ``RAGNB_LLM_MAX_CONCURRENCY``,
-        ``RAGNB_LLM_TIMEOUT_S`` and ``RAGNB_LLM_CACHE_DIR`` (``off`` disables) are honoured too.
+        ``RAGNB_LLM_TIMEOUT_S``, ``RAGNB_LLM_MAX_RETRIES``, ``RAGNB_LLM_MAX_WAIT_S``,
+        ``RAGNB_LLM_RETRY_MAX_TOKENS`` and ``RAGNB_LLM_CACHE_DIR`` (``off`` disables) are honoured too.
         """
         unknown = sorted(set(overrides) - set(cls.__dataclass_fields__))
         if unknown:
@@ -118,6 +133,9 @@ class LLMSettings:
         for env_name, fld, conv in (
             ("RAGNB_LLM_MAX_CONCURRENCY", "max_concurrency", int),
             ("RAGNB_LLM_TIMEOUT_S", "timeout_s", float),
+            ("RAGNB_LLM_MAX_RETRIES", "max_retries", int),
+            ("RAGNB_LLM_MAX_WAIT_S", "max_wait_s", float),
+            ("RAGNB_LLM_RETRY_MAX_TOKENS", "retry_max_tokens", int),
         ):
             raw = _env(env_name)
             if raw is not None:
@@ -155,6 +173,7 @@ class LLMSettings:
         return (
             f"LLMSettings(base_url={url!r}, api_key={'set' if self.api_key else 'unset'}, "
             f"timeout_s={self.timeout_s}, max_concurrency={self.max_concurrency}, max_retries={self.max_retries}, "
+            f"max_wait_s={self.max_wait_s}, "
             f"backoff={self.backoff_initial_s}->{self.backoff_max_s}s x{self.backoff_multiplier}, "
             f"reask_budget={self.reask_budget}, cache_dir={str(self.cache_dir) if self.cache_dir else None!r}, "
             f"priced_models={sorted(self.prices)})"

@@ -21,16 +21,25 @@ class LLMSetup:
         return self.client.usage.summary() if self.client is not None else {}
 
 
-def open_llm(prices: dict | None = None, max_concurrency: int = 0) -> LLMSetup:
+def open_llm(prices: dict | None = None, max_concurrency: int = 0, max_retries: int = -1,
+             max_wait_s: float = 0) -> LLMSetup:
     """Endpoint and key from the environment (RAGNB_LLM_BASE_URL, RAGNB_LLM_API_KEY / OPENAI_API_KEY /
     OPENROUTER_API_KEY); ``prices``: model → {input_per_1m, output_per_1m} in USD. Nothing configured →
-    ``client=None`` and every judged metric uses the offline fallback, which reports say."""
+    ``client=None`` and every judged metric uses the offline fallback, which reports say.
+
+    ``max_retries`` (-1) and ``max_wait_s`` (0) — the notebooks' ``llm_max_retries`` / ``llm_max_wait_s`` —
+    override ``RAGNB_LLM_MAX_RETRIES`` / ``RAGNB_LLM_MAX_WAIT_S`` when set (-1 / 0: keep the environment's
+    or the default: 6 retries, 60 s per call)."""
     from ragnb import config
     from ragnb.llm import LLMClient, LLMSettings
 
     overrides: dict = {"prices": dict(prices or {})}
     if max_concurrency:
         overrides["max_concurrency"] = int(max_concurrency)
+    if max_retries is not None and max_retries >= 0:
+        overrides["max_retries"] = max_retries
+    if max_wait_s:
+        overrides["max_wait_s"] = max_wait_s
     settings = LLMSettings.from_env(**overrides)
     if not settings.configured:
         return LLMSetup(None, settings.backend_label(), None)

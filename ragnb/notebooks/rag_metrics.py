@@ -26,6 +26,7 @@ dataset_path: str = ""  # JSON array or JSONL of samples (question, retrieved_co
 corpus: str = "demo"  # demo only: where the demo samples are retrieved from ("demo" or "db")
 language: str = "ru"  # demo only: "ru" or "en"
 top_k: int = 3  # demo only: contexts retrieved per question for the built samples
+generation_model: str = ""  # demo only: LLM model id that writes the answers; "": RAGNB_GENERATION_MODEL, else extractive answers
 max_items: int = 50  # score only the first N samples (0: all)
 metrics: str = "faithfulness,context_precision,context_recall,context_entity_recall,noise_sensitivity,response_relevancy,nv_context_relevance,nv_response_groundedness,nv_answer_accuracy"  # LLM metrics (comma-separated)
 judge_models: str = ""  # comma-separated judge model ids; "": RAGNB_JUDGE_MODELS, else the LLM metrics are skipped
@@ -33,6 +34,8 @@ judge_aggregate: str = "mean"  # how several judge models combine: mean, median 
 explanation_language: str = "en"  # language of prompts and explanations: "en" or "ru"
 concurrency: int = 8  # samples scored at once per metric
 prices: dict = {}  # model id mapped to {input_per_1m, output_per_1m} in USD, for the cost columns
+llm_max_retries: int = -1  # retries of a failing LLM request; -1: RAGNB_LLM_MAX_RETRIES, else 6
+llm_max_wait_s: float = 0  # longest an LLM call may take with its retries, in s; 0: RAGNB_LLM_MAX_WAIT_S, else 60
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 worst_n: int = 10  # samples listed under "least faithful"
@@ -50,11 +53,12 @@ from ragnb.reports import report
 from ragnb.rag.embeddings import get_encoder
 from ragnb.metrics.stats import summary_frame
 from ragnb.llm.setup import open_llm
-from ragnb.tiers.rag_suite import load_rag_dataset, run_rag_suite, samples_from_system, top_rows
+from ragnb.tiers.rag_suite import answer_model, load_rag_dataset, run_rag_suite, samples_from_system, top_rows
 
 encoder = get_encoder(embedding_model or None)
-llm = open_llm(prices, concurrency)
+llm = open_llm(prices, concurrency, max_retries=llm_max_retries, max_wait_s=llm_max_wait_s)
 models = comma_list(judge_models or os.environ.get("RAGNB_JUDGE_MODELS", ""), "judge_models")
+extractive_note = None
 if dataset_path:
     samples = load_rag_dataset(dataset_path)
     source = dataset_path
@@ -66,11 +70,13 @@ else:
 
     ctx = open_corpus(corpus, language, embedding_model)
     ids, urls, vecs = fetch_vectors(ctx.db, "chunks")
+    answer_by, extractive_note = answer_model(llm.client, generation_model)
     system = BaselineSystem(ctx.encoder, MemoryRetriever(ids, vecs, urls), fetch_texts(ctx.db, "chunks"),
-                            dict(zip(ids, urls)), client=llm.client, model="", language=language)
+                            dict(zip(ids, urls)), client=llm.client, model=answer_by, language=language)
     items = open_dataset("", corpus, language, max_items).items
     samples = samples_from_system(items, system, top_k)
-    source = f"demo ({corpus}, {language}): baseline top-{top_k} retrieval + {system.answer_method} answers"
+    source = (f"demo ({corpus}, {language}): baseline top-{top_k} retrieval + {system.answer_method} answers"
+              + (f" by {answer_by}" if answer_by else ""))
 if max_items:
     samples = samples[:max_items]
 
@@ -78,6 +84,11 @@ if max_items:
 result = run_rag_suite(samples, encoder, client=llm.client, metrics=comma_list(metrics, "metrics"),
                        models=models, aggregate_how=judge_aggregate, language=explanation_language,
                        log_dir=Path(output_dir), concurrency=concurrency, n_boot=n_boot)
+if extractive_note:
+    result.add_notes([extractive_note])
+if not dataset_path and len(samples) < min(len(items), max_items or len(items)):
+    result.add_notes([f"{len(items) - len(samples)} demo question(s) got no answer from the system (an error or a "
+                      "truncated LLM answer) and are not among the samples."])
 report.header("About this run", {**llm.header_info(), "dataset": source, "samples": len(samples),
               "judge_models": ", ".join(models) or "none", "embedding_model": encoder.name})
 for note in result.notes:

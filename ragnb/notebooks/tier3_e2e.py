@@ -39,6 +39,8 @@ concurrency: int = 4  # questions in progress at the same time
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 prices: dict = {}  # USD per 1M tokens, per model id: {input_per_1m, output_per_1m}; unpriced models cost n/a
+llm_max_retries: int = -1  # retries of a failing LLM request; -1: RAGNB_LLM_MAX_RETRIES, else 6
+llm_max_wait_s: float = 0  # longest an LLM call may take with its retries, in s; 0: RAGNB_LLM_MAX_WAIT_S, else 60
 worst_n: int = 10  # answers listed in "worst answers"
 output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item table and the resumable item log
 
@@ -58,7 +60,7 @@ from ragnb.tiers.generation import make_judge, run_tier3, worst_items
 
 ctx = open_corpus(corpus, language, embedding_model)
 dataset = open_dataset(dataset_path, corpus, language, max_questions)
-llm = open_llm(prices)
+llm = open_llm(prices, max_retries=llm_max_retries, max_wait_s=llm_max_wait_s)
 judge, judge_notes = make_judge(llm.client, judge_models, judge_aggregate, judge_mode, explanation_language)
 baseline = {}
 if system == "baseline":  # ragnb's reference RAG over the corpus database

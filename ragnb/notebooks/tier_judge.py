@@ -36,6 +36,8 @@ concurrency: int = 8  # items judged at once (LLM requests in flight)
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 embedding_model: str = ""  # encoder of the offline fallback; "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 prices: dict = {}  # model id mapped to {"input_per_1m": USD, "output_per_1m": USD} for the cost table
+llm_max_retries: int = -1  # retries of a failing LLM request; -1: RAGNB_LLM_MAX_RETRIES, else 6
+llm_max_wait_s: float = 0  # longest an LLM call may take with its retries, in s; 0: RAGNB_LLM_MAX_WAIT_S, else 60
 resume: bool = True  # reuse the per-item results already logged in output_dir (False: judge everything again)
 worst_n: int = 10  # items listed under "largest disagreements with the human labels"
 output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item table and the item log
@@ -47,7 +49,7 @@ from ragnb.rag.embeddings import get_encoder
 from ragnb.tiers import judging
 from ragnb.llm.setup import open_llm
 
-llm = open_llm(prices, max_concurrency=concurrency)
+llm = open_llm(prices, max_concurrency=concurrency, max_retries=llm_max_retries, max_wait_s=llm_max_wait_s)
 choice = judging.choose_judge(llm, judge_models)
 dataset = judging.open_judge_dataset(dataset_path, max_items, begin_generic)
 encoder = get_encoder(embedding_model or None) if choice.client is None else None

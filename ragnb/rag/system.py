@@ -138,8 +138,9 @@ class BaselineSystem:
         numbered = "\n\n".join(f"[{i + 1}] {c.text}" for i, c in enumerate(contexts))
         messages = [{"role": "user", "content": prompt("rag_answer", self.language, question=question,
                                                        contexts=numbered)}]
-        result = await self.client.chat(messages, model=self.model, temperature=self.temperature,
-                                        seed=seed, metric="generation")
+        # chat_text: reasoning blocks removed; a truncated or refused reply raises instead of being an answer.
+        result = await self.client.chat_text(messages, model=self.model, temperature=self.temperature,
+                                             seed=seed, metric="generation")
         return result.text.strip()
 
 

@@ -22,13 +22,13 @@ from typing import Any, Callable
 
 import ragnb
 from ragnb import config, spec
-from ragnb.io import atomic_write_text, comma_list, dumps_strict, read_text
+from ragnb.io import atomic_write_text, dumps_strict, read_text
 from ragnb.reports.html import notebook_to_html, write_index
 from ragnb.runs.params import Notebook, declared_params, load_params_file, merge_params, resolve
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
+from ragnb.runs.sweep import SWEEP_PARAMS, SweepStep, model_combos, plan_sweep, sweep_models
+from ragnb.tiers.itemlog import failed_logged_items
 
-# Notebook parameters a multi-model sweep sets per combination.
-SWEEP_PARAMS = ("judge_models", "generation_model")
 RECORD_FILE = "run_record.json"
 LOCK_FILE = ".run.lock"  # held (an OS file lock) while a runner writes into the run folder
 # Record fields a notebook may report in its metrics JSON (or take as a parameter); first one wins.
@@ -86,7 +86,11 @@ def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: 
     metrics = run_dir / f"{nb.stem}.metrics.json"
     report = {"name": nb.name, "stem": nb.stem, "ipynb": out_ipynb.name, "html": html.name,
               "metrics": metrics.name, "status": "ok", "error": None, "duration_s": None}
-    if metrics.exists():
+    retry = failed_logged_items(run_dir, nb.stem) if metrics.exists() else 0
+    if retry:  # the notebook's item log reads back the finished items and scores the failed ones again
+        log(f"[{nb.name}] {retry} failed item(s) in its item log: running it again to retry them "
+            "(RAGNB_RETRY_FAILED=0 keeps them)")
+    elif metrics.exists():
         log(f"[{nb.name}] {metrics.name} exists: skipping (resumed run)")
         report["status"] = "skipped"
         if out_ipynb.exists() and not html.exists():
@@ -135,22 +139,6 @@ def _previous(run_dir: Path) -> dict:
     except json.JSONDecodeError:
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _combo_slug(judge: str | None, gen: str | None) -> str:
-    text = f"{judge or 'default-judge'}__{gen or 'default-generation'}"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:120]
-
-
-def _model_combos(judge_models: list[str] | None, generation_models: list[str] | None) -> list[tuple[str | None, str | None]]:
-    """Every (judge model × generation model) pair of a multi-model sweep; [] when no sweep was asked for."""
-    judges, gens = comma_list(judge_models, "judge_models"), comma_list(generation_models, "generation_models")
-    for label, models in (("--judge-models", judges), ("--generation-models", gens)):
-        if len(set(models)) != len(models):
-            raise ValueError(f"{label} names a model twice: {models}")
-    if not judges and not gens:
-        return []
-    return [(j, g) for j in (judges or [None]) for g in (gens or [None])]
 
 
 def _collect(reports: dict[str, dict], run_dir: Path, all_params: dict) -> tuple[dict, dict, dict]:
@@ -236,17 +224,15 @@ class _Run:
         self.reports[key] = report
         self.save_progress()
 
-    def run_combination(self, judge: str | None, gen: str | None, swept: list[Notebook]) -> None:
-        """Every swept notebook with one (judge, generation) pair, into ``models/<combination>/``."""
-        folder = f"models/{_combo_slug(judge, gen)}"
-        for nb in swept:
-            extra = {}
-            if judge and "judge_models" in self.declared[nb.stem]:
-                extra["judge_models"] = judge
-            if gen and "generation_model" in self.declared[nb.stem]:
-                extra["generation_model"] = gen
+    def run_combination(self, step: SweepStep) -> None:
+        """One combination of a sweep (:func:`ragnb.runs.sweep.plan_sweep`): its notebooks into
+        ``models/<combination>/``; those depending on fewer models share an earlier combination's run."""
+        judge, gen, folder = step.judge, step.generation, step.folder
+        for nb, extra in step.run:
             self.execute(nb, folder, extra, f"{nb.name} [judge {judge or 'default'} · generation {gen or 'default'}]")
         combo_reports = {k: r for k, r in self.reports.items() if k.startswith(folder + "/")}
+        combo_reports.update({f"{src}/{stem}": self.reports[f"{src}/{stem}"] for stem, src in step.reuse.items()
+                              if f"{src}/{stem}" in self.reports})
         tiers, other, _ = _collect(combo_reports, self.run_dir, self.all_params)
         self.model_runs.append({
             "judge_model": judge, "generation_model": gen, "folder": folder,
@@ -314,8 +300,9 @@ def run_notebooks(
     in the current working directory.
 
     Multi-model sweep: with ``judge_models`` and/or ``generation_models``, every notebook that declares
-    ``judge_models`` / ``generation_model`` runs once per (judge × generation) combination, each into
-    ``runs/<run_id>/models/<combination>/``; the record's ``model_runs`` holds one entry per combination
+    ``judge_models`` / ``generation_model`` runs once per combination of the models it takes (a judge-only
+    notebook once per judge model; :mod:`ragnb.runs.sweep`), each into ``runs/<run_id>/models/<combination>/``,
+    after the model ids were checked against the endpoint's ``/v1/models`` (when it has one); the record's ``model_runs`` holds one entry per combination
     (models, status, tier metrics) and its top-level tier blocks are those of the first combination.
 
     Notebooks whose tier is ``post_record`` (the dashboard) run after this run's record has been appended to
@@ -335,7 +322,7 @@ def run_notebooks(
     declared = {nb.stem: declared_params(nb) for nb in nbs}
     merged = merge_params(nbs, declared, file_params, dict(params or {}), nb_dir,
                           str(params_file or "parameters file"))
-    combos = _model_combos(judge_models, generation_models)
+    combos = model_combos(judge_models, generation_models)
     swept = [nb for nb in nbs if not nb.post_record and any(p in declared[nb.stem] for p in SWEEP_PARAMS)]
     if combos:
         _check_sweep(combos, swept, nbs)
@@ -374,8 +361,8 @@ def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list
     for nb in nbs:
         if not nb.post_record and not (combos and nb in swept):
             run.execute(nb)
-    for judge, gen in combos:
-        run.run_combination(judge, gen, swept)
+    for step in plan_sweep(combos, swept, run.declared):
+        run.run_combination(step)
     record, report_list = run.finish()
     post = [nb for nb in nbs if nb.post_record]
     for nb in post:
@@ -389,14 +376,17 @@ def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list
 
 def _check_sweep(combos: list[tuple[str | None, str | None]], swept: list[Notebook], nbs: list[Notebook]) -> None:
     from ragnb.llm import LLMSettings
+    from ragnb.llm.models import check_models
 
     if not swept:
         raise ValueError(
             f"a model sweep needs notebooks that take judge_models or generation_model (tier2, tier3, judge, "
             f"rag_metrics…); this run has {[nb.name for nb in nbs]}"
         )
-    if not LLMSettings.from_env().configured:
+    settings = LLMSettings.from_env()
+    if not settings.configured:
         raise ValueError(
             "a model sweep compares LLMs, so it needs an OpenAI-compatible endpoint: set RAGNB_LLM_BASE_URL "
             "and the key in RAGNB_LLM_API_KEY (or OPENAI_API_KEY / OPENROUTER_API_KEY)"
         )
+    check_models(settings, sweep_models(combos), "--judge-models / --generation-models")

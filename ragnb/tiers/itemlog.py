@@ -7,6 +7,12 @@ what the score depends on (metric, models, parameters), so a log written with ot
 silently reused: its items are scored again.
 
 A crash can leave a half-written last line; it is ignored on reading (and overwritten by the next append).
+
+Failed items are scored again: a logged record that :func:`record_failed` calls failed (a transient provider
+error, an unusable reply, a judge model that failed on it) does not count as done, so running the same run
+again retries exactly those items and keeps every finished one. The new record is appended (the last line of a
+key wins); :meth:`ItemLog.resume_note` counts the items read, retried and recovered. ``RAGNB_RETRY_FAILED=0``
+keeps logged failures as they are.
 """
 
 from __future__ import annotations
@@ -28,14 +34,63 @@ def fingerprint(settings: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-class ItemLog:
-    """Append-only JSONL of finished items for one (notebook, metric) of one run."""
+FAILED_STATUSES = ("failed", "partial")
 
-    def __init__(self, path: str | Path, fingerprint: str):
+
+def record_failed(record: Any) -> bool:
+    """Whether a logged item failed, wholly or in part: a non-empty top-level ``error``, or a ``status`` of
+    ``failed`` / ``partial`` anywhere in it (an item's metric, a judge model's verdict). ``undefined`` (nothing
+    to judge) is not a failure: asking again would not change it."""
+    if isinstance(record, dict):
+        if record.get("error"):
+            return True
+        return record.get("status") in FAILED_STATUSES or any(record_failed(v) for v in record.values())
+    if isinstance(record, list):
+        return any(record_failed(v) for v in record)
+    return False
+
+
+def _retry_failed_default() -> bool:
+    return os.environ.get("RAGNB_RETRY_FAILED", "1").strip().lower() not in ("0", "no", "false", "off")
+
+
+def failed_logged_items(folder: str | Path, stem: str) -> int:
+    """Items whose latest record in ``<folder>/<stem>[.*].items.jsonl`` failed — what a re-run of the run would
+    retry (0 when ``RAGNB_RETRY_FAILED=0``). Lets the runner re-execute a finished notebook only then."""
+    if not _retry_failed_default():
+        return 0
+    n = 0
+    for path in sorted(Path(folder).glob(f"{stem}*.items.jsonl")):
+        latest: dict[tuple[str, str], Any] = {}
+        for line in path.read_bytes().split(b"\n"):
+            try:
+                entry = json.loads(line)
+                latest[(entry["fingerprint"], str(entry["key"]))] = entry["record"]
+            except (ValueError, KeyError, TypeError):
+                continue  # blank or torn line
+        n += sum(record_failed(r) for r in latest.values())
+    return n
+
+
+class ItemLog:
+    """Append-only JSONL of finished items for one (notebook, metric) of one run.
+
+    ``retry_failed`` (default: on, ``RAGNB_RETRY_FAILED=0`` turns it off): logged items that ``failed``
+    (default :func:`record_failed`) are not done — they are scored again and their new record appended."""
+
+    def __init__(self, path: str | Path, fingerprint: str, *, retry_failed: bool | None = None,
+                 failed: Callable[[dict], bool] = record_failed):
         self.path = Path(path)
         self.fingerprint = fingerprint
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._failed = failed
         self._done = self._read()
+        retry = _retry_failed_default() if retry_failed is None else retry_failed
+        # Logged failures to score again; what became of them is in resume_note().
+        self.retried = {k for k, r in self._done.items() if failed(r)} if retry else set()
+        for k in self.retried:
+            del self._done[k]
+        self.read_back = len(self._done)
 
     def _read(self) -> dict[str, dict]:
         done: dict[str, dict] = {}
@@ -65,6 +120,22 @@ class ItemLog:
 
     def pending(self, keys: Iterable[str]) -> list[str]:
         return [k for k in keys if k not in self._done]
+
+    @property
+    def recovered(self) -> list[str]:
+        """Retried keys whose new record no longer failed."""
+        return sorted(k for k in self.retried if k in self._done and not self._failed(self._done[k]))
+
+    def resume_note(self) -> str | None:
+        """What a resumed run took from this log: items read back, failed items scored again, recovered."""
+        if not self.read_back and not self.retried:
+            return None
+        text = f"Resumed from {self.path.name}: {self.read_back} finished item(s) read back, not scored again"
+        if self.retried:
+            done = sum(k in self._done for k in self.retried)
+            text += (f"; {len(self.retried)} item(s) that had failed were scored again"
+                     + (f" — {len(self.recovered)} of {done} recovered" if done else ""))
+        return text + "."
 
     def append(self, key: str, record: dict) -> None:
         if key in self._done:

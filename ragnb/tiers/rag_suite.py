@@ -86,6 +86,25 @@ def load_rag_dataset(path: str | Path) -> list[dict]:
     return samples
 
 
+def answer_model(client: Any, generation_model: str = "") -> tuple[str, str | None]:
+    """The model that writes the answers of samples built from the baseline (``generation_model``, else
+    ``RAGNB_GENERATION_MODEL``) and, when there is none to use, the note saying why the answers are extractive."""
+    import os
+
+    from ragnb.datasets.synthetic import GENERATION_MODEL_ENV
+
+    model = (generation_model or os.environ.get(GENERATION_MODEL_ENV, "")).strip()
+    why = None
+    if client is None:
+        why = "no LLM endpoint is configured (RAGNB_LLM_BASE_URL or an API-key variable)"
+    elif not model:
+        why = f"an LLM endpoint is configured but no generation model was given (generation_model or {GENERATION_MODEL_ENV})"
+    if why is None:
+        return model, None
+    return "", ("The samples' answers are extractive (the context sentences closest to the question), not "
+                f"LLM-generated, because {why}; faithfulness and context utilization are high by construction.")
+
+
 def samples_from_system(items: list, system: Any, top_k: int) -> list[dict]:
     """Build suite samples by running a system under test: its top-k contexts and its answer per item."""
     from ragnb.rag.system import run_system
@@ -150,8 +169,10 @@ def _needs_reference(name: str) -> bool:
 
 
 async def llm_metrics(samples: list[dict], client: Any, metrics: list[str], models: list[str], aggregate_how: str,
-                      language: str, encoder: Any, log_dir: Path | None, concurrency: int) -> pd.DataFrame:
-    """Every LLM metric on every sample; each finished item is logged under ``log_dir`` (resumable)."""
+                      language: str, encoder: Any, log_dir: Path | None, concurrency: int,
+                      notes: list[str] | None = None) -> pd.DataFrame:
+    """Every LLM metric on every sample; each finished item is logged under ``log_dir`` (resumable: failed
+    items are scored again, and ``notes`` gets what each log gave back)."""
     columns: dict[str, dict[str, Any]] = {}
     for name in metrics:
         evaluate, settings = _llm_metric(name, models, aggregate_how, language, encoder)
@@ -165,6 +186,8 @@ async def llm_metrics(samples: list[dict], client: Any, metrics: list[str], mode
                     "explanation": r.explanation, **{f"score[{m.model}]": m.score for m in r.model_scores}}
 
         records = await run_items(list(by_id), score, log, concurrency)
+        if log is not None and log.resume_note() and notes is not None:
+            notes.append(f"{name}: {log.resume_note()}")
         for key, rec in records.items():
             row = columns.setdefault(key, {})
             row[name] = rec["score"] if rec["score"] is not None else math.nan
@@ -193,8 +216,10 @@ def run_rag_suite(samples: list[dict], encoder: Any, *, client: Any = None, metr
         from ragnb.llm import run_sync
 
         llm = run_sync(llm_metrics(samples, client, metrics, list(models), aggregate_how, language, encoder,
-                                   log_dir, concurrency))
+                                   log_dir, concurrency, notes))
         frame = frame.join(llm, how="left")
+        if client.failure_note():
+            notes.append(client.failure_note())
         missing_ref = sum(1 for s in samples if not s.get("reference"))
         if missing_ref and any(_needs_reference(m) for m in metrics):
             notes.append(f"{missing_ref} samples have no reference: reference-based metrics skip them (counted as failed).")

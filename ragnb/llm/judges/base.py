@@ -140,6 +140,8 @@ def _summary(metric: LLMMetric, frame: Any, models: list[str], client: LLMClient
              n_boot: int, seed: int) -> dict[str, Any]:
     name = metric.result_name()
     summary: dict[str, Any] = {name: aggregate(frame["score"].to_numpy(dtype=float), n_boot=n_boot, seed=seed)}
+    # Items scored by a partial jury (some judge models failed, the others answered) are counted.
+    summary[name]["n_partial"] = int((frame["status"] == "partial").sum())
     judged = frame["method"] == "llm"  # heuristic shortcuts were judged by no model
     for model in models:
         summary[f"{name}[{model}]"] = aggregate(frame.loc[judged, f"score[{model}]"].to_numpy(dtype=float),

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragnb.llm.judges.reading import as_text, call_log, text_field
 from ragnb.llm.replies import ChatResult, LLMOutputError
-from ragnb.llm.result import EvaluationResult, ModelScore, evaluate_with_models
+from ragnb.llm.result import EvaluationResult, ModelScore, evaluate_with_models, jury_status
 
 if TYPE_CHECKING:
     from ragnb.llm.judges.scores import Judge
@@ -95,7 +95,7 @@ def _combine_verdicts(merged: EvaluationResult, details: dict[str, Any]) -> Eval
                        next((m.explanation for m in ok if m.explanation), ""))
     reason = "; ".join(f"{m.model} failed: {m.reason}" for m in per_model if m.status == "failed")
     return EvaluationResult("pairwise", VERDICT_SCORE[verdict], explanation, per_model, merged.duration_s,
-                            "llm", "ok", reason, details)
+                            "llm", jury_status(per_model), reason, details)
 
 
 async def _model_verdict(judge: Judge, model: str, prompts: list[tuple[str, list[dict]]], parse: Any) -> ModelScore:

@@ -52,10 +52,15 @@ def judge_consistency(first: Sequence[float], second: Sequence[float], delta: fl
 def error_rate(results: Sequence[EvaluationResult]) -> dict[str, Any]:
     """Share of failed judgements (``error_rate``), with the counts behind it.
 
-    error_rate = n_failed / n over items (status ``failed``: every judge model failed). ``undefined`` items
-    (blank input, no call made) are counted apart and are not errors. Per model: ``by_model[m]`` =
-    failed verdicts of m / verdicts asked of m (a model can fail while the item is saved by the others).
-    ``n_reasked`` = items where some model needed a re-ask to give a valid verdict.
+    A judgement is one judge model's verdict on one item, so a model failing on an item the other models
+    saved (status ``partial``) counts too:
+
+        error_rate = Σ_items n_models_failed / Σ_items (n_models_ok + n_models_failed)
+
+    (with one judge model: failed items / judged items). ``item_error_rate`` = items on which every model failed
+    (status ``failed``) / n. ``undefined`` items (blank input, no call made) are counted apart and are not
+    errors. Per model: ``by_model[m]`` = failed verdicts of m / verdicts asked of m. ``n_reasked`` = items where
+    some model needed a re-ask to give a valid verdict.
     """
     results = check_results(results, "results")
     n = len(results)
@@ -69,10 +74,17 @@ def error_rate(results: Sequence[EvaluationResult]) -> dict[str, Any]:
             b["n_failed"] += m.status == "failed"
     for b in by_model.values():
         b["error_rate"] = b["n_failed"] / b["n"] if b["n"] else math.nan
+    # A result without per-model verdicts (the offline fallback) is one judgement.
+    asked = sum((r.n_models_ok + r.n_models_failed) or (r.status != "undefined") for r in results)
+    failed_judgements = sum(r.n_models_failed or (r.status == "failed") for r in results)
     return {
-        "error_rate": n_failed / n if n else math.nan,
+        "error_rate": failed_judgements / asked if asked else math.nan,
+        "item_error_rate": n_failed / n if n else math.nan,
         "n": n,
+        "n_judgements": asked,
+        "n_failed_judgements": failed_judgements,
         "n_ok": sum(r.status == "ok" for r in results),
+        "n_partial": sum(r.status == "partial" for r in results),
         "n_failed": n_failed,
         "n_undefined": n_undefined,
         "n_reasked": sum(any(m.details.get("reasks", 0) > 0 for m in r.model_scores) for r in results),

@@ -9,12 +9,15 @@ Per item (a dataset question):
    the baseline's LLM repeats carry seed r (r = 1, 2, …) so the disk cache cannot replay the first answer;
 3. judged metrics on the first answer, when an LLM judge is given — Tier 2: faithfulness, answer_relevance,
    answer_correctness (1–5); Tier 3: faithfulness, e2e_score. Without a judge, answer_relevance,
-   answer_correctness and e2e_score are *not computed* (never estimated); faithfulness always has a value:
-   the LLM's (``judge_faithfulness``), else (judge failed, or no judge) the offline fallback (the method that
-   agrees best with human labels; docs/metrics.md, Faithfulness), with the method recorded per item (``fallback_faithfulness`` when no judge ran);
+   answer_correctness and e2e_score are *not computed* (never estimated). With a judge, faithfulness is the
+   LLM's (``judge_faithfulness``; an item every judge model failed on is NaN, ``failed``, counted — a judge
+   model failing while others scored makes it ``partial``) and the offline fallback (the method that agrees best
+   with human labels; docs/metrics.md, Faithfulness) is reported beside it as ``fallback_faithfulness``, never
+   in its place; without a judge, ``fallback_faithfulness`` alone. Answers are judged without reasoning blocks;
+   an answer cut off at ``max_tokens`` fails the item at the generation stage;
 4. every item's record (contexts, answers, judge verdicts, faithfulness and its method, errors) is appended
    to an :class:`~ragnb.tiers.itemlog.ItemLog` the moment it is finished: a killed run, started again on the
-   same log, scores only the rest.
+   same log, scores only the rest and the items that failed.
 
 Deterministic metrics are computed afterwards on all records: ROUGE-1/2/L F, sentence BLEU (and corpus
 BLEU), exact match / token F1 / answer recall against the reference (SQuAD-style, docs/metrics.md, Text and answer
@@ -42,7 +45,7 @@ import pandas as pd
 from ragnb.datasets.schema import Dataset
 from ragnb.io import comma_list
 from ragnb.llm import run_sync
-from ragnb.metrics.fallback import (OFFLINE_LABEL, OFFLINE_METHOD, OFFLINE_METHODS, agreement_note, agreement_rows,
+from ragnb.metrics.fallback import (OFFLINE_LABEL, OFFLINE_METHOD, agreement_note, agreement_rows,
                                    split_sentences)
 from ragnb.rag.system import BaselineSystem
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
@@ -52,7 +55,7 @@ from ragnb.tiers.generation.answering import answer_method, generation_model, it
 from ragnb.tiers.generation.kinds import TIER2_JUDGED, TIER3_JUDGED, Tier2, Tier3
 from ragnb.tiers.result import TierResult
 
-_LOG_VERSION = 1  # bump when the record layout changes: old logs are then scored again
+_LOG_VERSION = 2  # bump when the record layout changes: old logs are then scored again
 _BLOCK = 256  # items retrieved, embedded and scored together (bounds the embedding memo's memory)
 _JUDGE_SETTINGS = ("models", "aggregate", "mode", "language", "temperature", "seed")
 
@@ -181,9 +184,13 @@ def _run(kind: Tier2, dataset: Dataset, system: Any, encoder: Any, *, judge: Any
     summary = summary_of(kind, frame, records, extra["corpus_bleu"], judge_metrics, judged, top_k, n_boot)
     errors = Counter(r["stage"] for r in records if r["error"] is not None)
     notes = _notes(kind, summary, extra["methods"], records, errors, judge, judge_metrics, consistency_runs,
-                   answer_method(system), top_k, resumed, log_path)
+                   answer_method(system), top_k, log.resume_note() if log is not None else None)
+    clients = {id(c): c for c in (getattr(judge, "client", None), getattr(system, "client", None)) if c is not None}
+    notes += [n for c in clients.values() if (n := getattr(c, "failure_note", lambda: None)())]
     summary["info"] = _info(kind, system, encoder, judge, judge_metrics, extra["methods"], records, errors,
                             consistency_runs, resumed, top_k)
+    summary["info"]["retried_items"] = len(log.retried) if log is not None else 0
+    summary["info"]["recovered_items"] = len(log.recovered) if log is not None else 0
     info = summary["info"]
     meta = {"judge_backend": info["judge_backend"], "generation_model": info["generation_model"],
             "judge_model": ",".join(info["judge_models"]) or None, "judge_eval_mode": info["judge_mode"],
@@ -193,8 +200,8 @@ def _run(kind: Tier2, dataset: Dataset, system: Any, encoder: Any, *, judge: Any
 
 
 def _notes(kind: Tier2, summary: dict, methods: dict, records: list[dict], errors: Counter, judge: Any,
-           judge_metrics: tuple[str, ...], consistency_runs: int, answer_method: str, top_k: int, resumed: int,
-           log_path: str | Path | None) -> list[str]:
+           judge_metrics: tuple[str, ...], consistency_runs: int, answer_method: str, top_k: int,
+           resume_note: str | None) -> list[str]:
     """What was not computed, what is an approximation, and what failed."""
     judged = judge is not None
     notes: list[str] = []
@@ -208,10 +215,16 @@ def _notes(kind: Tier2, summary: dict, methods: dict, records: list[dict], error
                      f"hallucination_rate = 1 − that score. Method {agreement_note()} (table: "
                      "summary['info']['fallback_agreement']).")
     key = faithfulness_key(judged, judge_metrics)
-    n_fallback = sum(methods[key].get(m, 0) for m in OFFLINE_METHODS)
-    if judged and "faithfulness" in judge_metrics and n_fallback:
-        notes.append(f"{key}: the LLM judge failed on {n_fallback} item(s); they use the offline fallback "
-                     f"({OFFLINE_LABEL}; the method column of the per-item table says which).")
+    n_failed = methods[key].get("failed", 0)
+    if key == "judge_faithfulness" and n_failed:
+        notes.append(f"judge_faithfulness: every judge model failed on {n_failed} item(s); they are NaN and counted "
+                     f"in n_failed — the offline fallback is not averaged in (it is reported beside, as "
+                     f"fallback_faithfulness, {OFFLINE_LABEL}).")
+    partial = {m: c.get("partial", 0) for m, c in methods.items() if c.get("partial", 0)}
+    if partial:
+        notes.append("Partial juries: some judge models failed on " + ", ".join(f"{c} item(s) of {m}" for m, c in
+                     partial.items()) + "; those scores come from the models that answered (n_partial in the "
+                     "summary; the reason column names the failed models).")
     if consistency_runs < 2:
         notes.append("consistency_runs = 1: response_exact_match_rate and response_semantic_consistency need at "
                      "least 2 answers per question and were not computed.")
@@ -223,15 +236,23 @@ def _notes(kind: Tier2, summary: dict, methods: dict, records: list[dict], error
                      "leaves out the embedding (done in batches beforehand): set generation_model and an LLM "
                      "endpoint to evaluate a generator.")
     notes += kind.notes(summary, top_k)
+    n_stripped = sum(r.get("reasoning_removed", 0) for r in records)
+    if n_stripped:
+        notes.append(f"{n_stripped} answer(s) of the system held a reasoning block (<think>…</think>); it was removed "
+                     "before they were judged or compared — the system shows it to its users unless it removes it too.")
     if answer_method == "llm":
+        notes.append("Generated answers are judged and compared without their reasoning: <think>…</think> blocks "
+                     "and reasoning fields are removed first; an answer cut off at max_tokens (finish_reason=length) "
+                     "is never scored — it is asked again with RAGNB_LLM_RETRY_MAX_TOKENS when set, else the item "
+                     "fails at the generation stage with the reason.")
         notes.append("Answer latency includes disk-cache hits (≈ 0 ms) for requests made before; set "
                      "RAGNB_LLM_CACHE_DIR=off to time the endpoint.")
     if errors:
         notes.append(f"{sum(errors.values())} of {len(records)} item(s) failed ("
                      + ", ".join(f"{stage}: {c}" for stage, c in sorted(errors.items()))
                      + "); their metrics are NaN and counted in n_failed (see the 'error' column).")
-    if resumed:
-        notes.append(f"Resumed: {resumed} item(s) were read from {Path(log_path).name}, not scored again.")
+    if resume_note:
+        notes.append(resume_note)
     return notes
 
 
@@ -256,6 +277,7 @@ def _info(kind: Tier2, system: Any, encoder: Any, judge: Any, judge_metrics: tup
         "n_failed_items": int(sum(errors.values())),
         "failed_by_stage": dict(sorted(errors.items())),
         "resumed_items": resumed,
+        "reasoning_removed_answers": int(sum(r.get("reasoning_removed", 0) for r in records)),
         **kind.info(top_k),
     }
 

@@ -1,8 +1,9 @@
 """From the logged per-item records to the per-item table and the summary of Tier 2 / Tier 3.
 
 Faithfulness is reported under the name of what produced it (see docs/metrics.md, Faithfulness):
-``judge_faithfulness`` when an LLM judged it (items the judge failed on use the fallback, their method says
-so), ``fallback_faithfulness`` when only the offline fallback did.
+``judge_faithfulness`` when an LLM judged it (an item every judge model failed on is NaN, ``failed``, counted in
+``n_failed``), ``fallback_faithfulness`` for the offline fallback — alone when no judge ran, else beside the
+judge's score, never averaged into it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _num(v: Any) -> float:
 
 def _method_label(score: float, method: str | None, status: str | None) -> str:
     if not math.isnan(score):
-        return method or "none"
+        return "partial" if status == "partial" else method or "none"  # partial: some judge models failed
     return "failed" if status == "failed" else "undefined"
 
 
@@ -85,12 +86,17 @@ def _add_faithfulness(frame: pd.DataFrame, records: list[dict], key: str, method
             f_reason[i] = r["error"]
             continue
         faith[i] = _num(f["score"])
-        f_method[i] = _method_label(faith[i], f["method"], None)
+        f_method[i] = _method_label(faith[i], f["method"], f.get("status"))
         f_reason[i] = f.get("reason")
     frame[key] = faith
     frame[f"{key}_method"] = f_method
     frame[f"{key}_reason"] = f_reason
     methods[key] = Counter(f_method)
+    if key != "fallback_faithfulness" and any(r.get("fallback_faithfulness") for r in records):
+        # Beside the judge's score, under its own name: the offline fallback never stands in for it.
+        fb = [r.get("fallback_faithfulness") for r in records]
+        frame["fallback_faithfulness"] = [_num(f["score"]) if f else math.nan for f in fb]
+        frame["fallback_faithfulness_method"] = [f["method"] if f else "item_failed" for f in fb]
     frame["hallucination_rate"] = [hallucination_rate(float(v)) for v in faith]
     frame["context_utilization"] = [
         context_utilization(r["answers"][0], [c["text"] for c in r["contexts"]]) if r["error"] is None else math.nan
@@ -166,11 +172,16 @@ def summary_of(kind: Any, frame: pd.DataFrame, records: list[dict], corpus_bleu:
                judge_metrics: tuple[str, ...], judged: bool, top_k: int, n_boot: int) -> dict:
     """Every metric column's aggregate (mean, CI, counts) in report order, corpus BLEU and the latencies."""
     order = [faithfulness_key(judged, judge_metrics), "hallucination_rate", "context_utilization"]
+    if order[0] != "fallback_faithfulness":
+        order.insert(1, "fallback_faithfulness")  # beside the judge's, when the frame has it
     order += [m for m in LLM_ONLY if judged and m in judge_metrics]
     order += kind.hit_names(top_k)
     order += [*LEXICAL, *CONSISTENCY]
     summary: dict[str, Any] = {name: aggregate(frame[name].to_numpy(dtype=float), n_boot=n_boot)
                                for name in order if name in frame}
+    for name in (*order[:1], *LLM_ONLY):
+        if judged and f"{name}_method" in frame:  # items a partial jury scored (some judge models failed)
+            summary[name]["n_partial"] = int((frame[f"{name}_method"] == "partial").sum())
     summary["corpus_bleu"] = corpus_bleu["score"] if corpus_bleu else math.nan
     summary.update(kind.latency_blocks(frame, records))
     summary["latency_answer_ms"] = {**latency_summary(frame["answer_ms"]), "mode": "per-query"}

@@ -13,6 +13,7 @@ from typing import Any
 from ragnb.datasets.schema import DatasetItem
 from ragnb.io import to_jsonable
 from ragnb.llm import LLMPermanentError
+from ragnb.llm.replies import strip_reasoning
 from ragnb.metrics.fallback import faithfulness_fallback
 from ragnb.rag.system import BaselineSystem, Context, as_contexts
 
@@ -29,7 +30,8 @@ def _context_dict(c: Context) -> dict:
 
 def _judge_row(r: Any) -> dict:
     return {"score": r.score, "method": r.method, "status": r.status, "reason": r.reason,
-            "explanation": r.explanation, "models": {m.model: m.score for m in r.model_scores}}
+            "explanation": r.explanation, "models": {m.model: m.score for m in r.model_scores},
+            "n_models_ok": r.n_models_ok, "n_models_failed": r.n_models_failed}
 
 
 def answer_method(system: Any) -> str:
@@ -102,7 +104,9 @@ def scorer(by_key: dict[str, DatasetItem], contexts_of: dict[str, dict], system:
             return to_jsonable(rec)
         rec["contexts"] = [_context_dict(c) for c in contexts]
 
-        runs = await _answers(system, item.question, contexts, consistency_runs)
+        removed: list[int] = []
+        runs = await _answers(system, item.question, contexts, consistency_runs, removed)
+        rec["reasoning_removed"] = len(removed)
         rec["answers"] = [a for a, _, _ in runs]
         rec["answer_errors"] = [e for _, e, _ in runs]
         rec["answer_ms"] = runs[0][2]
@@ -121,22 +125,27 @@ def scorer(by_key: dict[str, DatasetItem], contexts_of: dict[str, dict], system:
                 rec["judge"][metric] = _judge_row(result)
                 if metric == "faithfulness":
                     llm_faith = result
-        rec["faithfulness"] = _faithfulness(answer, texts, encoder, language, llm_faith)
+        rec.update(_faithfulness(answer, texts, encoder, language, llm_faith))
         return to_jsonable(rec)
 
     return score
 
 
-async def _answers(system: Any, question: str, contexts: list[Context],
-                   consistency_runs: int) -> list[tuple[str | None, str | None, float]]:
-    """(answer or None, error, ms) per repeat: the first alone (it is timed), the repeats together."""
+async def _answers(system: Any, question: str, contexts: list[Context], consistency_runs: int,
+                   removed: list[int]) -> list[tuple[str | None, str | None, float]]:
+    """(answer or None, error, ms) per repeat: the first alone (it is timed), the repeats together; the repeats
+    whose reasoning block was removed are added to ``removed``."""
     async def one(repeat: int) -> tuple[str | None, str | None, float]:
         t0 = time.perf_counter()
         try:
             text = await _answer(system, question, contexts, repeat)
             if not isinstance(text, str):
                 raise ValueError(f"answer() returned {type(text).__name__}, expected a string")
-            return text, None, (time.perf_counter() - t0) * 1000.0
+            # A reasoning block is not the answer: it is neither judged nor compared (the report counts them).
+            clean = strip_reasoning(text)
+            if clean != text.strip():
+                removed.append(repeat)
+            return clean, None, (time.perf_counter() - t0) * 1000.0
         except LLMPermanentError:
             raise  # a bad key or an unknown model would fail every item: stop the run
         except Exception as exc:  # noqa: BLE001
@@ -146,11 +155,12 @@ async def _answers(system: Any, question: str, contexts: list[Context],
 
 
 def _faithfulness(answer: str, texts: list[str], encoder: Any, language: str, llm_faith: Any) -> dict:
-    """The LLM judge's faithfulness when it gave one, else the offline fallback (score, method, reason)."""
-    llm_score = None
-    if llm_faith is not None:
-        llm_score = llm_faith.score if llm_faith.ok else math.nan
-    faith = faithfulness_fallback(answer, texts, encoder, language, llm_score=llm_score)
-    if llm_faith is not None and not llm_faith.ok and llm_faith.reason:
-        faith["reason"] = f"{faith['reason']} (judge: {llm_faith.reason})"
-    return faith
+    """``{"faithfulness": the judge's verdict (score NaN, status failed when every judge model failed) — or,
+    with no judge, the offline fallback; "fallback_faithfulness": the offline fallback when a judge ran}``.
+    The fallback is never put in the judge's place: averaged into an LLM metric it would hide the failure."""
+    fallback = faithfulness_fallback(answer, texts, encoder, language)
+    if llm_faith is None:
+        return {"faithfulness": fallback}
+    judged = {"score": llm_faith.score if llm_faith.ok else math.nan, "method": "llm", "status": llm_faith.status,
+              "reason": llm_faith.reason or None}
+    return {"faithfulness": judged, "fallback_faithfulness": fallback}

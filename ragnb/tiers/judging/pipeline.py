@@ -195,6 +195,8 @@ def run_tier_judge_pipeline(
         v = _system_verdicts(obj, items, log, concurrency)
     y_true = [it.ground_truth_show for it in items]
     summary = _summary(y_true, v, baseline, judge_label, n_boot, seed, notes)
+    if log is not None and log.resume_note():
+        notes.append(log.resume_note())
     summary["info"] = {
         "n_items": len(items), "n_show": int(sum(y_true)), "positive_rate": float(np.mean(y_true)), "system": label,
         "show_threshold": show_threshold if baseline else None, "models": models if baseline else [],

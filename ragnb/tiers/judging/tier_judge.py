@@ -125,6 +125,16 @@ def run_tier_judge(
             notes.append("Some items were scored by word overlap (the last fallback level); see the method column.")
 
     summary = _summary(by_mode, mode_list, results, delta, n_boot, seed)
+    if log is not None and log.resume_note():
+        notes.append(log.resume_note())
+    if client is not None and client.failure_note():
+        notes.append(client.failure_note())
+    for mode, block in by_mode.items():
+        e = block["errors"]
+        if e.get("n_partial"):
+            notes.append(f"{mode}: some judge models failed on {e['n_partial']} item judgement(s) the other models "
+                         f"scored (partial juries); error_rate counts every failed model judgement "
+                         f"({e['n_failed_judgements']} of {e['n_judgements']}), see errors.by_model.")
     if len(mode_list) > 1:
         notes.append(f"Headline numbers are the first mode's ({mode_list[0]}); every mode is under by_mode.")
     summary["info"] = {
