@@ -1,7 +1,8 @@
-"""Executed notebooks and run index pages as self-contained HTML.
+"""Executed notebooks and run index pages as offline HTML.
 
 Offline: the nbconvert template has its CDN scripts (require.js, MathJax, mermaid, widgets) removed,
-plotly.js is inlined before the first figure, and all text from records is HTML-escaped.
+plotly.js precedes the first figure (the run folder's shared copy, or inlined for a standalone page), and all
+text from records is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -50,8 +51,25 @@ def notebook_title(nb: Any, default: str) -> str:
     return default
 
 
-def _make_plotly_offline(nb: Any) -> None:
-    """Every plotly output gets offline text/html, and plotly.js precedes the first one."""
+PLOTLYJS_ASSET = "assets/plotly.min.js"  # relative to the run folder: one copy shared by all its reports
+
+
+def shared_plotlyjs(run_dir: str | Path) -> Path:
+    """``<run_dir>/assets/plotly.min.js``: plotly.js as installed, written once per run folder (again only when
+    the installed version differs)."""
+    from plotly.offline import get_plotlyjs
+
+    path = Path(run_dir) / PLOTLYJS_ASSET
+    lib = get_plotlyjs()
+    if not path.is_file() or path.stat().st_size != len(lib.encode("utf-8")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, lib)
+    return path
+
+
+def _make_plotly_offline(nb: Any, src: str | None = None) -> None:
+    """Every plotly output gets offline text/html, and plotly.js precedes the first one: inline, or with
+    ``src`` a ``<script src>`` to a local copy (a figure that carries plotly.js inline already keeps it)."""
     first = None
     for cell in nb.cells:
         for out in cell.get("outputs", []):
@@ -65,15 +83,18 @@ def _make_plotly_offline(nb: Any) -> None:
             if first is None:
                 first = data
                 if PLOTLY_LIB_MARK not in page:
-                    page = plotlyjs_html() + page
+                    page = plotlyjs_html(src) + page
             data["text/html"] = page
 
 
-def notebook_to_html(ipynb_path: str | Path, html_path: str | Path, hide_code: bool = True) -> Path:
-    """Render an executed notebook to self-contained HTML (nbconvert lab template, no CDN scripts).
+def notebook_to_html(ipynb_path: str | Path, html_path: str | Path, hide_code: bool = True,
+                     assets_root: str | Path | None = None) -> Path:
+    """Render an executed notebook to offline HTML (nbconvert lab template, no CDN scripts).
 
-    Code inputs and prompts are hidden by default; outputs (including tracebacks of a failed cell) stay.
-    The page title is the notebook's first heading.
+    ``assets_root`` None: a self-contained page (plotly.js inlined, ~5 MB). Else the folder (a run folder)
+    whose ``assets/plotly.min.js`` (:func:`shared_plotlyjs`) the page loads by a relative ``<script src>``, so
+    all reports of a run share one copy. Code inputs and prompts are hidden by default; outputs (including
+    tracebacks of a failed cell) stay. The page title is the notebook's first heading.
     """
     import nbformat
     from jinja2 import DictLoader
@@ -86,7 +107,11 @@ def notebook_to_html(ipynb_path: str | Path, html_path: str | Path, hide_code: b
     # The offline template has no widget manager: without saved widget state nbconvert renders each widget
     # output's text/html fallback instead of an empty widget view.
     nb.metadata.pop("widgets", None)
-    _make_plotly_offline(nb)
+    src = None
+    if assets_root is not None:
+        lib = shared_plotlyjs(assets_root)
+        src = Path(os.path.relpath(lib.resolve(), html_path.resolve().parent)).as_posix()
+    _make_plotly_offline(nb, src)
     nb.metadata["title"] = notebook_title(nb, ipynb_path.stem)
     exporter = HTMLExporter(
         template_name="lab",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,10 @@ from ragnb.config import redact_url
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 PLOTLY_LIB_MARK = 'data-ragnb-plotlyjs="inline"'
+PLOTLY_SHARED_MARK = 'data-ragnb-plotlyjs="shared"'
 PLOTLY_FIG_MARK = "data-ragnb-plotly="
+# "external" (set by the runner's kernel manager): figures never carry plotly.js; the HTML export adds it.
+PLOTLYJS_ENV = "RAGNB_PLOTLYJS"
 
 # --------------------------------------------------------------------------------------------
 # Plotly
@@ -35,15 +39,19 @@ def _script_json(obj: Any) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def plotlyjs_html() -> str:
-    """plotly.js inline, guarded so an AMD loader (require.js) on the page cannot swallow it."""
-    from plotly.offline import get_plotlyjs
+def plotlyjs_html(src: str | None = None) -> str:
+    """plotly.js inline (or, with ``src``, a ``<script src>`` to a local copy), guarded so an AMD loader
+    (require.js) on the page cannot swallow it."""
+    if src is None:
+        from plotly.offline import get_plotlyjs
 
+        lib = f"<script {PLOTLY_LIB_MARK}>{get_plotlyjs()}</script>"
+    else:
+        lib = f'<script {PLOTLY_SHARED_MARK} src="{html.escape(src, quote=True)}"></script>'
     return (
         "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};"
         "window.__ragnbDefine = window.define; window.define = undefined;</script>"
-        f"<script {PLOTLY_LIB_MARK}>{get_plotlyjs()}</script>"
-        "<script>window.define = window.__ragnbDefine;</script>"
+        f"{lib}<script>window.define = window.__ragnbDefine;</script>"
     )
 
 
@@ -53,8 +61,8 @@ def figure_html(fig_json: dict, include_plotlyjs: bool) -> str:
     layout = fig_json.get("layout") or {}
     height = layout.get("height") or 450
     config = {"responsive": True, "displaylogo": False, **(fig_json.get("config") or {})}
-    missing = ("<p style=\"color:#b00\">plotly.js is not loaded: re-run the notebook from the top "
-               "(ragnb.reports.report.show embeds it with the first chart).</p>")
+    missing = ("<p style=\"color:#b00\">plotly.js is not loaded: open the notebook in JupyterLab (it draws the "
+               "figure from its JSON), open the run's HTML report, or re-run the notebook from the top.</p>")
     return (
         f'<div class="ragnb-plotly" {PLOTLY_FIG_MARK}"{"lib" if include_plotlyjs else "ref"}">'
         + (plotlyjs_html() if include_plotlyjs else "")
@@ -101,9 +109,12 @@ def _display(bundle: dict[str, Any]) -> None:
 
 def show(fig: Any) -> None:
     """Display a plotly figure: interactive in JupyterLab (plotly mime renderer) and drawn offline in
-    nbconvert HTML (text/html; plotly.js is inlined with the first figure of the kernel)."""
+    nbconvert HTML (text/html). Interactively plotly.js is inlined with the kernel's first figure; in a kernel
+    started by ``ragnb run`` (``RAGNB_PLOTLYJS=external``) never: the executed notebook keeps each figure's
+    JSON only, and its HTML report loads the run folder's shared copy."""
     global _plotlyjs_sent
-    _display(plotly_mimebundle(fig, include_plotlyjs=not _plotlyjs_sent))
+    external = os.environ.get(PLOTLYJS_ENV) == "external"
+    _display(plotly_mimebundle(fig, include_plotlyjs=not (_plotlyjs_sent or external)))
     _plotlyjs_sent = True
 
 
