@@ -8,7 +8,6 @@ text from records is HTML-escaped.
 from __future__ import annotations
 
 import html
-import json
 import os
 import re
 from pathlib import Path
@@ -22,6 +21,7 @@ from ragnb.io import atomic_write_text
 from ragnb.reports.report import PLOTLY_FIG_MARK, PLOTLY_LIB_MARK, PLOTLY_MIME, figure_html, plotlyjs_html
 from ragnb.metrics.stats import degenerate_reason
 from ragnb.runs.record import block_status, format_aggregate, iter_aggregates
+from ragnb.runs.summary import is_metric
 
 
 # --------------------------------------------------------------------------------------------
@@ -148,7 +148,8 @@ h1{font-size:1.7em;margin-bottom:4px} h2{font-size:1.25em;margin-top:28px;border
 table{border-collapse:collapse;font-size:14px;margin:8px 0} th,td{border:1px solid #d0d7de;padding:4px 10px;
 text-align:left;vertical-align:top} th{background:#f6f8fa} .meta td,.meta th{border:0;padding:2px 14px 2px 0}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;font-size:13px}
-.summary{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:10px 14px}
+.summary{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:10px 14px 10px 32px;
+line-height:1.5} .summary li:first-child{font-weight:600;list-style:none;margin-left:-16px}
 pre{white-space:pre-wrap;font-size:12px;background:#fff8f8;border:1px solid #ffcecb;padding:6px;margin:4px 0}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 """
@@ -186,6 +187,8 @@ def _metric_rows(record: dict) -> str:
     rows = []
     for key, label, block in blocks:
         for name, value in iter_aggregates(block):
+            if not is_metric(name, record.get("params")):  # a setting echoed into the metrics JSON (limit, tau…)
+                continue
             # A flagged aggregate is never graded: a grey "says nothing here" badge instead of a status colour.
             status = SAYS_NOTHING if degenerate_reason(value) else block_status(name, value, key, block)
             rows.append(
@@ -248,6 +251,36 @@ def _report_rows(run_dir: Path, reports: list[dict]) -> str:
             "<th>metrics</th><th>time</th></tr>" + "".join(rows) + "</table>")
 
 
+def summary_html(text: Any) -> str:
+    """The executive summary's lines as a list (the first, the status, in bold); all text escaped."""
+    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+    if not lines:
+        return '<p class="summary">No summary was recorded.</p>'
+    return '<ul class="summary">' + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ul>"
+
+
+def _param_value(value: Any) -> str:
+    # one readable line per value: lists comma-separated, nested settings as key=value, paths as plain text
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_param_value(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}={_param_value(v)}" for k, v in value.items())
+    return "" if value is None else str(value)
+
+
+def _params_section(params: dict) -> str:
+    """Each notebook's parameters as a name/value table inside a collapsed ``<details>``."""
+    if not params:
+        return ""
+    return "<h2>Parameters</h2>" + "".join(
+        f"<details><summary><code>{escape(nb)}</code></summary><table>"
+        + "".join(f"<tr><th><code>{escape(k)}</code></th><td>{escape(_param_value(v))}</td></tr>"
+                  for k, v in (p.items() if isinstance(p, dict) else []))
+        + "</table></details>"
+        for nb, p in params.items()
+    )
+
+
 def index_html(run_dir: str | Path, run_record: dict, reports: list[dict]) -> str:
     """The run's index page as a string (see :func:`write_index`)."""
     run_dir = Path(run_dir)
@@ -261,20 +294,13 @@ def index_html(run_dir: str | Path, run_record: dict, reports: list[dict]) -> st
         ("judge model", rec.get("judge_model")), ("generation model", rec.get("generation_model")),
     ]
     meta_rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in meta if v)
-    params = rec.get("params") or {}
-    params_html = ""
-    if params:
-        params_html = "<h2>Parameters</h2>" + "".join(
-            f"<details><summary><code>{escape(nb)}</code></summary><pre style=\"background:#f6f8fa;border-color:#d0d7de\">"
-            f"{escape(json.dumps(p, indent=2, ensure_ascii=False, default=str))}</pre></details>"
-            for nb, p in params.items()
-        )
+    params_html = _params_section(rec.get("params") or {})
     return (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>ragnb run {escape(rec.get('id'))}</title><style>{_INDEX_CSS}</style></head><body>"
         f"<h1>ragnb run <code>{escape(rec.get('id'))}</code> {_badge(rec.get('overall_status'))}</h1>"
         f'<table class="meta">{meta_rows}</table>'
-        f"<h2>Summary</h2><p class=\"summary\">{escape(rec.get('executive_summary'))}</p>"
+        f"<h2>Summary</h2>{summary_html(rec.get('executive_summary'))}"
         f"<h2>Reports</h2>{_report_rows(run_dir, reports)}"
         f"<h2>Key metrics</h2>{_metric_rows(rec)}{_model_run_section(rec)}{params_html}"
         f"<p style=\"color:#57606a;font-size:12px;margin-top:24px\">schema {escape(rec.get('schema_version'))} · "

@@ -27,6 +27,7 @@ from ragnb.io import atomic_write_text, comma_list, dumps_strict, read_text
 from ragnb.reports.html import notebook_to_html, write_index
 from ragnb.runs.params import Notebook, declared_params, load_params_file, merge_params, resolve
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
+from ragnb.runs.summary import run_summary
 
 # Notebook parameters a multi-model sweep sets per combination.
 SWEEP_PARAMS = ("judge_models", "generation_model")
@@ -285,6 +286,7 @@ class _Run:
             extra["other_metrics"] = other
         record = build_record(self.run_id, tier_metrics, fields.get("dataset_file"), fields.get("dataset_type"),
                               fields.get("embedding_model"), extra, cwd=self.cwd)
+        record["executive_summary"] = run_summary(record, self.out_root)  # with the change against earlier runs
         atomic_write_text(self.run_dir / RECORD_FILE, dumps_strict(record) + "\n")
         if self.benchmarked():
             append_run_record(self.out_root / RUNS_FILE, record)
