@@ -1,6 +1,7 @@
 import json
 import math
 import re
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -81,7 +82,7 @@ def test_write_metrics_bad_input(tmp_path):
 def test_table_html_escapes_everything():
     df = pd.DataFrame({XSS: [XSS, "a & b"], "n": [1, 2]}, index=pd.Index([XSS, "i"], name="idx"))
     out = table_html(df)
-    assert "<script>" not in out
+    assert "<script>alert" not in out and out.count("<script>") == 1  # the sort script only
     assert out.count("&lt;script&gt;") == 3  # column name, cell, index label
     assert "a &amp; b" in out
 
@@ -93,6 +94,40 @@ def test_table_html_limits_rows_and_text():
     assert "x" * 19 + "…" in out and "x" * 21 not in out
     with pytest.raises(ValueError, match="DataFrame"):
         table_html([1, 2])
+
+
+def test_table_html_is_clean_sortable_and_links_the_full_file():
+    df = pd.DataFrame({
+        "score": [0.1437908496, 1.0, float("nan")], "n": pd.array([612, 3, None], dtype="Int64"),
+        "path": [Path("/x/a.csv"), Path("b"), None], "methods": [{"word_overlap": 612}, {"a": [1, 2]}, None],
+        "empty": [None, None, None], "judged": [True, False, None],
+    })
+    out = table_html(df, max_rows=2, full="/runs/r/tier1_retrieval.per_item.csv")
+    assert ">0.144<" in out and ">0.1437" not in out and ">1.00<" in out
+    assert ">612<" in out and ">612.0<" not in out
+    assert "PosixPath" not in out and ">/x/a.csv<" in out
+    assert "word_overlap: 612" in out and "{" not in out.split("<script>")[0].split("</style>")[1]
+    assert "empty" not in out.split("<p>")[0] and "Not shown, no value in any row: empty." in out
+    assert 'Showing 2 of 3 rows; the full table: <a href="tier1_retrieval.per_item.csv">' in out
+    assert 'data-v="0.1437908496"' in out and "onclick" in out
+    nan_row = table_html(df.iloc[[1, 2]])
+    assert "n/a" in nan_row and "<NA>" not in nan_row and "nan" not in nan_row.split("<script>")[0].lower()
+
+
+def test_fmt_number_significant_digits_and_counts():
+    from ragnb.runs.record import fmt_number
+
+    cases = {0.1437908: "0.144", 0.0123456: "0.0123", 3.98: "3.98", 46.4: "46.4", 2.646: "2.65", 1.0: "1.00",
+             0.0: "0.00", 612.0: "612", 12345.6: "12,346", 120: "120", None: "n/a", float("nan"): "n/a"}
+    for value, text in cases.items():
+        assert fmt_number(value) == text, value
+    assert fmt_number({"mean": 0.5, "ci95": [0.4, 0.6]}) == "0.500"
+
+
+def test_plain_formats_nested_values_and_paths():
+    assert report.plain({"fallback_faithfulness": {"word_overlap": 612}}) == "fallback_faithfulness: word_overlap: 612"
+    assert report.plain({"2d": 5.882, "3d": 0.862}) == "2d: 5.88, 3d: 0.862"
+    assert report.plain(Path("/a/b.json")) == "/a/b.json" and report.plain(None) == "n/a"
 
 
 def test_header_escapes_and_redacts():

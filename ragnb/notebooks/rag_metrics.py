@@ -83,7 +83,7 @@ report.header("About this run", {**llm.header_info(), "dataset": source, "sample
 for note in result.notes:
     print("Note:", note)
 report.show_table(summary_frame(result.summary), max_rows=60)
-print("How each score was produced:", result.summary["methods"])
+print("How each score was produced:", report.plain(result.summary["methods"]))
 # The offline faithfulness method: the one that agrees best with human labels (docs/metrics.md, Faithfulness).
 report.show_table(pd.DataFrame(result.summary["fallback_agreement"]), max_rows=10)
 

@@ -72,7 +72,7 @@ report.header("About this run", {
     "judge_models": ", ".join(info["judge_models"]) or "none", "consistency_runs": consistency_runs})
 for note in result.notes:
     print("Note:", note)
-print("Methods per metric:", info["methods"])
+print("Methods per metric:", report.plain(info["methods"]))
 report.show_table(summary_frame(result.summary), max_rows=60)
 lat = result.summary["latency_answer_ms"]
 print(f"Answer latency (n = {lat['n']}): mean {lat['mean']:.1f} ms, p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms")

@@ -80,7 +80,7 @@ report.header("About this run", {
     "judge_models": ", ".join(info["judge_models"]) or "none", "consistency_runs": consistency_runs})
 for note in result.notes:
     print("Note:", note)
-print("Methods per metric:", info["methods"])
+print("Methods per metric:", report.plain(info["methods"]))
 report.show_table(summary_frame(result.summary), max_rows=60)
 for name in ("latency_retrieve_ms", "latency_answer_ms"):
     lat = result.summary[name]
