@@ -130,6 +130,21 @@ def test_plain_formats_nested_values_and_paths():
     assert report.plain(Path("/a/b.json")) == "/a/b.json" and report.plain(None) == "n/a"
 
 
+def test_long_chart_labels_wrap_and_figures_get_automargin():
+    from ragnb.analysis.source_charts import unused_by_page_bars, wrap_label
+
+    assert wrap_label("short") == "short"
+    assert wrap_label("a" * 30, width=10, lines=2) == "a" * 10 + "<br>" + "a" * 9 + "…"
+    pages = pd.DataFrame({"chunks": [3], "unused_chunks": [1]},
+                         index=pd.Index(["https://ru.wikipedia.org/wiki/%D0%9A%D0%B0%D1%80%D0%BB"], name="page"))
+    fig = unused_by_page_bars(pages)
+    assert fig.data[0].x[0] == "https://ru.wikipedia.org<br>/wiki/Карл"
+    assert fig.data[0].customdata[0].endswith("%D0%BB")  # the hover keeps the full URL
+    bundle = plotly_mimebundle(fig, include_plotlyjs=False)
+    layout = bundle[PLOTLY_MIME]["layout"]
+    assert layout["xaxis"]["automargin"] is True and layout["yaxis"]["automargin"] is True
+
+
 def test_header_escapes_and_redacts():
     out = header_html(f"Tier 1 {XSS}", {"run_id": "r1", "dataset": XSS, "judge_backend": "offline-fallback",
                                         "db": "postgresql://u:secret@h/db"})

@@ -88,13 +88,13 @@ def test_executive_summary_mentions_tiers_ci_and_attention():
     text = executive_summary(rec)
     lines = text.splitlines()
     assert len(lines) <= 8
-    assert lines[0] == ("Status: ATTENTION — 1 of 2 graded metrics below their threshold; metrics of 2 notebooks "
-                        "on demo.jsonl (synthetic) with mini.")
+    assert lines[0] == ("Status: ATTENTION — 1 of 2 graded metrics below their threshold; 2 notebooks reported "
+                        "metrics on demo.jsonl (synthetic), embedding model mini.")
     assert lines[1] == "Needs attention — Tier 1 (retrieval): hit_rate@1 = 0.420 (95% CI 0.350–0.490, n=200) < 0.500."
     assert "isotropy" not in text  # numbers that are fine stay in the key-metrics table
     assert lines[-1].startswith("Not computed: LLM-judge metrics from the offline fallback") and "Tier 1" in lines[-1]
     ok = executive_summary({"tier_1_metrics": {"mrr": 0.9}})
-    assert ok == "Status: EXCELLENT — every graded metric (1) is good or excellent; metrics of 1 notebook."
+    assert ok == "Status: EXCELLENT — every graded metric (1) is good or excellent; 1 notebook reported metrics."
     assert "no metric with a threshold could be graded" in executive_summary({})
     undefined = executive_summary({"tier_1_metrics": {"mrr": 0.9, "ndcg@10": None, "limit": None}})
     assert undefined.splitlines()[-1] == "Not computed: undefined (no valid item) — Tier 1 (retrieval): ndcg@10."

@@ -68,7 +68,7 @@ def _status_line(record: dict, blocks: dict, graded: list, attention: list) -> s
     if record.get("dataset_file"):
         kind = f" ({record['dataset_type']})" if record.get("dataset_type") else ""
         dataset = f" on {record['dataset_file']}{kind}"
-    model = f" with {record['embedding_model']}" if record.get("embedding_model") else ""
+    model = f", embedding model {record['embedding_model']}" if record.get("embedding_model") else ""
     if failures:
         why = f"{len(failures)} notebook{'s' if len(failures) != 1 else ''} failed ({', '.join(map(str, failures))})"
     elif attention:
@@ -77,7 +77,7 @@ def _status_line(record: dict, blocks: dict, graded: list, attention: list) -> s
         why = f"every graded metric ({len(graded)}) is good or excellent"
     else:
         why = "no metric with a threshold could be graded"
-    return f"Status: {status.upper()} — {why}; metrics of {n_blocks} notebook{'s' if n_blocks != 1 else ''}{dataset}{model}."
+    return f"Status: {status.upper()} — {why}; {n_blocks} notebook{'s' if n_blocks != 1 else ''} reported metrics{dataset}{model}."
 
 
 def _attention_lines(attention: list, blocks: dict) -> list[str]:
