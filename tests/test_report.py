@@ -207,6 +207,27 @@ def test_nbconvert_chooses_text_html_and_html_is_offline(tmp_path):
     assert "jp-InputArea" in shown and ">show<" in shown
 
 
+def test_html_in_a_subfolder_loads_the_run_folders_shared_plotlyjs(tmp_path):
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))
+    nbformat.write(_nb_with_outputs([plotly_mimebundle(fig, include_plotlyjs=False)]), tmp_path / "r.ipynb")
+    sub = tmp_path / "models" / "judge__gen"  # a model sweep's combination folder
+    page = notebook_to_html(tmp_path / "r.ipynb", sub / "r.html", assets_root=tmp_path).read_text()
+    assert '<script data-ragnb-plotlyjs="shared" src="../../assets/plotly.min.js"></script>' in page
+    lib = tmp_path / "assets" / "plotly.min.js"
+    assert lib.is_file() and "plotly.js v" in lib.read_text()[:2000]
+    before = lib.stat().st_mtime_ns
+    notebook_to_html(tmp_path / "r.ipynb", tmp_path / "r.html", assets_root=tmp_path)
+    assert lib.stat().st_mtime_ns == before  # written once per run folder
+    top = (tmp_path / "r.html").read_text()
+    assert 'src="assets/plotly.min.js"' in top
+    # JupyterLab's stylesheets are shared too: linked, not inlined into every page
+    assert '<link rel="stylesheet" href="../../assets/lab-index.css">' in page
+    assert '<link rel="stylesheet" href="assets/lab-theme-light.css">' in top
+    assert (tmp_path / "assets" / "lab-index.css").stat().st_size > 100_000 and len(top) < 100_000
+    alone = notebook_to_html(tmp_path / "r.ipynb", tmp_path / "alone.html").read_text()
+    assert "<link rel=\"stylesheet\"" not in alone and len(alone) > 4_000_000  # standalone: all inside
+
+
 def _record(**over):
     rec = {"id": "20250101-000000-abcd", "timestamp": "2025-01-01T00:00:00+00:00", "git_branch": "main",
            "git_commit_hash": "0123456789abcdef", "run_author": "ada", "schema_version": "2.0",

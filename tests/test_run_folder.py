@@ -42,6 +42,9 @@ def test_reports_share_one_local_plotlyjs(two_runs):
     assert lib.is_file() and lib.stat().st_size > PLOTLYJS_MIN_SIZE
     assert "plotly.js v" not in page and len(page.encode()) < PLOTLYJS_MIN_SIZE
     assert not re.search(r"<script[^>]*\bsrc=[\"']?(https?:)?//", page, flags=re.I)  # no CDN
+    css = re.findall(r'<link rel="stylesheet" href="([^"]+)">', page)
+    assert css == ["assets/lab-index.css", "assets/lab-theme-light.css"]
+    assert all((shared.run_dir / href).is_file() for href in css)
 
 
 def test_executed_notebook_carries_figure_json_only(two_runs):

@@ -122,7 +122,29 @@ def notebook_to_html(ipynb_path: str | Path, html_path: str | Path, hide_code: b
         exclude_output_prompt=hide_code,
     )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": ipynb_path.stem}})
+    if assets_root is not None:
+        body = _share_css(body, exporter, Path(assets_root), html_path)
     return atomic_write_text(html_path, body)
+
+
+SHARED_CSS = ("static/index.css", "static/theme-light.css")  # JupyterLab's stylesheets, ~260 kB per page
+
+
+def _share_css(body: str, exporter: Any, assets_root: Path, html_path: Path) -> str:
+    """Replace the lab template's inlined stylesheets by links to one copy in ``<assets_root>/assets/``."""
+    env = exporter.environment
+    for name in SHARED_CSS:
+        css = env.loader.get_source(env, name)[0]
+        inline = '<style type="text/css">\n%s</style>' % css  # as nbconvert's resources.include_css writes it
+        if inline not in body:
+            continue
+        path = assets_root / "assets" / f"lab-{Path(name).name}"
+        if not path.is_file() or path.read_text(encoding="utf-8") != css:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, css)
+        href = Path(os.path.relpath(path.resolve(), html_path.resolve().parent)).as_posix()
+        body = body.replace(inline, f'<link rel="stylesheet" href="{escape(href)}">', 1)
+    return body
 
 
 # --------------------------------------------------------------------------------------------
