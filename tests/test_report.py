@@ -176,6 +176,14 @@ def test_show_embeds_plotlyjs_only_first_time(monkeypatch):
     assert 'data-ragnb-plotlyjs="inline"' not in shown[1]["text/html"]
 
 
+def test_show_in_a_runner_kernel_keeps_only_the_figure_json(monkeypatch):
+    shown = []
+    monkeypatch.setattr(report, "_display", shown.append)
+    monkeypatch.setenv(report.PLOTLYJS_ENV, "external")
+    report.show(go.Figure(go.Scatter(x=[1, 2], y=[3, 4])))
+    assert set(shown[0]) == {PLOTLY_MIME, "text/plain"}
+
+
 def _nb_with_outputs(bundles):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("Intro\n\n## My **report** title\n\ntext")]

@@ -55,7 +55,7 @@ def test_executed_notebook_carries_figure_json_only(two_runs):
     figures = [o for c in nb.cells for o in c.get("outputs", [])
                if "application/vnd.plotly.v1+json" in o.get("data", {})]
     assert len(figures) == 2  # JupyterLab draws them from their JSON
-    assert all('data-ragnb-plotlyjs' not in o["data"]["text/html"] for o in figures)
+    assert all("text/html" not in o["data"] for o in figures)  # no plotly.js, no second copy of the data
 
 
 def test_standalone_report_inlines_plotlyjs(two_runs):

@@ -126,11 +126,15 @@ def _display(bundle: dict[str, Any]) -> None:
 def show(fig: Any) -> None:
     """Display a plotly figure: interactive in JupyterLab (plotly mime renderer) and drawn offline in
     nbconvert HTML (text/html). Interactively plotly.js is inlined with the kernel's first figure; in a kernel
-    started by ``ragnb run`` (``RAGNB_PLOTLYJS=external``) never: the executed notebook keeps each figure's
-    JSON only, and its HTML report loads the run folder's shared copy."""
+    started by ``ragnb run`` (``RAGNB_PLOTLYJS=external``) the output is the figure's JSON only (no plotly.js,
+    no second copy of the data in HTML): its HTML report draws it with the run folder's shared plotly.js."""
     global _plotlyjs_sent
-    external = os.environ.get(PLOTLYJS_ENV) == "external"
-    _display(plotly_mimebundle(fig, include_plotlyjs=not (_plotlyjs_sent or external)))
+    if os.environ.get(PLOTLYJS_ENV) == "external":
+        # the figure's JSON once: the HTML export draws it from there (ragnb.reports.html), JupyterLab too
+        bundle = plotly_mimebundle(fig, include_plotlyjs=False)
+        _display({k: v for k, v in bundle.items() if k != "text/html"})
+        return
+    _display(plotly_mimebundle(fig, include_plotlyjs=not _plotlyjs_sent))
     _plotlyjs_sent = True
 
 
