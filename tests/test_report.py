@@ -108,7 +108,7 @@ def test_table_html_is_clean_sortable_and_links_the_full_file():
     assert "PosixPath" not in out and ">/x/a.csv<" in out
     assert "word_overlap: 612" in out and "{" not in out.split("<script>")[0].split("</style>")[1]
     assert "empty" not in out.split("<p>")[0] and "Not shown, no value in any row: empty." in out
-    assert 'Showing 2 of 3 rows; the full table: <a href="tier1_retrieval.per_item.csv">' in out
+    assert 'Showing 2 of 3 rows. Every item: <a href="tier1_retrieval.per_item.csv">' in out
     assert 'data-v="0.1437908496"' in out and "onclick" in out
     nan_row = table_html(df.iloc[[1, 2]])
     assert "n/a" in nan_row and "<NA>" not in nan_row and "nan" not in nan_row.split("<script>")[0].lower()

@@ -103,7 +103,7 @@ report.show(px.box(long, x="metric", y="score", points="all", title="Per-sample 
 
 # %%
 column = "faithfulness" if "faithfulness" in result.per_item else "fallback_faithfulness"
-report.show_table(top_rows(result.per_item, samples, column, worst_n), max_rows=worst_n)
+report.show_table(top_rows(result.per_item, samples, column, worst_n), max_rows=worst_n, full="rag_metrics.per_item.csv")
 
 # %%
 result.write(output_dir, "rag_metrics", extra={"dataset_file": dataset_path or None, "llm_usage": llm.usage()})

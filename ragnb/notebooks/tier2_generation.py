@@ -112,7 +112,7 @@ report.show(px.histogram(result.per_item.dropna(subset=[faith]), x=faith, color=
 
 # %%
 key = "answer_correctness" if "answer_correctness" in result.per_item else result.faithfulness_key
-report.show_table(worst_items(result.per_item, key, worst_n), max_rows=worst_n)
+report.show_table(worst_items(result.per_item, key, worst_n), max_rows=worst_n, full="tier2_generation.per_item.csv")
 
 # %%
 result.write(output_dir, "tier2_generation", extra={"llm_usage": llm.usage()})

@@ -134,7 +134,7 @@ report.show(px.histogram(result.per_item.dropna(subset=[faith]), x=faith, color=
 # %%
 key = "e2e_score" if "e2e_score" in result.per_item else "semantic_similarity"
 report.show_table(worst_items(result.per_item, key, worst_n).assign(
-    context_hit=lambda d: result.per_item.loc[d.index, hit]), max_rows=worst_n)
+    context_hit=lambda d: result.per_item.loc[d.index, hit]), max_rows=worst_n, full="tier3_e2e.per_item.csv")
 
 # %%
 result.write(output_dir, "tier3_e2e", extra={"llm_usage": llm.usage()})

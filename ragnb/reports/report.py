@@ -202,8 +202,8 @@ def table_html(df: pd.DataFrame, max_rows: int = 20, max_chars: int | None = 300
 
     Numbers get 3 significant digits (counts stay integers), missing values read ``n/a``, paths and nested
     values are written out as text, long text cells are cut to ``max_chars``, and columns without a value in any
-    row are left out (and named). ``full``: the file holding the whole table (e.g. the per-item CSV next to the
-    report), linked by its name when rows were cut."""
+    row are left out (and named). ``full``: the file holding every item (the per-item CSV next to the report,
+    e.g. ``"tier2_generation.per_item.csv"`` under a table of the worst items), linked by its name."""
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"show_table() expects a pandas DataFrame, got {type(df).__name__}")
     if max_rows < 1:
@@ -219,11 +219,10 @@ def table_html(df: pd.DataFrame, max_rows: int = 20, max_chars: int | None = 300
                    for row in shown.itertuples(index=False, name=None))
     notes = []
     if len(frame) > len(shown):
-        link = ""
-        if full:
-            name = Path(full).name
-            link = f'; the full table: <a href="{html.escape(quote(name))}">{html.escape(name)}</a>'
-        notes.append(f"Showing {len(shown)} of {len(frame)} rows{link}.")
+        notes.append(f"Showing {len(shown)} of {len(frame)} rows.")
+    if full:
+        name = Path(full).name
+        notes.append(f'Every item: <a href="{html.escape(quote(name))}">{html.escape(name)}</a>.')
     if empty:
         notes.append("Not shown, no value in any row: " + ", ".join(html.escape(str(c)) for c in empty) + ".")
     note = f"<p><em>{' '.join(notes)}</em></p>" if notes else ""
