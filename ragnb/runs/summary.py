@@ -179,10 +179,13 @@ def change_line(record: dict, runs: list[dict], outputs: str | Path, alpha: floa
     tested = int(table["p_holm"].notna().sum())
     if better.empty and worse.empty:
         return (f"Change against run {baseline['id']} (same data): no significant change in {tested} tested "
-                f"metrics (Holm-adjusted, α = {alpha:g}).")
+                f"metric{'s' if tested != 1 else ''} (Holm-adjusted, α = {alpha:g}).")
     parts = ([f"worse: {_named(worse)}"] if len(worse) else []) + ([f"better: {_named(better)}"] if len(better) else [])
+    rest = tested - len(better) - len(worse)
+    if rest > 0:
+        parts.append(f"no significant change in the other {rest}")
     return (f"Change against run {baseline['id']} (same data, significant at α = {alpha:g}, Holm-adjusted): "
-            + "; ".join(parts) + f"; no significant change in the other {tested - len(better) - len(worse)}.")
+            + "; ".join(parts) + ".")
 
 
 def run_summary(record: dict, outputs: str | Path) -> str:
