@@ -148,7 +148,7 @@ _CSS_TABLE = (
     "table.ragnb-table.ragnb-table th,table.ragnb-table.ragnb-table td{border:1px solid #d0d7de;padding:3px 8px;"
     "text-align:left;vertical-align:top;max-width:40em;overflow-wrap:anywhere}"
     "table.ragnb-table.ragnb-table td.num{text-align:right;font-variant-numeric:tabular-nums}"
-    "table.ragnb-table.ragnb-table th{background:#f6f8fa}</style>"
+    "table.ragnb-table.ragnb-table th{background:#f6f8fa;overflow-wrap:normal}</style>"  # column names not broken mid-word
 )
 
 
