@@ -1,6 +1,7 @@
 import json
 import math
 import re
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -81,7 +82,7 @@ def test_write_metrics_bad_input(tmp_path):
 def test_table_html_escapes_everything():
     df = pd.DataFrame({XSS: [XSS, "a & b"], "n": [1, 2]}, index=pd.Index([XSS, "i"], name="idx"))
     out = table_html(df)
-    assert "<script>" not in out
+    assert "<script>alert" not in out and out.count("<script>") == 1  # the sort script only
     assert out.count("&lt;script&gt;") == 3  # column name, cell, index label
     assert "a &amp; b" in out
 
@@ -93,6 +94,55 @@ def test_table_html_limits_rows_and_text():
     assert "x" * 19 + "…" in out and "x" * 21 not in out
     with pytest.raises(ValueError, match="DataFrame"):
         table_html([1, 2])
+
+
+def test_table_html_is_clean_sortable_and_links_the_full_file():
+    df = pd.DataFrame({
+        "score": [0.1437908496, 1.0, float("nan")], "n": pd.array([612, 3, None], dtype="Int64"),
+        "path": [Path("/x/a.csv"), Path("b"), None], "methods": [{"word_overlap": 612}, {"a": [1, 2]}, None],
+        "empty": [None, None, None], "judged": [True, False, None],
+    })
+    out = table_html(df, max_rows=2, full="/runs/r/tier1_retrieval.per_item.csv")
+    assert ">0.144<" in out and ">0.1437" not in out and ">1.00<" in out
+    assert ">612<" in out and ">612.0<" not in out
+    assert "PosixPath" not in out and ">/x/a.csv<" in out
+    assert "word_overlap: 612" in out and "{" not in out.split("<script>")[0].split("</style>")[1]
+    assert "empty" not in out.split("<p>")[0] and "Not shown, no value in any row: empty." in out
+    assert 'Showing 2 of 3 rows. Every item: <a href="tier1_retrieval.per_item.csv">' in out
+    assert 'data-v="0.1437908496"' in out and "onclick" in out
+    nan_row = table_html(df.iloc[[1, 2]])
+    assert "n/a" in nan_row and "<NA>" not in nan_row and "nan" not in nan_row.split("<script>")[0].lower()
+
+
+def test_fmt_number_significant_digits_and_counts():
+    from ragnb.runs.record import fmt_number
+
+    cases = {0.1437908: "0.144", 0.0123456: "0.0123", 3.98: "3.98", 46.4: "46.4", 2.646: "2.65", 1.0: "1.00",
+             0.0: "0.00", 612.0: "612", 12345.6: "12,346", 120: "120", None: "n/a", float("nan"): "n/a"}
+    for value, text in cases.items():
+        assert fmt_number(value) == text, value
+    assert fmt_number({"mean": 0.5, "ci95": [0.4, 0.6]}) == "0.500"
+
+
+def test_plain_formats_nested_values_and_paths():
+    assert report.plain({"fallback_faithfulness": {"word_overlap": 612}}) == "fallback_faithfulness: word_overlap: 612"
+    assert report.plain({"2d": 5.882, "3d": 0.862}) == "2d: 5.88, 3d: 0.862"
+    assert report.plain(Path("/a/b.json")) == "/a/b.json" and report.plain(None) == "n/a"
+
+
+def test_long_chart_labels_wrap_and_figures_get_automargin():
+    from ragnb.analysis.source_charts import unused_by_page_bars, wrap_label
+
+    assert wrap_label("short") == "short"
+    assert wrap_label("a" * 30, width=10, lines=2) == "a" * 10 + "<br>" + "a" * 9 + "…"
+    pages = pd.DataFrame({"chunks": [3], "unused_chunks": [1]},
+                         index=pd.Index(["https://ru.wikipedia.org/wiki/%D0%9A%D0%B0%D1%80%D0%BB"], name="page"))
+    fig = unused_by_page_bars(pages)
+    assert fig.data[0].x[0] == "https://ru.wikipedia.org<br>/wiki/Карл"
+    assert fig.data[0].customdata[0].endswith("%D0%BB")  # the hover keeps the full URL
+    bundle = plotly_mimebundle(fig, include_plotlyjs=False)
+    layout = bundle[PLOTLY_MIME]["layout"]
+    assert layout["xaxis"]["automargin"] is True and layout["yaxis"]["automargin"] is True
 
 
 def test_header_escapes_and_redacts():
@@ -126,6 +176,14 @@ def test_show_embeds_plotlyjs_only_first_time(monkeypatch):
     assert 'data-ragnb-plotlyjs="inline"' not in shown[1]["text/html"]
 
 
+def test_show_in_a_runner_kernel_keeps_only_the_figure_json(monkeypatch):
+    shown = []
+    monkeypatch.setattr(report, "_display", shown.append)
+    monkeypatch.setenv(report.PLOTLYJS_ENV, "external")
+    report.show(go.Figure(go.Scatter(x=[1, 2], y=[3, 4])))
+    assert set(shown[0]) == {PLOTLY_MIME, "text/plain"}
+
+
 def _nb_with_outputs(bundles):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("Intro\n\n## My **report** title\n\ntext")]
@@ -155,6 +213,27 @@ def test_nbconvert_chooses_text_html_and_html_is_offline(tmp_path):
     assert "show(fig)" not in page  # code hidden
     shown = notebook_to_html(tmp_path / "r.ipynb", tmp_path / "code.html", hide_code=False).read_text()
     assert "jp-InputArea" in shown and ">show<" in shown
+
+
+def test_html_in_a_subfolder_loads_the_run_folders_shared_plotlyjs(tmp_path):
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))
+    nbformat.write(_nb_with_outputs([plotly_mimebundle(fig, include_plotlyjs=False)]), tmp_path / "r.ipynb")
+    sub = tmp_path / "models" / "judge__gen"  # a model sweep's combination folder
+    page = notebook_to_html(tmp_path / "r.ipynb", sub / "r.html", assets_root=tmp_path).read_text()
+    assert '<script data-ragnb-plotlyjs="shared" src="../../assets/plotly.min.js"></script>' in page
+    lib = tmp_path / "assets" / "plotly.min.js"
+    assert lib.is_file() and "plotly.js v" in lib.read_text()[:2000]
+    before = lib.stat().st_mtime_ns
+    notebook_to_html(tmp_path / "r.ipynb", tmp_path / "r.html", assets_root=tmp_path)
+    assert lib.stat().st_mtime_ns == before  # written once per run folder
+    top = (tmp_path / "r.html").read_text()
+    assert 'src="assets/plotly.min.js"' in top
+    # JupyterLab's stylesheets are shared too: linked, not inlined into every page
+    assert '<link rel="stylesheet" href="../../assets/lab-index.css">' in page
+    assert '<link rel="stylesheet" href="assets/lab-theme-light.css">' in top
+    assert (tmp_path / "assets" / "lab-index.css").stat().st_size > 100_000 and len(top) < 100_000
+    alone = notebook_to_html(tmp_path / "r.ipynb", tmp_path / "alone.html").read_text()
+    assert "<link rel=\"stylesheet\"" not in alone and len(alone) > 4_000_000  # standalone: all inside
 
 
 def _record(**over):

@@ -68,7 +68,7 @@ def test_html_report_is_offline_and_escaped(tiny_run):
     assert "<title>Tiny report</title>" in page
     assert not re.search(r"<script[^>]*\bsrc=[\"']?https?://", page, flags=re.I)
     assert "demo &lt;b&gt;label&lt;/b&gt;" in page  # the table escapes user text
-    assert page.count('data-ragnb-plotlyjs="inline"') == 1  # plotly.js once, the second chart reuses it
+    assert page.count('data-ragnb-plotlyjs="shared"') == 1  # plotly.js once, the second chart reuses it
     assert "from ragnb.reports.report import" not in page  # code hidden
     assert f"<code>{result.run_id}</code>" in page  # header banner shows the run id
 

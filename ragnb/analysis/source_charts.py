@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import textwrap
+from urllib.parse import unquote
+
 import numpy as np
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
 SCORE_COLOURS = {"1": "#cf222e", "2": "#fb8f44", "3": "#d4a72c", "4": "#57ab5a", "5": "#1a7f37", "missing": "#8c959f"}
+
+
+def wrap_label(text: object, width: int = 24, lines: int = 2) -> str:
+    """A long category label (a page URL, a title) on at most ``lines`` lines of ``width`` characters joined by
+    ``<br>`` (plotly's line break), with ``…`` when cut: tick labels stay readable instead of running off the
+    chart. Put the full text in the hover."""
+    parts = textwrap.wrap(str(text), width=width, break_long_words=True, break_on_hyphens=False) or [""]
+    if len(parts) > lines:
+        parts = parts[:lines]
+        parts[-1] = parts[-1][: width - 1] + "…"
+    return "<br>".join(parts)
 
 
 def score_bars(distribution: dict, title: str = "User scores of the selected questions") -> go.Figure:
@@ -49,8 +63,12 @@ def count_histogram(dist: pd.DataFrame) -> go.Figure:
 
 def unused_by_page_bars(pages: pd.DataFrame, top: int = 25) -> go.Figure:
     df = pages.head(top).reset_index()
-    fig = go.Figure([go.Bar(x=df["page"], y=df["chunks"] - df["unused_chunks"], name="retrieved at least once"),
-                     go.Bar(x=df["page"], y=df["unused_chunks"], name="never retrieved")])
+    x = [wrap_label(unquote(str(p))) for p in df["page"]]  # URLs would run off the chart; the hover has the full one
+    hover = "%{customdata}<br>%{y} chunks<extra></extra>"
+    fig = go.Figure([go.Bar(x=x, y=df["chunks"] - df["unused_chunks"], name="retrieved at least once",
+                            customdata=df["page"], hovertemplate=hover),
+                     go.Bar(x=x, y=df["unused_chunks"], name="never retrieved", customdata=df["page"],
+                            hovertemplate=hover)])
     fig.update_layout(barmode="stack", title=f"Chunks per page: used vs. never retrieved (top {len(df)} by unused share)",
                       yaxis_title="chunks", height=420, xaxis_tickangle=-40)
     return fig

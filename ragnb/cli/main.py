@@ -305,6 +305,10 @@ def _parse_value(text: str):
     return text if value is None and text.strip() not in ("null", "~") else value
 
 
+STANDALONE_HELP = ("Self-contained HTML reports (plotly.js inside each, ~5 MB) to e-mail one file; by default "
+                   "the run folder's reports share one copy in assets/.")
+
+
 def _report(result) -> None:
     for failure in result.failures:
         typer.secho(f"failed: {failure}", fg=typer.colors.RED, err=True)
@@ -329,8 +333,10 @@ def _notebook_listing() -> str:
 @click.option("--judge-models", help="Model sweep: comma-separated judge models; every combination with "
               "--generation-models runs and lands in the record's model_runs.")
 @click.option("--generation-models", help="Model sweep: comma-separated generation models.")
+@click.option("--standalone", is_flag=True, help=STANDALONE_HELP)
 def run_command(notebooks: tuple[str, ...], parameters: tuple[tuple[str, str], ...], params_file: str | None,
-                run_id: str | None, judge_models: str | None, generation_models: str | None) -> None:
+                run_id: str | None, judge_models: str | None, generation_models: str | None,
+                standalone: bool = False) -> None:
     """Execute report notebooks (tier0, tier1, …) and write HTML, metrics JSON and the run record."""
     from ragnb.runs.runner import run_notebooks
 
@@ -340,7 +346,8 @@ def run_command(notebooks: tuple[str, ...], parameters: tuple[tuple[str, str], .
     try:
         result = run_notebooks(list(notebooks), params, params_file=params_file, run_id=run_id,
                                judge_models=comma_list(judge_models, "--judge-models") or None,
-                               generation_models=comma_list(generation_models, "--generation-models") or None)
+                               generation_models=comma_list(generation_models, "--generation-models") or None,
+                               standalone=standalone)
     except ValueError as exc:
         _fail(exc)
     _report(result)
@@ -355,6 +362,7 @@ def demo(
                                    help="First record a Tier 1 run on the other language. Its questions and "
                                         "corpus differ, so the dashboard shows it as a second trend line and "
                                         "says the two runs are not comparable (it names no winner)."),
+    standalone: bool = typer.Option(False, "--standalone", help=STANDALONE_HELP),
 ) -> None:
     """The main job on the embedded defaults: load and embed the bundled corpus, run every report, print the index."""
     from ragnb.datasets.demo import LANGUAGES, ensure_demo
@@ -374,10 +382,11 @@ def demo(
             other = next(lang for lang in LANGUAGES if lang != language)
             typer.echo(f"reference run: Tier 1 on the parallel questions in {other!r} (other texts and corpus: the "
                        "dashboard lists it and explains why it is not comparable with this run)")
-            ref = run_notebooks(["tier1"], {"language": other}, params_file=file)
+            ref = run_notebooks(["tier1"], {"language": other}, params_file=file, standalone=standalone)
             if ref.failures:
                 _report(ref)
-        result = run_notebooks([t.name for t in TIERS], {"language": language}, params_file=file, run_id=run_id)
+        result = run_notebooks([t.name for t in TIERS], {"language": language}, params_file=file, run_id=run_id,
+                               standalone=standalone)
     except ValueError as exc:
         _fail(exc)
     _report(result)

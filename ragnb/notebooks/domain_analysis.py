@@ -100,7 +100,8 @@ report.show(source_charts.mean_score_bars(table))
 report.show(source_charts.similarity_histogram(per_question["top1_score"], gap["threshold"]))
 report.show(source_charts.topic_map(vectors, per_question["topic_id"], log["question"].tolist()))
 gaps = per_question[per_question["is_gap"]].sort_values("top1_score")
-report.show_table(gaps[["question", "topic_id", "score", "top1_score", "page_hit"]], max_rows=max(max_listed, 1))
+report.show_table(gaps[["question", "topic_id", "score", "top1_score", "page_hit"]], max_rows=max(max_listed, 1),
+                  full="domain_analysis.per_item.csv")
 
 # %%
 analysis_result(per_question, summary, analysis="domain_analysis", retrieval=retrieval,

@@ -94,7 +94,7 @@ report.header("About this run", {**llm.header_info(), "dataset": source, "sample
 for note in result.notes:
     print("Note:", note)
 report.show_table(summary_frame(result.summary), max_rows=60)
-print("How each score was produced:", result.summary["methods"])
+print("How each score was produced:", report.plain(result.summary["methods"]))
 # The offline faithfulness method: the one that agrees best with human labels (docs/metrics.md, Faithfulness).
 report.show_table(pd.DataFrame(result.summary["fallback_agreement"]), max_rows=10)
 
@@ -114,7 +114,7 @@ report.show(px.box(long, x="metric", y="score", points="all", title="Per-sample 
 
 # %%
 column = "faithfulness" if "faithfulness" in result.per_item else "fallback_faithfulness"
-report.show_table(top_rows(result.per_item, samples, column, worst_n), max_rows=worst_n)
+report.show_table(top_rows(result.per_item, samples, column, worst_n), max_rows=worst_n, full="rag_metrics.per_item.csv")
 
 # %%
 result.write(output_dir, "rag_metrics", extra={"dataset_file": dataset_path or None, "llm_usage": llm.usage()})

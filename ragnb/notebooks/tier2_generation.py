@@ -74,7 +74,7 @@ report.header("About this run", {
     "judge_models": ", ".join(info["judge_models"]) or "none", "consistency_runs": consistency_runs})
 for note in result.notes:
     print("Note:", note)
-print("Methods per metric:", info["methods"])
+print("Methods per metric:", report.plain(info["methods"]))
 report.show_table(summary_frame(result.summary), max_rows=60)
 lat = result.summary["latency_answer_ms"]
 print(f"Answer latency (n = {lat['n']}): mean {lat['mean']:.1f} ms, p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms")
@@ -114,7 +114,7 @@ report.show(px.histogram(result.per_item.dropna(subset=[faith]), x=faith, color=
 
 # %%
 key = "answer_correctness" if "answer_correctness" in result.per_item else result.faithfulness_key
-report.show_table(worst_items(result.per_item, key, worst_n), max_rows=worst_n)
+report.show_table(worst_items(result.per_item, key, worst_n), max_rows=worst_n, full="tier2_generation.per_item.csv")
 
 # %%
 result.write(output_dir, "tier2_generation", extra={"llm_usage": llm.usage()})

@@ -82,7 +82,7 @@ report.header("About this run", {
     "judge_models": ", ".join(info["judge_models"]) or "none", "consistency_runs": consistency_runs})
 for note in result.notes:
     print("Note:", note)
-print("Methods per metric:", info["methods"])
+print("Methods per metric:", report.plain(info["methods"]))
 report.show_table(summary_frame(result.summary), max_rows=60)
 for name in ("latency_retrieve_ms", "latency_answer_ms"):
     lat = result.summary[name]
@@ -136,7 +136,7 @@ report.show(px.histogram(result.per_item.dropna(subset=[faith]), x=faith, color=
 # %%
 key = "e2e_score" if "e2e_score" in result.per_item else "semantic_similarity"
 report.show_table(worst_items(result.per_item, key, worst_n).assign(
-    context_hit=lambda d: result.per_item.loc[d.index, hit]), max_rows=worst_n)
+    context_hit=lambda d: result.per_item.loc[d.index, hit]), max_rows=worst_n, full="tier3_e2e.per_item.csv")
 
 # %%
 result.write(output_dir, "tier3_e2e", extra={"llm_usage": llm.usage()})

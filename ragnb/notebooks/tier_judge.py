@@ -111,7 +111,8 @@ if "mode_agreement" in summary:
 gap = (rows["score_1"] - rows["ground_truth_show"].astype(float)).abs()
 worst = rows.assign(gap=gap).sort_values("gap", ascending=False, na_position="first")
 report.show_table(worst.head(worst_n)[["id", "label", "ground_truth_show", "score_1", "score_2", "method",
-                                       "explanation_1", "question", "answer"]], max_rows=worst_n)
+                                       "explanation_1", "question", "answer"]], max_rows=worst_n,
+                  full="tier_judge.per_item.csv")
 
 # %%
 result.write(output_dir, "tier_judge", extra={"llm_usage": llm.usage()})

@@ -98,7 +98,7 @@ checks = pd.DataFrame([
     {"check": f"outliers (kNN distance above the {outlier_quantile:.0%} quantile)", "value": s["n_outliers"]},
 ])
 report.show_table(checks)
-print(f"UMAP fit: {s['fit_seconds']} s (a process's first fit includes numba compilation; "
+print(f"UMAP fit: {report.plain(s['fit_seconds'])} s (a process's first fit includes numba compilation; "
       f"compiled code cached in {jit['cache_dir']}).")
 
 # %% [markdown]

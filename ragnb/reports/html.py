@@ -1,13 +1,13 @@
-"""Executed notebooks and run index pages as self-contained HTML.
+"""Executed notebooks and run index pages as offline HTML.
 
 Offline: the nbconvert template has its CDN scripts (require.js, MathJax, mermaid, widgets) removed,
-plotly.js is inlined before the first figure, and all text from records is HTML-escaped.
+plotly.js precedes the first figure (the run folder's shared copy, or inlined for a standalone page), and all
+text from records is HTML-escaped.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import os
 import re
 from pathlib import Path
@@ -21,6 +21,7 @@ from ragnb.io import atomic_write_text
 from ragnb.reports.report import PLOTLY_FIG_MARK, PLOTLY_LIB_MARK, PLOTLY_MIME, figure_html, plotlyjs_html
 from ragnb.metrics.stats import degenerate_reason
 from ragnb.runs.record import block_status, format_aggregate, iter_aggregates
+from ragnb.runs.summary import is_metric
 
 
 # --------------------------------------------------------------------------------------------
@@ -50,8 +51,25 @@ def notebook_title(nb: Any, default: str) -> str:
     return default
 
 
-def _make_plotly_offline(nb: Any) -> None:
-    """Every plotly output gets offline text/html, and plotly.js precedes the first one."""
+PLOTLYJS_ASSET = "assets/plotly.min.js"  # relative to the run folder: one copy shared by all its reports
+
+
+def shared_plotlyjs(run_dir: str | Path) -> Path:
+    """``<run_dir>/assets/plotly.min.js``: plotly.js as installed, written once per run folder (again only when
+    the installed version differs)."""
+    from plotly.offline import get_plotlyjs
+
+    path = Path(run_dir) / PLOTLYJS_ASSET
+    lib = get_plotlyjs()
+    if not path.is_file() or path.stat().st_size != len(lib.encode("utf-8")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, lib)
+    return path
+
+
+def _make_plotly_offline(nb: Any, src: str | None = None) -> None:
+    """Every plotly output gets offline text/html, and plotly.js precedes the first one: inline, or with
+    ``src`` a ``<script src>`` to a local copy (a figure that carries plotly.js inline already keeps it)."""
     first = None
     for cell in nb.cells:
         for out in cell.get("outputs", []):
@@ -65,15 +83,18 @@ def _make_plotly_offline(nb: Any) -> None:
             if first is None:
                 first = data
                 if PLOTLY_LIB_MARK not in page:
-                    page = plotlyjs_html() + page
+                    page = plotlyjs_html(src) + page
             data["text/html"] = page
 
 
-def notebook_to_html(ipynb_path: str | Path, html_path: str | Path, hide_code: bool = True) -> Path:
-    """Render an executed notebook to self-contained HTML (nbconvert lab template, no CDN scripts).
+def notebook_to_html(ipynb_path: str | Path, html_path: str | Path, hide_code: bool = True,
+                     assets_root: str | Path | None = None) -> Path:
+    """Render an executed notebook to offline HTML (nbconvert lab template, no CDN scripts).
 
-    Code inputs and prompts are hidden by default; outputs (including tracebacks of a failed cell) stay.
-    The page title is the notebook's first heading.
+    ``assets_root`` None: a self-contained page (plotly.js inlined, ~5 MB). Else the folder (a run folder)
+    whose ``assets/plotly.min.js`` (:func:`shared_plotlyjs`) the page loads by a relative ``<script src>``, so
+    all reports of a run share one copy. Code inputs and prompts are hidden by default; outputs (including
+    tracebacks of a failed cell) stay. The page title is the notebook's first heading.
     """
     import nbformat
     from jinja2 import DictLoader
@@ -86,7 +107,11 @@ def notebook_to_html(ipynb_path: str | Path, html_path: str | Path, hide_code: b
     # The offline template has no widget manager: without saved widget state nbconvert renders each widget
     # output's text/html fallback instead of an empty widget view.
     nb.metadata.pop("widgets", None)
-    _make_plotly_offline(nb)
+    src = None
+    if assets_root is not None:
+        lib = shared_plotlyjs(assets_root)
+        src = Path(os.path.relpath(lib.resolve(), html_path.resolve().parent)).as_posix()
+    _make_plotly_offline(nb, src)
     nb.metadata["title"] = notebook_title(nb, ipynb_path.stem)
     exporter = HTMLExporter(
         template_name="lab",
@@ -97,7 +122,29 @@ def notebook_to_html(ipynb_path: str | Path, html_path: str | Path, hide_code: b
         exclude_output_prompt=hide_code,
     )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": ipynb_path.stem}})
+    if assets_root is not None:
+        body = _share_css(body, exporter, Path(assets_root), html_path)
     return atomic_write_text(html_path, body)
+
+
+SHARED_CSS = ("static/index.css", "static/theme-light.css")  # JupyterLab's stylesheets, ~260 kB per page
+
+
+def _share_css(body: str, exporter: Any, assets_root: Path, html_path: Path) -> str:
+    """Replace the lab template's inlined stylesheets by links to one copy in ``<assets_root>/assets/``."""
+    env = exporter.environment
+    for name in SHARED_CSS:
+        css = env.loader.get_source(env, name)[0]
+        inline = '<style type="text/css">\n%s</style>' % css  # as nbconvert's resources.include_css writes it
+        if inline not in body:
+            continue
+        path = assets_root / "assets" / f"lab-{Path(name).name}"
+        if not path.is_file() or path.read_text(encoding="utf-8") != css:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, css)
+        href = Path(os.path.relpath(path.resolve(), html_path.resolve().parent)).as_posix()
+        body = body.replace(inline, f'<link rel="stylesheet" href="{escape(href)}">', 1)
+    return body
 
 
 # --------------------------------------------------------------------------------------------
@@ -123,7 +170,8 @@ h1{font-size:1.7em;margin-bottom:4px} h2{font-size:1.25em;margin-top:28px;border
 table{border-collapse:collapse;font-size:14px;margin:8px 0} th,td{border:1px solid #d0d7de;padding:4px 10px;
 text-align:left;vertical-align:top} th{background:#f6f8fa} .meta td,.meta th{border:0;padding:2px 14px 2px 0}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;font-size:13px}
-.summary{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:10px 14px}
+.summary{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:10px 14px 10px 32px;
+line-height:1.5} .summary li:first-child{font-weight:600;list-style:none;margin-left:-16px}
 pre{white-space:pre-wrap;font-size:12px;background:#fff8f8;border:1px solid #ffcecb;padding:6px;margin:4px 0}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 """
@@ -161,6 +209,8 @@ def _metric_rows(record: dict) -> str:
     rows = []
     for key, label, block in blocks:
         for name, value in iter_aggregates(block):
+            if not is_metric(name, record.get("params")):  # a setting echoed into the metrics JSON (limit, tau…)
+                continue
             # A flagged aggregate is never graded: a grey "says nothing here" badge instead of a status colour.
             status = SAYS_NOTHING if degenerate_reason(value) else block_status(name, value, key, block)
             rows.append(
@@ -223,6 +273,36 @@ def _report_rows(run_dir: Path, reports: list[dict]) -> str:
             "<th>metrics</th><th>time</th></tr>" + "".join(rows) + "</table>")
 
 
+def summary_html(text: Any) -> str:
+    """The executive summary's lines as a list (the first, the status, in bold); all text escaped."""
+    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+    if not lines:
+        return '<p class="summary">No summary was recorded.</p>'
+    return '<ul class="summary">' + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ul>"
+
+
+def _param_value(value: Any) -> str:
+    # one readable line per value: lists comma-separated, nested settings as key=value, paths as plain text
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_param_value(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}={_param_value(v)}" for k, v in value.items())
+    return "" if value is None else str(value)
+
+
+def _params_section(params: dict) -> str:
+    """Each notebook's parameters as a name/value table inside a collapsed ``<details>``."""
+    if not params:
+        return ""
+    return "<h2>Parameters</h2>" + "".join(
+        f"<details><summary><code>{escape(nb)}</code></summary><table>"
+        + "".join(f"<tr><th><code>{escape(k)}</code></th><td>{escape(_param_value(v))}</td></tr>"
+                  for k, v in (p.items() if isinstance(p, dict) else []))
+        + "</table></details>"
+        for nb, p in params.items()
+    )
+
+
 def index_html(run_dir: str | Path, run_record: dict, reports: list[dict]) -> str:
     """The run's index page as a string (see :func:`write_index`)."""
     run_dir = Path(run_dir)
@@ -236,20 +316,13 @@ def index_html(run_dir: str | Path, run_record: dict, reports: list[dict]) -> st
         ("judge model", rec.get("judge_model")), ("generation model", rec.get("generation_model")),
     ]
     meta_rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in meta if v)
-    params = rec.get("params") or {}
-    params_html = ""
-    if params:
-        params_html = "<h2>Parameters</h2>" + "".join(
-            f"<details><summary><code>{escape(nb)}</code></summary><pre style=\"background:#f6f8fa;border-color:#d0d7de\">"
-            f"{escape(json.dumps(p, indent=2, ensure_ascii=False, default=str))}</pre></details>"
-            for nb, p in params.items()
-        )
+    params_html = _params_section(rec.get("params") or {})
     return (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>ragnb run {escape(rec.get('id'))}</title><style>{_INDEX_CSS}</style></head><body>"
         f"<h1>ragnb run <code>{escape(rec.get('id'))}</code> {_badge(rec.get('overall_status'))}</h1>"
         f'<table class="meta">{meta_rows}</table>'
-        f"<h2>Summary</h2><p class=\"summary\">{escape(rec.get('executive_summary'))}</p>"
+        f"<h2>Summary</h2>{summary_html(rec.get('executive_summary'))}"
         f"<h2>Reports</h2>{_report_rows(run_dir, reports)}"
         f"<h2>Key metrics</h2>{_metric_rows(rec)}{_model_run_section(rec)}{params_html}"
         f"<p style=\"color:#57606a;font-size:12px;margin-top:24px\">schema {escape(rec.get('schema_version'))} · "

@@ -9,17 +9,23 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import json
+import os
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
+from urllib.parse import quote
 
+import numpy as np
 import pandas as pd
 
 from ragnb.config import redact_url
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 PLOTLY_LIB_MARK = 'data-ragnb-plotlyjs="inline"'
+PLOTLY_SHARED_MARK = 'data-ragnb-plotlyjs="shared"'
 PLOTLY_FIG_MARK = "data-ragnb-plotly="
+# "external" (set by the runner's kernel manager): figures never carry plotly.js; the HTML export adds it.
+PLOTLYJS_ENV = "RAGNB_PLOTLYJS"
 
 # --------------------------------------------------------------------------------------------
 # Plotly
@@ -35,15 +41,19 @@ def _script_json(obj: Any) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def plotlyjs_html() -> str:
-    """plotly.js inline, guarded so an AMD loader (require.js) on the page cannot swallow it."""
-    from plotly.offline import get_plotlyjs
+def plotlyjs_html(src: str | None = None) -> str:
+    """plotly.js inline (or, with ``src``, a ``<script src>`` to a local copy), guarded so an AMD loader
+    (require.js) on the page cannot swallow it."""
+    if src is None:
+        from plotly.offline import get_plotlyjs
 
+        lib = f"<script {PLOTLY_LIB_MARK}>{get_plotlyjs()}</script>"
+    else:
+        lib = f'<script {PLOTLY_SHARED_MARK} src="{html.escape(src, quote=True)}"></script>'
     return (
         "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};"
         "window.__ragnbDefine = window.define; window.define = undefined;</script>"
-        f"<script {PLOTLY_LIB_MARK}>{get_plotlyjs()}</script>"
-        "<script>window.define = window.__ragnbDefine;</script>"
+        f"{lib}<script>window.define = window.__ragnbDefine;</script>"
     )
 
 
@@ -53,8 +63,8 @@ def figure_html(fig_json: dict, include_plotlyjs: bool) -> str:
     layout = fig_json.get("layout") or {}
     height = layout.get("height") or 450
     config = {"responsive": True, "displaylogo": False, **(fig_json.get("config") or {})}
-    missing = ("<p style=\"color:#b00\">plotly.js is not loaded: re-run the notebook from the top "
-               "(ragnb.reports.report.show embeds it with the first chart).</p>")
+    missing = ("<p style=\"color:#b00\">plotly.js is not loaded: open the notebook in JupyterLab (it draws the "
+               "figure from its JSON), open the run's HTML report, or re-run the notebook from the top.</p>")
     return (
         f'<div class="ragnb-plotly" {PLOTLY_FIG_MARK}"{"lib" if include_plotlyjs else "ref"}">'
         + (plotlyjs_html() if include_plotlyjs else "")
@@ -77,6 +87,8 @@ def plotly_mimebundle(fig: Any, include_plotlyjs: bool) -> dict[str, Any]:
         fig = go.Figure(fig)
     if not isinstance(fig, go.Figure):
         raise ValueError(f"show() expects a plotly Figure, got {type(fig).__name__}; for tables use show_table()")
+    # long category labels (page titles, topic names) push the plot area in rather than being cut off
+    fig = go.Figure(fig).update_xaxes(automargin=True).update_yaxes(automargin=True)
     fig_json = json.loads(pio.to_json(fig, validate=False, remove_uids=False))
     title = ((fig_json.get("layout") or {}).get("title") or {})
     title_text = title.get("text") if isinstance(title, dict) else title
@@ -85,6 +97,18 @@ def plotly_mimebundle(fig: Any, include_plotlyjs: bool) -> dict[str, Any]:
         "text/html": figure_html(fig_json, include_plotlyjs),
         "text/plain": f"<plotly figure{': ' + str(title_text) if title_text else ''}>",
     }
+
+
+def _plain_paths() -> None:
+    """In a kernel, a path left as a cell's last value (``result.write(...)`` returns one) shows as plain text,
+    not ``PosixPath('…')``."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is not None and getattr(ip, "display_formatter", None) is not None:
+        ip.display_formatter.formatters["text/plain"].for_type(PurePath, lambda p, printer, cycle: printer.text(str(p)))
 
 
 def _display(bundle: dict[str, Any]) -> None:
@@ -101,8 +125,15 @@ def _display(bundle: dict[str, Any]) -> None:
 
 def show(fig: Any) -> None:
     """Display a plotly figure: interactive in JupyterLab (plotly mime renderer) and drawn offline in
-    nbconvert HTML (text/html; plotly.js is inlined with the first figure of the kernel)."""
+    nbconvert HTML (text/html). Interactively plotly.js is inlined with the kernel's first figure; in a kernel
+    started by ``ragnb run`` (``RAGNB_PLOTLYJS=external``) the output is the figure's JSON only (no plotly.js,
+    no second copy of the data in HTML): its HTML report draws it with the run folder's shared plotly.js."""
     global _plotlyjs_sent
+    if os.environ.get(PLOTLYJS_ENV) == "external":
+        # the figure's JSON once: the HTML export draws it from there (ragnb.reports.html), JupyterLab too
+        bundle = plotly_mimebundle(fig, include_plotlyjs=False)
+        _display({k: v for k, v in bundle.items() if k != "text/html"})
+        return
     _display(plotly_mimebundle(fig, include_plotlyjs=not _plotlyjs_sent))
     _plotlyjs_sent = True
 
@@ -116,35 +147,94 @@ _CSS_TABLE = (
     "<style>table.ragnb-table{border-collapse:collapse;font-size:13px}"
     "table.ragnb-table.ragnb-table th,table.ragnb-table.ragnb-table td{border:1px solid #d0d7de;padding:3px 8px;"
     "text-align:left;vertical-align:top;max-width:40em;overflow-wrap:anywhere}"
-    "table.ragnb-table.ragnb-table th{background:#f6f8fa}</style>"
+    "table.ragnb-table.ragnb-table td.num{text-align:right;font-variant-numeric:tabular-nums}"
+    "table.ragnb-table.ragnb-table th{background:#f6f8fa;overflow-wrap:normal}</style>"  # column names not broken mid-word
 )
 
 
-def table_html(df: pd.DataFrame, max_rows: int = 20, max_chars: int | None = 300) -> str:
-    """An escaped HTML table of the first ``max_rows`` rows; long text cells are cut to ``max_chars``."""
+_SORT_JS = (  # click a header to sort the shown rows; numbers by their value (data-v), text alphabetically
+    "<script>(function(){var t=document.getElementById(%s);if(!t||!t.tBodies.length)return;"
+    "Array.prototype.forEach.call(t.tHead.rows[0].cells,function(th,i){th.style.cursor='pointer';"
+    "th.title='Click to sort';th.onclick=function(){var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows),"
+    "asc=th.getAttribute('data-asc')!=='1';th.setAttribute('data-asc',asc?'1':'0');rows.sort(function(x,y){"
+    "var a=x.cells[i],c=y.cells[i],va=a.getAttribute('data-v'),vc=c.getAttribute('data-v');"
+    "var r=(va!==null&&vc!==null)?parseFloat(va)-parseFloat(vc):a.textContent.localeCompare(c.textContent);"
+    "return asc?r:-r;});rows.forEach(function(r){b.appendChild(r);});};});})();</script>"
+)
+
+
+def plain(value: Any) -> str:
+    """A value as one readable line: mappings as ``key: value, …`` (nested with ``;``), sequences comma-separated,
+    paths as plain text, numbers through :func:`ragnb.runs.record.fmt_number`, missing values as ``n/a``."""
+    from ragnb.runs.record import fmt_number
+
+    if isinstance(value, dict):
+        sep = "; " if any(isinstance(v, (dict, list, tuple)) for v in value.values()) else ", "
+        return sep.join(f"{k}: {plain(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple, set)):
+        return ", ".join(plain(v) for v in value)
+    if isinstance(value, (PurePath, str)):
+        return str(value)
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if value is None or (isinstance(value, (float, np.floating)) or value is pd.NA or value is pd.NaT) and pd.isna(value):
+        return "n/a"
+    if isinstance(value, (float, np.floating)):
+        return fmt_number(float(value))
+    return str(value)
+
+
+def _cell(value: Any, max_chars: int | None) -> str:
+    text = plain(value)
+    if max_chars and len(text) > max_chars:
+        text = text[: max_chars - 1] + "…"
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if number and not pd.isna(value):
+        return f'<td class="num" data-v="{float(value)!r}">{html.escape(text)}</td>'
+    return f"<td>{html.escape(text)}</td>"
+
+
+def table_html(df: pd.DataFrame, max_rows: int = 20, max_chars: int | None = 300,
+               full: str | Path | None = None) -> str:
+    """An escaped, sortable HTML table of the first ``max_rows`` rows.
+
+    Numbers get 3 significant digits (counts stay integers), missing values read ``n/a``, paths and nested
+    values are written out as text, long text cells are cut to ``max_chars``, and columns without a value in any
+    row are left out (and named). ``full``: the file holding every item (the per-item CSV next to the report,
+    e.g. ``"tier2_generation.per_item.csv"`` under a table of the worst items), linked by its name."""
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"show_table() expects a pandas DataFrame, got {type(df).__name__}")
     if max_rows < 1:
         raise ValueError(f"max_rows must be ≥ 1, got {max_rows}")
-    shown = df.head(max_rows).copy()
-    if max_chars:
-        def cut(v: Any) -> Any:
-            return v[: max_chars - 1] + "…" if isinstance(v, str) and len(v) > max_chars else v
-
-        for col in shown.columns:
-            if shown[col].dtype == object or pd.api.types.is_string_dtype(shown[col]):
-                shown[col] = shown[col].map(cut)
     default_index = isinstance(df.index, pd.RangeIndex) and df.index.name is None
-    body = shown.to_html(escape=True, index=not default_index, border=0, classes="ragnb-table",
-                         na_rep="NaN", render_links=False)
-    note = f"<p><em>Showing {len(shown)} of {len(df)} rows.</em></p>" if len(df) > len(shown) else ""
-    return _CSS_TABLE + body + note
+    frame = df if default_index else df.reset_index()
+    empty = [c for c in frame.columns if len(frame) and frame[c].isna().all()]
+    frame = frame.drop(columns=empty)
+    shown = frame.head(max_rows)
+    table_id = f"ragnb-t-{uuid.uuid4().hex[:12]}"
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
+    body = "".join("<tr>" + "".join(_cell(v, max_chars) for v in row) + "</tr>"
+                   for row in shown.itertuples(index=False, name=None))
+    notes = []
+    if len(frame) > len(shown):
+        notes.append(f"Showing {len(shown)} of {len(frame)} rows.")
+    if full:
+        name = Path(full).name
+        notes.append(f'Every item: <a href="{html.escape(quote(name))}">{html.escape(name)}</a>.')
+    if empty:
+        notes.append("Not shown, no value in any row: " + ", ".join(html.escape(str(c)) for c in empty) + ".")
+    note = f"<p><em>{' '.join(notes)}</em></p>" if notes else ""
+    return (_CSS_TABLE + f'<table class="ragnb-table" id="{table_id}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>" + _SORT_JS % json.dumps(table_id) + note)
 
 
-def show_table(df: pd.DataFrame, max_rows: int = 20, max_chars: int | None = 300) -> None:
-    """Display ``df`` as an HTML table with all text escaped (see :func:`table_html`)."""
-    _display({"text/html": table_html(df, max_rows, max_chars),
-              "text/plain": df.head(max_rows).to_string(max_colwidth=80)})
+def show_table(df: pd.DataFrame, max_rows: int = 20, max_chars: int | None = 300,
+               full: str | Path | None = None) -> None:
+    """Display ``df`` as a sortable HTML table with all text escaped (see :func:`table_html`)."""
+    _display({"text/html": table_html(df, max_rows, max_chars, full),
+              "text/plain": df.head(max_rows).to_string(max_colwidth=80, na_rep="n/a")})
 
 
 def run_id_of(output_dir: str | Path) -> str | None:
@@ -185,3 +275,6 @@ def header(title: str, info: dict[str, Any]) -> None:
     """Display the report banner (see :func:`header_html`); values are escaped and URLs redacted."""
     plain = title + "\n" + "\n".join(f"{k}: {redact_url(str(v))}" for k, v in (info or {}).items())
     _display({"text/html": header_html(title, info), "text/plain": plain})
+
+
+_plain_paths()

@@ -222,7 +222,8 @@ def status_html(record: dict) -> str:
         f'<div style="font-size:1.1em;margin-bottom:6px">Latest run <code>{_e(record.get("id"))}</code> '
         f'({_e(record.get("timestamp"))}): <span style="color:{fg};background:{bg};padding:1px 8px;'
         f'border-radius:10px;font-weight:600">{_e(status)}</span></div>'
-        f'<div>{_e(record.get("executive_summary") or "No executive summary recorded.")}</div></div>'
+        # one line per summary line (status, attention, change, not computed), as on the run's index page
+        f'<div style="white-space:pre-line">{_e(record.get("executive_summary") or "No executive summary recorded.")}</div></div>'
     )
 
 

@@ -1,4 +1,4 @@
-"""Run records: ids, git info, status (thresholds from :mod:`ragnb.spec`), executive summary, atomic append.
+"""Run records: ids, git info, status (thresholds from :mod:`ragnb.spec`), number format, atomic append.
 
 A run record follows the ``benchmark_runs.json`` schema 2.0 (see README, Concepts; one JSON object per run in a
 JSON array). ragnb adds a few fields of its own after the schema fields (``reports``, ``failures``,
@@ -182,23 +182,28 @@ def overall_status(metrics_by_tier: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _fmt(x: Any) -> str:
-    """Scores with 3 decimals; whole numbers (counts such as total_samples) as integers."""
+def fmt_number(x: Any) -> str:
+    """The one number format of summaries and key-metric tables: whole numbers ≥ 2 (counts) as integers with
+    thousands separators, values ≥ 100 rounded to integers, others to 3 significant digits (``0.144``, ``0.0123``,
+    ``3.98``, ``1.00``); ``n/a`` for a missing value. Accepts an aggregate dict (its ``mean``)."""
     v = metric_value(x)
     if v is None:
         return "n/a"
-    return f"{int(v):,}" if float(v).is_integer() and abs(v) >= 2 else f"{v:.3f}"
+    if (float(v).is_integer() and abs(v) >= 2) or abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:#.3g}"
+
 
 
 def format_aggregate(value: Any) -> str:
     """``0.620 (95% CI 0.550–0.690, n=200)`` for an aggregate dict, ``0.620`` for a number; a flagged aggregate
     adds ``— says nothing here: <reason>`` (:func:`ragnb.metrics.stats.degenerate_reason`)."""
-    text = _fmt(value)
+    text = fmt_number(value)
     if isinstance(value, dict):
         extras = []
         ci = value.get("ci95")
         if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(metric_value(c) is not None for c in ci):
-            extras.append(f"95% CI {_fmt(ci[0])}–{_fmt(ci[1])}")
+            extras.append(f"95% CI {fmt_number(ci[0])}–{fmt_number(ci[1])}")
         if value.get("n") is not None:
             extras.append(f"n={value['n']}")
         if value.get("n_failed"):
@@ -211,58 +216,20 @@ def format_aggregate(value: Any) -> str:
     return text
 
 
-def _headline(tier_key: str, block: dict, limit: int = 3) -> list[tuple[str, Any]]:
-    """The thresholded metrics of a block, else the headline metrics its tier declares, else its first ``limit``."""
-    pairs = list(iter_aggregates(block))
-    # Thresholded metrics lead even when left ungraded (flagged): their line then says why.
-    thresholded = [(n, v) for n, v in pairs if spec.thresholds_of(n, tier_key, block) is not None]
-    tier = spec.by_record_key(tier_key)
-    current = {spec.current_key(n, tier_key, block): (n, v) for n, v in pairs}
-    headline = [current[n] for n in (tier.headline if tier else ()) if n in current]
-    return thresholded or headline or pairs[:limit]
-
-
-def _status_blocks(record: dict) -> dict[str, Any]:
-    """Tier blocks plus the blocks of notebooks without a schema tier (``other_metrics``)."""
+def status_blocks(record: dict) -> dict[str, Any]:
+    """Tier blocks plus the blocks of notebooks without a schema tier (``other_metrics``, keyed ``other:<stem>``)."""
     blocks: dict[str, Any] = {k: record.get(k) for k in TIER_KEYS}
     blocks.update({f"other:{k}": v for k, v in (record.get("other_metrics") or {}).items()})
     return blocks
 
 
-def executive_summary(record: dict) -> str:
-    """A few plain sentences: which tiers ran, headline metrics with their CI, what needs attention."""
-    tiers = [k for k in TIER_KEYS if isinstance(record.get(k), dict)]
-    other = record.get("other_metrics") or {}
-    sentences = []
-    ran = [spec.label_of(k) for k in tiers] + sorted(other)
-    dataset = record.get("dataset_file")
-    on = f" on {dataset}" + (f" ({record['dataset_type']})" if record.get("dataset_type") else "") if dataset else ""
-    model = f" with embedding model {record['embedding_model']}" if record.get("embedding_model") else ""
-    if ran:
-        sentences.append(f"Ran {', '.join(ran)}{on}{model}.")
-    else:
-        sentences.append(f"No tier produced metrics{on}.")
-    blocks = [(k, record[k], spec.label_of(k)) for k in tiers] + [(k, v, k) for k, v in sorted(other.items())]
-    for key, block, label in blocks:
-        heads = _headline(key, block) if isinstance(block, dict) else []
-        if heads:
-            sentences.append(f"{label}: " + "; ".join(f"{n} = {format_aggregate(v)}" for n, v in heads) + ".")
-    failures = record.get("failures") or []
-    if failures:
-        sentences.append(f"Failed notebooks: {', '.join(map(str, failures))} (see their reports).")
-    status_blocks = _status_blocks(record)
-    statuses = tier_statuses(status_blocks)
-    attention = [(n, v, k) for k, n, v, s in statuses if s == "attention"]
-    if attention:
-        parts = [f"{n} = {_fmt(v)} < {spec.thresholds_of(n, k, status_blocks[k])[1]}" for n, v, k in attention]
-        sentences.append("Needs attention: " + "; ".join(parts) + ".")
-    elif statuses:
-        sentences.append("All thresholded metrics are good or excellent.")
-    ungraded = ungraded_degenerate(status_blocks)
-    if ungraded:
-        sentences.append("Not graded, as they say nothing here: "
-                         + "; ".join(f"{n} ({spec.label_of(k)}: {r})" for k, n, r in ungraded) + ".")
-    return " ".join(sentences)
+
+def executive_summary(record: dict, change: str | None = None) -> str:
+    """At most about eight lines: status, what needs attention, what changed (``change``), what was not computed
+    (:mod:`ragnb.runs.summary`)."""
+    from ragnb.runs.summary import summary_lines
+
+    return "\n".join(summary_lines(record, change))
 
 
 # --------------------------------------------------------------------------------------------
@@ -380,7 +347,7 @@ def build_record(
     if record["model_runs"] is None:
         record["model_runs"] = []
     record = to_jsonable(record)
-    record["overall_status"] = overall_status(_status_blocks(record))
+    record["overall_status"] = overall_status(status_blocks(record))
     if record.get("failures"):
         # a failed notebook must not leave the run looking healthy
         record["overall_status"] = "failed"

@@ -7,6 +7,7 @@ Layout of one run (``outputs`` defaults to ``$RAGNB_OUTPUTS`` or ``./outputs``):
     outputs/runs/<run_id>/run_record.json   this run's record (also used to resume)
     outputs/runs/<run_id>/<stem>.ipynb      executed notebook (kept when it fails)
     outputs/runs/<run_id>/<stem>.html       rendered report, code hidden, offline
+    outputs/runs/<run_id>/assets/plotly.min.js  plotly.js, one copy shared by the run's reports
     outputs/runs/<run_id>/<stem>.metrics.json (+ .per_item.csv/.parquet) written by the notebook
 """
 
@@ -26,6 +27,7 @@ from ragnb.io import atomic_write_text, dumps_strict, read_text
 from ragnb.reports.html import notebook_to_html, write_index
 from ragnb.runs.params import Notebook, declared_params, load_params_file, merge_params, resolve
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
+from ragnb.runs.summary import run_summary
 from ragnb.runs.sweep import SWEEP_PARAMS, SweepStep, model_combos, plan_sweep, sweep_models
 from ragnb.tiers.itemlog import failed_logged_items
 
@@ -79,8 +81,11 @@ def _error_text(exc: BaseException) -> str:
 
 
 def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: str | None,
-             log: Callable[[str], None]) -> dict:
+             log: Callable[[str], None], assets_root: Path | None = None) -> dict:
+    """Execute one notebook into ``run_dir`` and render its HTML (``assets_root``: see :func:`notebook_to_html`)."""
     import papermill as pm
+
+    from ragnb.runs.kernel import RunKernelManager
 
     out_ipynb, html = run_dir / f"{nb.stem}.ipynb", run_dir / f"{nb.stem}.html"
     metrics = run_dir / f"{nb.stem}.metrics.json"
@@ -94,13 +99,14 @@ def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: 
         log(f"[{nb.name}] {metrics.name} exists: skipping (resumed run)")
         report["status"] = "skipped"
         if out_ipynb.exists() and not html.exists():
-            notebook_to_html(out_ipynb, html)
+            notebook_to_html(out_ipynb, html, assets_root=assets_root)
         return report
     log(f"[{nb.name}] executing {nb.path} → {out_ipynb}")
     start = time.monotonic()
     try:
         pm.execute_notebook(str(nb.path), str(out_ipynb), parameters=params, kernel_name=kernel_name,
-                            cwd=str(cwd), progress_bar=False, log_output=False)
+                            cwd=str(cwd), progress_bar=False, log_output=False,
+                            kernel_manager_class=RunKernelManager)
         if not metrics.exists():
             raise RuntimeError(f"the notebook finished without writing {metrics.name}; its last cell must call "
                                f"result.write(output_dir, {nb.stem!r}) (ragnb.tiers.result.TierResult)")
@@ -112,7 +118,7 @@ def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: 
     report["duration_s"] = round(time.monotonic() - start, 2)
     if out_ipynb.exists():
         try:
-            notebook_to_html(out_ipynb, html)
+            notebook_to_html(out_ipynb, html, assets_root=assets_root)
         except Exception as exc:
             report["error"] = (report["error"] + "\n" if report["error"] else "") + f"HTML rendering failed: {_error_text(exc)}"
             report["status"] = "failed"
@@ -184,6 +190,7 @@ class _Run:
     merged: dict[str, dict[str, Any]]
     declared: dict[str, dict[str, dict]]
     previous: dict = field(default_factory=dict)
+    standalone: bool = False  # self-contained HTML reports (plotly.js inlined) instead of one shared copy
     reports: dict[str, dict] = field(default_factory=dict)
     all_params: dict[str, dict] = field(default_factory=dict)
     model_runs: list[dict] = field(default_factory=list)
@@ -212,7 +219,8 @@ class _Run:
         if "outputs" in self.declared[nb.stem] and not nb_params.get("outputs"):
             nb_params["outputs"] = str(self.out_root)  # the dashboard reads this run's benchmark_runs.json
         out_dir.mkdir(parents=True, exist_ok=True)
-        report = _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log)
+        report = _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log,
+                          None if self.standalone else self.run_dir)
         report.update(key=key, name=label or nb.name)
         if folder:
             for field_name in ("ipynb", "html", "metrics"):
@@ -264,6 +272,7 @@ class _Run:
             extra["other_metrics"] = other
         record = build_record(self.run_id, tier_metrics, fields.get("dataset_file"), fields.get("dataset_type"),
                               fields.get("embedding_model"), extra, cwd=self.cwd)
+        record["executive_summary"] = run_summary(record, self.out_root)  # with the change against earlier runs
         atomic_write_text(self.run_dir / RECORD_FILE, dumps_strict(record) + "\n")
         if self.benchmarked():
             append_run_record(self.out_root / RUNS_FILE, record)
@@ -291,6 +300,7 @@ def run_notebooks(
     notebooks_dir: str | Path | None = None,
     judge_models: list[str] | None = None,
     generation_models: list[str] | None = None,
+    standalone: bool = False,
 ) -> RunResult:
     """Execute notebooks into ``<outputs>/runs/<run_id>/``, render HTML, and record the run.
 
@@ -304,6 +314,10 @@ def run_notebooks(
     notebook once per judge model; :mod:`ragnb.runs.sweep`), each into ``runs/<run_id>/models/<combination>/``,
     after the model ids were checked against the endpoint's ``/v1/models`` (when it has one); the record's ``model_runs`` holds one entry per combination
     (models, status, tier metrics) and its top-level tier blocks are those of the first combination.
+
+    Reports load plotly.js from the run folder's ``assets/plotly.min.js`` (one copy for all of them; executed
+    notebooks carry only each figure's JSON); ``standalone=True`` inlines it into every HTML report instead, so
+    a single file can be e-mailed.
 
     Notebooks whose tier is ``post_record`` (the dashboard) run after this run's record has been appended to
     ``benchmark_runs.json``, so they see it; the record and index are then updated with their reports. A run
@@ -333,6 +347,7 @@ def run_notebooks(
     run_dir.mkdir(parents=True, exist_ok=True)
     with run_lock(run_dir, run_id):  # before reading what the run finished: another runner may still add to it
         run = _Run.start(run_id, out_root, kernel_name=kernel_name, log=log, merged=merged, declared=declared)
+        run.standalone = standalone
         return _run_all(run, nbs, swept, combos, log)
 
 

@@ -1,0 +1,34 @@
+"""The kernel manager the runner gives papermill.
+
+Two settings differ from jupyter_client's default manager:
+
+* CurveZMQ transport encryption when the kernel declares support (ipykernel does): the kernel then does not log
+  "Kernel is running over TCP without encryption" into the terminal of every ``ragnb run``, and code and outputs
+  do not cross the loopback interface in plain text;
+* ``RAGNB_PLOTLYJS=external`` in the kernel's environment: :func:`ragnb.reports.report.show` then leaves plotly.js
+  out of the executed notebook (figures keep only their JSON); the HTML export adds one shared copy per run
+  folder (:func:`ragnb.reports.html.notebook_to_html`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import zmq
+from jupyter_client.manager import AsyncKernelManager
+
+from ragnb.reports.report import PLOTLYJS_ENV
+
+
+class RunKernelManager(AsyncKernelManager):
+    """An ``AsyncKernelManager`` with transport encryption (when available) and the runner's kernel environment."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if zmq.has("curve"):  # "auto": encrypt when the kernelspec declares support, else run as before
+            self.transport_encryption = "auto"
+
+    async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
+        kw["env"] = {**(kw.get("env") or os.environ), PLOTLYJS_ENV: "external"}
+        await super().start_kernel(**kw)

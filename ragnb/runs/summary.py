@@ -1,0 +1,197 @@
+"""The run's executive summary (a few lines a team lead reads in a minute) and what counts as a key metric.
+
+The summary has at most about eight lines, in this order:
+
+1. status — the overall status and how many graded metrics decided it, which notebooks ran on what;
+2. needs attention — one line per tier (at most three) with each metric below its lower threshold: value,
+   95% CI, n and the threshold;
+3. change — against the most recent earlier run on the same data (:func:`ragnb.runs.compare.same_data`), the
+   metrics that changed significantly (paired tests, Holm-adjusted — :mod:`ragnb.runs.significance`), or "no
+   significant change";
+4. not computed — failed notebooks, metrics left ungraded because they say nothing here (constant, too few
+   items), and blocks whose LLM-judge metrics came from the offline fallback instead of an LLM.
+
+Every number goes through one formatter, :func:`ragnb.runs.record.fmt_number`.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from ragnb import spec
+from ragnb.runs.record import (RUNS_FILE, fmt_number, format_aggregate, load_runs, metric_value, overall_status,
+                               status_blocks, tier_statuses, ungraded_degenerate)
+
+MAX_TIER_LINES = 3  # attention lines; further tiers are counted on one more line
+MAX_LISTED = 3  # metrics named per line
+
+
+def _label(key: str) -> str:
+    return key.split(":", 1)[1] if key.startswith("other:") else spec.label_of(key)
+
+
+@functools.lru_cache(maxsize=1)
+def parameter_names() -> frozenset[str]:
+    """Every parameter a shipped notebook declares (``limit``, ``tau``, ``trust_k``…): settings a notebook echoes
+    into its metrics JSON, which are not metrics."""
+    import ragnb
+    from ragnb.runs.params import Notebook, declared_params
+
+    names: set[str] = set()
+    for path in sorted((Path(ragnb.__file__).resolve().parent / "notebooks").glob("*.ipynb")):
+        try:
+            names.update(declared_params(Notebook(path.stem, path.stem, path)))
+        except Exception:  # a notebook without a parameters cell declares nothing
+            continue
+    return frozenset(names)
+
+
+def is_metric(name: str, params: Any = None) -> bool:
+    """A registered metric (:func:`ragnb.metrics.registry.resolve`), or a number that is no notebook parameter
+    (counts such as ``total_samples`` stay; ``limit``, ``tau``, ``trust_k`` go). ``params``: the run's
+    parameters (``record["params"]``, per notebook), also treated as settings."""
+    from ragnb.metrics import registry
+
+    if registry.resolve(name) is not None:
+        return True
+    run_params = {k for p in (params or {}).values() if isinstance(p, dict) for k in p}
+    return name not in parameter_names() and name not in run_params
+
+
+def _status_line(record: dict, blocks: dict, graded: list, attention: list) -> str:
+    failures = record.get("failures") or []
+    status = "failed" if failures else str(record.get("overall_status") or overall_status(blocks))
+    n_blocks = sum(isinstance(b, dict) for b in blocks.values())
+    dataset = ""
+    if record.get("dataset_file"):
+        kind = f" ({record['dataset_type']})" if record.get("dataset_type") else ""
+        dataset = f" on {record['dataset_file']}{kind}"
+    model = f", embedding model {record['embedding_model']}" if record.get("embedding_model") else ""
+    if failures:
+        why = f"{len(failures)} notebook{'s' if len(failures) != 1 else ''} failed ({', '.join(map(str, failures))})"
+    elif attention:
+        why = f"{len(attention)} of {len(graded)} graded metrics below their threshold"
+    elif graded:
+        why = f"every graded metric ({len(graded)}) is good or excellent"
+    else:
+        why = "no metric with a threshold could be graded"
+    return f"Status: {status.upper()} — {why}; {n_blocks} notebook{'s' if n_blocks != 1 else ''} reported metrics{dataset}{model}."
+
+
+def _attention_lines(attention: list, blocks: dict) -> list[str]:
+    by_tier: dict[str, list] = {}
+    for key, name, value in attention:
+        by_tier.setdefault(key, []).append((name, value))
+    lines = []
+    for key, items in list(by_tier.items())[:MAX_TIER_LINES]:
+        parts = [f"{name} = {format_aggregate(value)} < {fmt_number(spec.thresholds_of(name, key, blocks[key])[1])}"
+                 for name, value in items[:MAX_LISTED]]
+        more = f"; {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else ""
+        lines.append(f"Needs attention — {_label(key)}: {'; '.join(parts)}{more}.")
+    rest = list(by_tier)[MAX_TIER_LINES:]
+    if rest:
+        n = sum(len(by_tier[k]) for k in rest)
+        lines.append(f"Needs attention also: {n} metrics in {', '.join(_label(k) for k in rest)} (see Key metrics).")
+    return lines
+
+
+def _undefined(blocks: dict) -> list[tuple[str, str]]:
+    """(block key, metric) for every metric recorded without a value (no valid item: NaN/None)."""
+    from ragnb.metrics import registry
+
+    out = []
+    for key, block in blocks.items():
+        if not isinstance(block, dict):
+            continue
+        nested = block.get("metrics") if isinstance(block.get("metrics"), dict) else {}
+        for name, value in {**block, **nested}.items():
+            empty = value is None or (isinstance(value, dict) and "mean" in value and metric_value(value) is None)
+            if empty and (registry.resolve(name) is not None or isinstance(value, dict)):
+                out.append((key, name))
+    return out
+
+
+def _listed(pairs: list[tuple[str, str]]) -> str:
+    by_block: dict[str, list[str]] = {}
+    for key, name in pairs:
+        by_block.setdefault(key, []).append(name)
+    return "; ".join(f"{_label(k)}: {', '.join(names[:MAX_LISTED])}"
+                     + (f" and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else "")
+                     for k, names in by_block.items())
+
+
+def _not_computed_line(record: dict, blocks: dict) -> str | None:
+    parts = []
+    ungraded = [(k, n) for k, n, _ in ungraded_degenerate(blocks)]
+    if ungraded:
+        parts.append(f"says nothing here (constant, or fewer than 10 items) — {_listed(ungraded)}")
+    undefined = _undefined(blocks)
+    if undefined:
+        parts.append(f"undefined (no valid item) — {_listed(undefined)}")
+    offline = [_label(k) for k, b in blocks.items() if spec.is_offline(b)]
+    if offline:
+        parts.append("LLM-judge metrics from the offline fallback (no LLM endpoint; embedding similarity and word "
+                     f"overlap, not LLM judgments) in {', '.join(offline)}")
+    return ("Not computed: " + " | ".join(parts) + ".") if parts else None
+
+
+def summary_lines(record: dict, change: str | None = None) -> list[str]:
+    """The summary's lines (module docstring); ``change`` is the comparison line (:func:`change_line`)."""
+    blocks = status_blocks(record)
+    graded = tier_statuses(blocks)
+    attention = [(k, n, v) for k, n, v, s in graded if s == "attention"]
+    lines = [_status_line(record, blocks, graded, attention), *_attention_lines(attention, blocks)]
+    if change:
+        lines.append(change)
+    not_computed = _not_computed_line(record, blocks)
+    if not_computed:
+        lines.append(not_computed)
+    return lines
+
+
+def _named(rows: Any, limit: int = MAX_LISTED) -> str:
+    items = [f"{r['metric']} {fmt_number(r['mean_a'])} → {fmt_number(r['mean_b'])} ({_label(r['tier_key'])})"
+             for _, r in rows.head(limit).iterrows()]
+    return ", ".join(items) + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
+
+def change_line(record: dict, runs: list[dict], outputs: str | Path, alpha: float = 0.05) -> str:
+    """What changed against the most recent earlier run on the same data: only significant changes."""
+    from ragnb.runs.compare import compare_runs, same_data
+    from ragnb.runs.history import blocks_of, sort_runs
+
+    run_id = str(record.get("id"))
+    others = [r for r in runs if str(r.get("id")) != run_id]
+    ordered = sort_runs(others + [record])
+    earlier = [r for r in ordered[: ordered.index(record)] if blocks_of(r)]
+    baseline = next((r for r in reversed(earlier) if same_data(r, record)), None)
+    if baseline is None:
+        return "Change: no earlier run on the same data to compare with (the dashboard lists every run)."
+    comp = compare_runs(others + [record], outputs, str(baseline["id"]), run_id, alpha=alpha)
+    table = comp.table
+    if table.empty:
+        return f"Change against run {baseline['id']} (same data): no metric in common."
+    verdicts = table["verdict"].astype(str)
+    better = table[verdicts.str.startswith("B better") | verdicts.str.startswith("B higher")]
+    worse = table[verdicts.str.startswith("B worse") | verdicts.str.startswith("B lower")]
+    tested = int(table["p_holm"].notna().sum())
+    if better.empty and worse.empty:
+        return (f"Change against run {baseline['id']} (same data): no significant change in {tested} tested "
+                f"metric{'s' if tested != 1 else ''} (Holm-adjusted, α = {alpha:g}).")
+    parts = ([f"worse: {_named(worse)}"] if len(worse) else []) + ([f"better: {_named(better)}"] if len(better) else [])
+    rest = tested - len(better) - len(worse)
+    if rest > 0:
+        parts.append(f"no significant change in the other {rest}")
+    return (f"Change against run {baseline['id']} (same data, significant at α = {alpha:g}, Holm-adjusted): "
+            + "; ".join(parts) + ".")
+
+
+def run_summary(record: dict, outputs: str | Path) -> str:
+    """The summary of a finished run, comparing it with the history in ``<outputs>/benchmark_runs.json``."""
+    try:
+        change = change_line(record, load_runs(Path(outputs) / RUNS_FILE), outputs)
+    except (ValueError, OSError, KeyError) as exc:  # the summary never stops a run: say why there is no comparison
+        change = f"Change: not compared with earlier runs ({exc})."
+    return "\n".join(summary_lines(record, change))
