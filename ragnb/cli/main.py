@@ -9,7 +9,6 @@ from typing import Optional
 
 import click
 import typer
-import yaml
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark Retrieval-Augmented-Generation systems from Jupyter notebooks.")
@@ -273,15 +272,6 @@ def metrics_retrieval(
 # ---------------------------------------------------------------------------------- run / demo
 
 
-def _parse_value(text: str):
-    """``-p top_k 10`` → 10; YAML scalars, so true/false, numbers and strings work as on papermill's CLI."""
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-    return text if value is None and text.strip() not in ("null", "~") else value
-
-
 def _report(result) -> None:
     for failure in result.failures:
         typer.secho(f"failed: {failure}", fg=typer.colors.RED, err=True)
@@ -289,38 +279,6 @@ def _report(result) -> None:
     typer.echo(str(result.index_path))
     if result.failures:
         raise SystemExit(1)
-
-
-def _notebook_listing() -> str:
-    from ragnb.spec import TIERS
-
-    return "Notebooks (short name: stem): " + "; ".join(f"{t.name}: {t.stem}" for t in TIERS) + "."
-
-
-@click.command("run", context_settings={"help_option_names": ["-h", "--help"]}, epilog=_notebook_listing())
-@click.argument("notebooks", nargs=-1, required=True)
-@click.option("-p", "--parameter", "parameters", nargs=2, multiple=True, metavar="NAME VALUE",
-              help="Notebook parameter (repeatable), e.g. -p top_k 10.")
-@click.option("-f", "--params-file", type=click.Path(exists=True, dir_okay=False), help="YAML parameter file.")
-@click.option("--run-id", help="Resume (or name) a run: finished notebooks of that run are skipped.")
-@click.option("--judge-models", help="Model sweep: comma-separated judge models; every combination with "
-              "--generation-models runs and lands in the record's model_runs.")
-@click.option("--generation-models", help="Model sweep: comma-separated generation models.")
-def run_command(notebooks: tuple[str, ...], parameters: tuple[tuple[str, str], ...], params_file: str | None,
-                run_id: str | None, judge_models: str | None, generation_models: str | None) -> None:
-    """Execute report notebooks (tier0, tier1, …) and write HTML, metrics JSON and the run record."""
-    from ragnb.runs.runner import run_notebooks
-
-    from ragnb.io import comma_list
-
-    params = {name: _parse_value(value) for name, value in parameters}
-    try:
-        result = run_notebooks(list(notebooks), params, params_file=params_file, run_id=run_id,
-                               judge_models=comma_list(judge_models, "--judge-models") or None,
-                               generation_models=comma_list(generation_models, "--generation-models") or None)
-    except ValueError as exc:
-        _fail(exc)
-    _report(result)
 
 
 @app.command()
@@ -360,6 +318,8 @@ def demo(
 
 def build_cli() -> click.Group:
     """The whole command tree (typer commands plus the click ``run`` command with repeatable ``-p NAME VALUE``)."""
+    from ragnb.cli.run import run_command
+
     group = typer.main.get_group(app)
     group.add_command(run_command, "run")
     return group

@@ -38,10 +38,14 @@ n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 prices: dict = {}  # USD per 1M tokens, per model id: {input_per_1m, output_per_1m}; unpriced models cost n/a
 worst_n: int = 10  # answers listed in "worst answers"
-output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item table and the resumable item log
+output_dir: str = ""  # folder for the metrics JSON, the per-item table and the resumable item log; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 import pandas as pd
 import plotly.express as px
 

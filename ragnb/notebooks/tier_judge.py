@@ -38,10 +38,14 @@ embedding_model: str = ""  # encoder of the offline fallback; "": RAGNB_EMBEDDIN
 prices: dict = {}  # model id mapped to {"input_per_1m": USD, "output_per_1m": USD} for the cost table
 resume: bool = True  # reuse the per-item results already logged in output_dir (False: judge everything again)
 worst_n: int = 10  # items listed under "largest disagreements with the human labels"
-output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item table and the item log
+output_dir: str = ""  # folder for the metrics JSON, the per-item table and the item log; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 from ragnb.reports import report
 from ragnb.rag.embeddings import get_encoder
 from ragnb.tiers import judging

@@ -24,7 +24,7 @@ import ragnb
 from ragnb import config, spec
 from ragnb.io import atomic_write_text, comma_list, dumps_strict, read_text
 from ragnb.reports.html import notebook_to_html, write_index
-from ragnb.runs.params import Notebook, declared_params, load_params_file, merge_params, resolve
+from ragnb.runs.params import Notebook, declared_params, load_params_file, merge_params, resolve, resolve_paths
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
 
 # Notebook parameters a multi-model sweep sets per combination.
@@ -333,8 +333,8 @@ def run_notebooks(
     nbs = resolve(list(names) if not isinstance(names, str) else names, nb_dir)
     file_params = load_params_file(params_file) if params_file else {}
     declared = {nb.stem: declared_params(nb) for nb in nbs}
-    merged = merge_params(nbs, declared, file_params, dict(params or {}), nb_dir,
-                          str(params_file or "parameters file"))
+    merged = resolve_paths(merge_params(nbs, declared, file_params, dict(params or {}), nb_dir,
+                                        str(params_file or "parameters file")))
     combos = _model_combos(judge_models, generation_models)
     swept = [nb for nb in nbs if not nb.post_record and any(p in declared[nb.stem] for p in SWEEP_PARAMS)]
     if combos:
