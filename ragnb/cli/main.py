@@ -21,8 +21,11 @@ app.add_typer(metrics_app, name="metrics")
 
 from ragnb.rag.encoders.base import encode_queries
 from ragnb.cli.dataset import dataset_app  # noqa: E402  (its own module: the dataset modes are many)
+from ragnb.cli.runs import compare_command, runs_app  # noqa: E402
 
 app.add_typer(dataset_app, name="dataset")
+app.add_typer(runs_app, name="runs")
+app.command("compare")(compare_command)
 
 
 def _fail(exc: Exception) -> None:
@@ -87,6 +90,31 @@ def db_status() -> None:
     except Exception as exc:  # noqa: BLE001 - status reports what is wrong instead of failing
         out["error"] = str(exc)
     _print_json(out)
+
+
+@db_app.command("reset")
+def db_reset(
+    database: Optional[str] = typer.Option(None, "--database", help="Which database of the embedded server "
+                                           "(default: RAGNB_EMBEDDED_DB, else ragnb; the demo's is ragnb_demo)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Delete everything loaded into a database of the embedded server — chunks, question logs, every model's
+    vectors — so the next `ragnb load` starts empty. Never touches an external RAGNB_DATABASE_URL."""
+    from ragnb import config
+    from ragnb.cli.common import confirm
+    from ragnb.store.engine import drop_embedded_database, embedded_databases
+
+    if config.database_url() and database is None:
+        _fail(f"RAGNB_DATABASE_URL is set ({config.redact_url(config.database_url())}): ragnb never deletes data "
+              "in an external database. Empty its tables with your own tools, or unset RAGNB_DATABASE_URL to "
+              "reset the embedded one")
+    name = database or config.embedded_database_name()
+    known = embedded_databases()
+    if name not in known:
+        _fail(f"the embedded server has no database {name!r}; its databases: {', '.join(known) or '(none)'}")
+    confirm(f"delete every chunk, question and vector in the embedded database {name!r}?", yes)
+    drop_embedded_database(name)
+    typer.echo(f"database {name!r} dropped; the next command recreates it empty")
 
 
 @db_app.command("url")
@@ -320,8 +348,11 @@ def build_cli() -> click.Group:
     """The whole command tree (typer commands plus the click ``run`` command with repeatable ``-p NAME VALUE``)."""
     from ragnb.cli.run import run_command
 
+    from ragnb.cli.common import database_errors_as_messages
+
     group = typer.main.get_group(app)
     group.add_command(run_command, "run")
+    database_errors_as_messages(group)
     return group
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 import sqlalchemy as sa
 from sqlalchemy import event
 
@@ -92,6 +93,27 @@ def embedded_url(database: str | None = None, pgdata: Path | None = None) -> str
     return server.get_uri(database=database, driver="psycopg")
 
 
+def drop_embedded_database(database: str | None = None, pgdata: Path | None = None) -> bool:
+    """Drop a database of the embedded server (default ``RAGNB_EMBEDDED_DB``) with everything loaded into it,
+    closing its open connections; True if it existed. The next command creates it empty again."""
+    database = database or config.embedded_database_name()
+    server = _embedded_server(pgdata)
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
+        if exists:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database)))
+    return bool(exists)
+
+
+def embedded_databases(pgdata: Path | None = None) -> list[str]:
+    """The databases on the embedded server that hold data (not PostgreSQL's own)."""
+    server = _embedded_server(pgdata)
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        rows = conn.execute("SELECT datname FROM pg_database WHERE NOT datistemplate AND datname <> 'postgres' "
+                            "ORDER BY datname").fetchall()
+    return [r[0] for r in rows]
+
+
 def embedded_status(pgdata: Path | None = None) -> dict:
     """Whether the embedded server is running, without starting it."""
     pgdata = pgdata or config.pgdata_dir()
@@ -117,10 +139,25 @@ def stop_embedded(pgdata: Path | None = None) -> bool:
     return True
 
 
-def _to_sqlalchemy_url(url: str) -> str:
+def _to_sqlalchemy_url(url: str) -> str | sa.URL:
+    """A ``postgresql://`` URL for SQLAlchemy's psycopg driver; a libpq ``key=value`` string (``host=db
+    dbname=rag user=me``) is accepted too and turned into the same URL."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]
+    if "://" not in url and "=" in url:
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            parts = {k: str(v) for k, v in conninfo_to_dict(url).items()}
+        except psycopg.ProgrammingError as exc:
+            raise ValueError(f"RAGNB_DATABASE_URL is neither a postgresql:// URL nor a valid libpq "
+                             f"'key=value' string: {str(exc).splitlines()[0]}") from None
+        port = parts.pop("port", None)
+        return sa.URL.create("postgresql+psycopg", username=parts.pop("user", None),
+                             password=parts.pop("password", None), host=parts.pop("host", None),
+                             port=int(port) if port and port.isdigit() else None,
+                             database=parts.pop("dbname", None), query=parts)
     return url
 
 
@@ -147,7 +184,8 @@ def connect(write: bool = False, database: str | None = None, url: str | None = 
         connect_args["options"] = "-c default_transaction_read_only=on"
     engine = sa.create_engine(sa_url, connect_args=connect_args, pool_pre_ping=True)
     _register_vector_on_connect(engine)
-    db = Database(engine, config.redact_url(sa_url), embedded, writable, schema, config.vector_store_schema())
+    shown = sa_url.render_as_string(hide_password=True) if isinstance(sa_url, sa.URL) else config.redact_url(sa_url)
+    db = Database(engine, shown, embedded, writable, schema, config.vector_store_schema())
     if not store:
         db._store = db
     return db
