@@ -95,7 +95,8 @@ def database_message(exc: BaseException) -> str | None:
 
 
 def database_errors_as_messages(group: click.Group) -> None:
-    """Make every command of ``group`` turn a database error into ``error: <clear message>`` (exit 2)."""
+    """Make every command of ``group`` turn a database error, and a ``ValueError`` (ragnb's exception for bad
+    input, whose text says what is wrong and how to fix it), into ``error: <message>`` (exit 2)."""
     import psycopg
     import sqlalchemy.exc as sa_exc
 
@@ -109,5 +110,7 @@ def database_errors_as_messages(group: click.Group) -> None:
             if message is None:
                 raise
             fail(message)
+        except ValueError as exc:
+            fail(exc)
 
     group.invoke = guarded
