@@ -25,6 +25,7 @@ from ragnb import config, spec
 from ragnb.io import atomic_write_text, comma_list, dumps_strict, read_text
 from ragnb.reports.html import notebook_to_html, write_index
 from ragnb.runs.params import Notebook, declared_params, load_params_file, merge_params, resolve, resolve_paths
+from ragnb.runs.progress import RunProgress, expected_durations, follow
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
 
 # Notebook parameters a multi-model sweep sets per combination.
@@ -200,6 +201,7 @@ class _Run:
     all_params: dict[str, dict] = field(default_factory=dict)
     model_runs: list[dict] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    progress: RunProgress | None = None  # what the terminal shows: [i/N] per notebook, ETA, in-notebook steps
 
     @classmethod
     def start(cls, run_id: str, out_root: Path, kernel_name: str | None,
@@ -224,7 +226,7 @@ class _Run:
         if "outputs" in self.declared[nb.stem] and not nb_params.get("outputs"):
             nb_params["outputs"] = str(self.out_root)  # the dashboard reads this run's benchmark_runs.json
         out_dir.mkdir(parents=True, exist_ok=True)
-        report = _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log)
+        report = self._execute_with_progress(nb, nb_params, out_dir, label or nb.name)
         report.update(key=key, name=label or nb.name)
         if folder:
             for field_name in ("ipynb", "html", "metrics"):
@@ -235,6 +237,16 @@ class _Run:
             self.all_params[key] = nb_params
         self.reports[key] = report
         self.save_progress()
+
+    def _execute_with_progress(self, nb: Notebook, nb_params: dict, out_dir: Path, name: str) -> dict:
+        if self.progress is None:
+            return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log)
+        self.progress.begin(nb.stem, name)
+        try:
+            with follow(out_dir / f".{nb.stem}.progress.jsonl", name, self.log):
+                return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log)
+        finally:
+            self.progress.end()
 
     def run_combination(self, judge: str | None, gen: str | None, swept: list[Notebook]) -> None:
         """Every swept notebook with one (judge, generation) pair, into ``models/<combination>/``."""
@@ -369,8 +381,15 @@ def run_lock(run_dir: Path, run_id: str):
         lock.release()
 
 
+def _plan_progress(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list) -> RunProgress:
+    """One planned execution per notebook, and per combination for swept notebooks, with earlier durations."""
+    planned = [nb.stem for nb in nbs if not (combos and nb in swept)] + [nb.stem for _ in combos for nb in swept]
+    return RunProgress(planned, expected_durations(run.out_root), run.log)
+
+
 def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list, log: Callable[[str], None]) -> RunResult:
     log(f"run {run.run_id} → {run.run_dir}")
+    run.progress = _plan_progress(run, nbs, swept, combos)
     for nb in nbs:
         if not nb.post_record and not (combos and nb in swept):
             run.execute(nb)
