@@ -127,3 +127,14 @@ def test_fail_on_attention_uses_the_records_grading():
     assert len(lines) == 1 and lines[0].startswith("Tier 1 (retrieval): hit_rate@1 = 0.250") and "< 0.5" in lines[0]
     good = build_record("20250101-000000-dddd", {"tier_1_metrics": {"mrr": const}}, None, None, None)
     assert attention_lines(good) == [] and good["overall_status"] == "no-data"
+
+
+def test_markdown_keeps_gated_metrics_and_changes_in_view_when_there_are_many():
+    from ragnb.runs.gate import SHOW_ALL_UP_TO, _split_rows
+
+    rows = [{"metric": f"m{i}", "verdict": "no significant difference at α = 0.05"} for i in range(10)]
+    rows[3]["verdict"], rows[7]["verdict"] = "B worse", "B better (unpaired)"
+    shown, rest = _split_rows(rows, {"m0"})
+    assert [r["metric"] for r in shown] == ["m0", "m3", "m7"] and len(rest) == 7
+    few = rows[:SHOW_ALL_UP_TO]
+    assert _split_rows(few, set()) == (few, [])

@@ -246,3 +246,22 @@ def test_a_wrong_path_stops_the_run_before_any_notebook(tmp_path, monkeypatch):
                                          r"from the folder you ran the command in"):
         run_notebooks(["tiny_progress"], {"dataset_path": "missing.txt"}, outputs=out, notebooks_dir=nb_dir)
     assert not out.exists()  # nothing ran, nothing was written
+
+
+def test_plain_papermill_from_the_notebooks_folder_honours_ragnb_outputs(tmp_path):
+    """The design card's usage, ``papermill <tier1>.ipynb out.ipynb -p top_k 10`` from ``notebooks/``: the default
+    output folder is ``$RAGNB_OUTPUTS/latest``, not a folder inside the package."""
+    import os
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    outs = tmp_path / "outs"
+    env = {**os.environ, "PYTHONPATH": str(repo), "RAGNB_OUTPUTS": str(outs)}
+    res = subprocess.run([sys.executable, "-m", "papermill", "tier1_retrieval.ipynb", str(tmp_path / "out.ipynb"),
+                          "-p", "top_k", "10", "-p", "max_questions", "12", "-p", "n_boot", "50",
+                          "-p", "latency_sample", "5", "--no-progress-bar"],
+                         cwd=repo / "notebooks", env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    metrics = json.loads((outs / "latest" / "tier1_retrieval.metrics.json").read_text())
+    assert metrics["hit_rate@1"]["n"] == 12
+    assert not (repo / "notebooks" / "outputs").exists() and not (repo / "ragnb" / "notebooks" / "outputs").exists()

@@ -72,10 +72,8 @@ def attention_lines(record: dict) -> list[str]:
 def report_run(result, fail_on: str) -> None:
     """Print the outcome; exit 1 when a notebook failed, 3 when ``fail_on == "attention"`` and a graded metric
     needs attention."""
-    for failure in result.failures:
+    for failure in result.failures:  # the runner has already printed the run's status and index page
         typer.secho(f"failed: {failure}", fg=typer.colors.RED, err=True)
-    typer.echo(f"run {result.run_id}: {result.record.get('overall_status')}")
-    typer.echo(str(result.index_path))
     if result.failures:
         raise typer.Exit(EXIT_FAILED)
     if fail_on == "attention":

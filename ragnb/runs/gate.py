@@ -90,6 +90,26 @@ def comparability_line(comparison: Comparison) -> str:
     return "Comparable: same dataset and corpus in both runs."
 
 
+SHOW_ALL_UP_TO = 8  # a comparison of at most this many metrics is shown whole
+_CHANGED = ("B better", "B worse", "B higher", "B lower", "not comparable")
+
+
+def _split_rows(rows: list[dict], gated: set[str]) -> tuple[list[dict], list[dict]]:
+    """``(in view, collapsed)``: with many metrics, the gated ones and every significant change stay in view."""
+    if len(rows) <= SHOW_ALL_UP_TO:
+        return rows, []
+    keep = [r["metric"] in gated or str(r.get("verdict") or "").startswith(_CHANGED) for r in rows]
+    return [r for r, k in zip(rows, keep) if k], [r for r, k in zip(rows, keep) if not k]
+
+
+def _rows_table(rows: list[dict]) -> list[str]:
+    out = ["| notebook | metric | A | B | Δ (95% CI) | p (Holm) | verdict |", "|---|---|---:|---:|---|---:|---|"]
+    for r in rows:
+        out.append(f"| {label_of(r['tier_key'])} | `{r['metric']}` | {_num(r.get('mean_a'))} | "
+                   f"{_num(r.get('mean_b'))} | {_delta(r)} | {_p(r.get('p_holm'))} | {r.get('verdict') or '—'} |")
+    return out
+
+
 def to_markdown(comparison: Comparison, result: Gate) -> str:
     """A Markdown report ready to post as a pull-request comment: verdict first, then the table, the
     differences between the runs in a collapsed section, and the notes."""
@@ -98,11 +118,11 @@ def to_markdown(comparison: Comparison, result: Gate) -> str:
         out += [f"{_ICONS[result.outcome]} **Gate: {result.outcome}** — {result.message}", ""]
     out += [comparability_line(comparison), ""]
     if len(comparison.table):
-        out += ["| notebook | metric | A | B | Δ (95% CI) | p (Holm) | verdict |",
-                "|---|---|---:|---:|---|---:|---|"]
-        for r in comparison.records():
-            out.append(f"| {label_of(r['tier_key'])} | `{r['metric']}` | {_num(r.get('mean_a'))} | "
-                       f"{_num(r.get('mean_b'))} | {_delta(r)} | {_p(r.get('p_holm'))} | {r.get('verdict') or '—'} |")
+        shown, rest = _split_rows(comparison.records(), set(result.gated))
+        out += _rows_table(shown) if shown else [f"No significant change on any of the {len(rest)} metrics."]
+        if rest:
+            out += ["", f"<details><summary>{'Other metrics' if shown else 'All metrics'} ({len(rest)})</summary>",
+                    ""] + _rows_table(rest) + ["", "</details>"]
         out += ["", f"Paired tests on the items both runs scored where per-item files exist; Holm-adjusted over "
                     f"the metrics, α = {comparison.alpha:g}."]
     diff = comparison.differences
