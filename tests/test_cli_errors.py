@@ -93,6 +93,13 @@ def test_write_to_a_read_only_database_is_a_message(tmp_path):
         res = cli.invoke(build_cli(), args, env={"RAGNB_EMBEDDED_DB": name}, catch_exceptions=False)
         assert res.exit_code == 0, res.output
     url = embedded_url(name)
+    # the same database as a libpq key=value string is accepted as RAGNB_DATABASE_URL
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    kv = make_conninfo(**conninfo_to_dict(url.replace("postgresql+psycopg://", "postgresql://")))
+    assert "://" not in kv
+    status = _ragnb(["db", "status"], {"RAGNB_DATABASE_URL": kv}, tmp_path)
+    assert status.returncode == 0 and json.loads(status.stdout)["chunks"]["rows"] == 3, status.stdout + status.stderr
     res = _ragnb(["db", "index", "--drop"], {"RAGNB_DATABASE_URL": url}, tmp_path)
     assert "Traceback" not in res.stderr and res.returncode == 2, res.stderr
     assert "read-only" in res.stderr and "--write" in res.stderr

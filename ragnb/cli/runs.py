@@ -131,8 +131,10 @@ def compare_command(
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level (family-wise, Holm)."),
     outputs: Optional[Path] = _OUTPUTS,
 ) -> None:
-    """Run B vs. run A, metric by metric: paired tests on per-item results, Holm-adjusted, after checking that
-    the runs used the same data. Markdown output is ready to post as a pull-request comment."""
+    """Run B vs. run A, metric by metric, in Markdown for a pull-request comment (or JSON).
+
+    The dashboard's statistics: paired tests on per-item results, Holm-adjusted, after checking that the runs
+    used the same data; runs on different data are reported as not comparable and no winner is named."""
     from ragnb.io import comma_list
     from ragnb.runs import gate
     from ragnb.runs.compare import choose_runs, compare_runs
