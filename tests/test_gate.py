@@ -124,7 +124,7 @@ def test_fail_on_attention_uses_the_records_grading():
                           None, None, None)
     lines = attention_lines(record)
     assert record["overall_status"] == "attention"
-    assert len(lines) == 1 and lines[0].startswith("Tier 1 (retrieval): hit_rate@1 = 0.250") and "< 0.5" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("Tier 1 (retrieval): hit_rate@1 = 0.25") and "< 0.5" in lines[0]
     good = build_record("20250101-000000-dddd", {"tier_1_metrics": {"mrr": const}}, None, None, None)
     assert attention_lines(good) == [] and good["overall_status"] == "no-data"
 
