@@ -97,18 +97,25 @@ class RunProgress:
         self.current = None
 
 
-def _show(line: str, name: str) -> str | None:
+def _show(line: str, name: str, first: dict[str, tuple[int, float]]) -> str | None:
+    """The terminal line of one progress record. The time left is extrapolated from the rate since the step's
+    first record (``first``: label → (done, elapsed) of it), so a slow first item — loading a model, warming a
+    cache — does not inflate it; the first record itself gets no estimate."""
     try:
         data = json.loads(line)
         done, total, elapsed = int(data["done"]), int(data["total"]), float(data.get("elapsed_s") or 0.0)
     except (ValueError, KeyError, TypeError):
         return None
-    text = f"    {name} · {data.get('label', 'progress')}: {done}/{total}"
+    label = str(data.get("label", "progress"))
+    text = f"    {name} · {label}: {done}/{total}"
     if total > 0:
         text += f" ({100 * done / total:.0f}%)"
     text += f", {format_duration(elapsed)}"
-    if 0 < done < total and elapsed > 0:
-        text += f", ~{format_duration(elapsed / done * (total - done))} left"
+    done0, elapsed0 = first.setdefault(label, (done, elapsed))
+    if done0 < done < total and elapsed > elapsed0:
+        text += f", ~{format_duration((elapsed - elapsed0) / (done - done0) * (total - done))} left"
+    if done >= total:
+        first.pop(label, None)  # a later step with the same label starts afresh
     return text
 
 
@@ -125,11 +132,12 @@ def follow(path: Path, name: str, log: Callable[[str], None]) -> Iterator[None]:
 
     def pump() -> None:
         pending = ""  # a line the kernel is still writing
+        first: dict[str, tuple[int, float]] = {}
         with open(path, encoding="utf-8") as fh:
             while True:
                 pending += fh.readline()
                 if pending.endswith("\n"):
-                    shown = _show(pending, name)
+                    shown = _show(pending, name, first)
                     pending = ""
                     if shown:
                         log(shown)
