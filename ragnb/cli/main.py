@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -28,13 +27,7 @@ app.add_typer(runs_app, name="runs")
 app.command("compare")(compare_command)
 
 
-def _fail(exc: Exception) -> None:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
-
-
-def _print_json(obj) -> None:
-    typer.echo(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
+from ragnb.cli.common import fail as _fail, print_json as _print_json  # noqa: E402  (one of each for every command)
 
 
 # ------------------------------------------------------------------------------------------ db
