@@ -25,6 +25,8 @@ DOWN_KV = "host=127.0.0.1 port=1 dbname=nothing user=reader password=s3cretpw"
 CASES = [
     (["run", "--help"], {}, 0, "Usage: ragnb run"),
     (["run", "-h"], {}, 0, "--fail-on"),
+    (["runs", "delete", "-h"], {}, 0, "--yes"),
+    (["-h"], {}, 0, "compare"),
     (["run"], {}, 2, "name the notebooks to run"),
     (["run", "tier1", "-p", "top_k"], {}, 2, "Option '-p' requires 2 arguments"),
     (["run", "tier1", "-f", "missing.yaml"], {}, 2, "'missing.yaml' does not exist"),

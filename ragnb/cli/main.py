@@ -10,6 +10,7 @@ import click
 import typer
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},  # -h everywhere, as on `ragnb run`
                   help="Benchmark Retrieval-Augmented-Generation systems from Jupyter notebooks.")
 db_app = typer.Typer(no_args_is_help=True, help="The database: embedded PostgreSQL + pgvector, or RAGNB_DATABASE_URL.")
 load_app = typer.Typer(no_args_is_help=True, help="Load chunks or question logs (JSONL, CSV, Parquet; chunks also from a folder).")
