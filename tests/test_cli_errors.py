@@ -50,6 +50,9 @@ CASES = [
     (["load", "chunks", str(REPO / "ragnb" / "data"), "--write"], {"RAGNB_DATABASE_URL": DOWN}, 2, "cannot reach"),
     (["load", "chunks", str(REPO / "ragnb" / "data")], {"RAGNB_DATABASE_URL": DOWN}, 2, "Pass --write"),
     (["db", "reset", "--yes"], {"RAGNB_DATABASE_URL": DOWN}, 2, "never deletes data in an external database"),
+    # checked once before the first notebook, instead of failing every notebook that reads it
+    (["run", "tier1", "tier0", "-p", "corpus", "db"], {"RAGNB_DATABASE_URL": DOWN_KV}, 2,
+     "tier1_retrieval, tier0_embeddings read the configured database (corpus: db), but cannot reach the database"),
 ]
 
 

@@ -265,3 +265,13 @@ def test_progress_line_extrapolates_from_the_steps_first_record():
     assert _show(rec(11, 9.0), "judge", first) == "    judge · items scored: 11/40 (28%), 9 s, ~14 s left"
     assert _show(rec(40, 20.0), "judge", first) == "    judge · items scored: 40/40 (100%), 20 s"
     assert first == {} and _show("not json", "judge", first) is None
+
+
+def test_database_readers_from_values_and_defaults():
+    from ragnb.runs.params import database_readers, declared_default
+
+    declared = {"a": {"corpus": {"default": '"db"'}}, "b": {"corpus": {"default": '"demo"'}}, "c": {"top_k": {}},
+                "d": {"corpus": {"default": "some_call()"}}}
+    assert declared_default({"default": "10"}) == 10 and declared_default({"default": "f(x)"}) is None
+    assert database_readers({"a": {}, "b": {}, "c": {}, "d": {}}, declared) == ["a"]
+    assert database_readers({"a": {"corpus": "demo"}, "b": {"corpus": "db"}, "c": {}, "d": {}}, declared) == ["b"]

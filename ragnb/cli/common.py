@@ -69,36 +69,13 @@ class ClickCommand(click.Command):
             raise typer.Exit(exc.exit_code) from None
 
 
-def database_message(exc: BaseException) -> str | None:
-    """A clear message for a database error (server down, read-only database, bad connection string),
-    None for other exceptions. The URL is shown without its password."""
-    import psycopg
-    import sqlalchemy.exc as sa_exc
-
-    from ragnb import config
-
-    orig = getattr(exc, "orig", None) or exc
-    where = config.redact_url(config.database_url() or "") or "the embedded server"
-    if isinstance(orig, psycopg.errors.ReadOnlySqlTransaction):
-        return (f"{where} is opened read-only (ragnb only reads an external RAGNB_DATABASE_URL unless told to "
-                "write): add --write to this command to allow the change")
-    if isinstance(orig, psycopg.errors.InsufficientPrivilege):
-        return f"{where}: permission denied ({str(orig).splitlines()[0]}); ask for the grant or use another user"
-    if isinstance(orig, psycopg.OperationalError) or isinstance(exc, sa_exc.OperationalError):
-        first = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
-        return (f"cannot reach the database {where}: {config.redact_url(first)} — is the server up and the "
-                "RAGNB_DATABASE_URL right? (`ragnb db status` shows what ragnb uses)")
-    if isinstance(exc, sa_exc.ArgumentError):
-        return (f"RAGNB_DATABASE_URL is not a usable connection string ({exc}); write "
-                "postgresql://user@host:5432/dbname or libpq's 'host=… dbname=… user=…'")
-    return None
-
-
 def database_errors_as_messages(group: click.Group) -> None:
     """Make every command of ``group`` turn a database error, and a ``ValueError`` (ragnb's exception for bad
     input, whose text says what is wrong and how to fix it), into ``error: <message>`` (exit 2)."""
     import psycopg
     import sqlalchemy.exc as sa_exc
+
+    from ragnb.store.engine import describe_database_error
 
     invoke = group.invoke
 
@@ -106,7 +83,7 @@ def database_errors_as_messages(group: click.Group) -> None:
         try:
             return invoke(ctx)
         except (sa_exc.SQLAlchemyError, psycopg.Error) as exc:
-            message = database_message(exc)
+            message = describe_database_error(exc)
             if message is None:
                 raise
             fail(message)

@@ -256,3 +256,23 @@ def resolve_paths(merged: dict[str, dict[str, Any]], cwd: str | Path | None = No
             _check_input(name, path, f"notebook {stem}")
             out[stem][name] = str(path)
     return out
+
+
+def declared_default(info: dict) -> Any:
+    """A parameter's default as a value (papermill gives its source text, e.g. ``'"demo"'``); None if not a literal."""
+    import ast
+
+    try:
+        return ast.literal_eval(str(info.get("default")))
+    except (ValueError, SyntaxError):
+        return None
+
+
+def database_readers(merged: dict[str, dict[str, Any]], declared: dict[str, dict[str, dict]]) -> list[str]:
+    """The notebooks of a run that read the configured database (``corpus`` set to, or defaulting to, "db")."""
+    out = []
+    for stem, params in merged.items():
+        info = declared.get(stem, {}).get("corpus")
+        if info is not None and params.get("corpus", declared_default(info)) == "db":
+            out.append(stem)
+    return out

@@ -24,7 +24,8 @@ import ragnb
 from ragnb import config, spec
 from ragnb.io import atomic_write_text, comma_list, dumps_strict, read_text
 from ragnb.reports.html import notebook_to_html, write_index
-from ragnb.runs.params import Notebook, declared_params, load_params_file, merge_params, resolve, resolve_paths
+from ragnb.runs.params import (Notebook, database_readers, declared_params, load_params_file, merge_params, resolve,
+                               resolve_paths)
 from ragnb.runs.progress import RunProgress, expected_durations, follow
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
 
@@ -347,6 +348,7 @@ def run_notebooks(
     declared = {nb.stem: declared_params(nb) for nb in nbs}
     merged = resolve_paths(merge_params(nbs, declared, file_params, dict(params or {}), nb_dir,
                                         str(params_file or "parameters file")))
+    _check_database(database_readers(merged, declared))
     combos = _model_combos(judge_models, generation_models)
     swept = [nb for nb in nbs if not nb.post_record and any(p in declared[nb.stem] for p in SWEEP_PARAMS)]
     if combos:
@@ -359,6 +361,18 @@ def run_notebooks(
     with run_lock(run_dir, run_id):  # before reading what the run finished: another runner may still add to it
         run = _Run.start(run_id, out_root, kernel_name=kernel_name, log=log, merged=merged, declared=declared)
         return _run_all(run, nbs, swept, combos, log)
+
+
+def _check_database(readers: list[str]) -> None:
+    """A database that is down would fail every notebook reading it, one after the other: check it once first."""
+    if not readers:
+        return
+    from ragnb.store.engine import check_reachable
+
+    try:
+        check_reachable()
+    except ValueError as exc:
+        raise ValueError(f"{', '.join(readers)} read the configured database (corpus: db), but {exc}") from None
 
 
 @contextlib.contextmanager

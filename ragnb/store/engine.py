@@ -201,3 +201,40 @@ def _register_vector_on_connect(engine: sa.Engine) -> None:
         except psycopg.ProgrammingError:
             # The extension is not installed yet (fresh database); schema.ensure_schema creates it.
             dbapi_conn.rollback()
+
+
+def describe_database_error(exc: BaseException) -> str | None:
+    """A clear message for a database error (server down, read-only database, missing grant, unusable connection
+    string), None for other exceptions. The URL is shown without its password."""
+    import sqlalchemy.exc as sa_exc
+
+    orig = getattr(exc, "orig", None) or exc
+    where = config.redact_url(config.database_url() or "") or "the embedded server"
+    if isinstance(orig, psycopg.errors.ReadOnlySqlTransaction):
+        return (f"{where} is opened read-only (ragnb only reads an external RAGNB_DATABASE_URL unless told to "
+                "write): add --write to this command to allow the change")
+    if isinstance(orig, psycopg.errors.InsufficientPrivilege):
+        return f"{where}: permission denied ({str(orig).splitlines()[0]}); ask for the grant or use another user"
+    if isinstance(orig, psycopg.OperationalError) or isinstance(exc, sa_exc.OperationalError):
+        first = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+        return (f"cannot reach the database {where}: {config.redact_url(first)} — is the server up and the "
+                "RAGNB_DATABASE_URL right? (`ragnb db status` shows what ragnb uses)")
+    if isinstance(exc, sa_exc.ArgumentError):
+        return (f"RAGNB_DATABASE_URL is not a usable connection string ({exc}); write "
+                "postgresql://user@host:5432/dbname or libpq's 'host=… dbname=… user=…'")
+    return None
+
+
+def check_reachable() -> None:
+    """ValueError with :func:`describe_database_error`'s message when the configured database cannot be
+    reached; nothing otherwise."""
+    try:
+        db = connect()
+        with db.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        db.dispose()
+    except (sa.exc.SQLAlchemyError, psycopg.Error) as exc:
+        message = describe_database_error(exc)
+        if message is None:
+            raise
+        raise ValueError(message) from None
