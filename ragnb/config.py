@@ -52,8 +52,39 @@ def embedded_database_name() -> str:
     return _env("RAGNB_EMBEDDED_DB", "ragnb") or "ragnb"
 
 
+PROJECT_MARKERS = (".git", "pyproject.toml")  # a folder holding one of these is a project's root
+
+
+def project_root(start: str | Path | None = None) -> Path | None:
+    """The nearest folder from ``start`` (default: the current one) upwards that holds ``.git`` or
+    ``pyproject.toml``, below the home folder; None outside a project. So ``notebooks/`` of a checkout and the
+    checkout itself share one outputs folder."""
+    here = Path(start or Path.cwd()).resolve()
+    home = Path.home().resolve()
+    for folder in (here, *here.parents):
+        if folder == home or folder == folder.parent:
+            return None
+        if any((folder / marker).exists() for marker in PROJECT_MARKERS):
+            return folder
+    return None
+
+
 def outputs_dir() -> Path:
-    return Path(_env("RAGNB_OUTPUTS", "outputs") or "outputs").resolve()
+    """Where runs, reports and ``benchmark_runs.json`` go: ``RAGNB_OUTPUTS`` (relative to the current folder),
+    else ``outputs/`` of the project (:func:`project_root`), else ``./outputs``."""
+    env = _env("RAGNB_OUTPUTS")
+    if env:
+        return Path(env).expanduser().resolve()
+    return (project_root() or Path.cwd()) / "outputs"
+
+
+def notebook_output_dir(output_dir: str | Path = "") -> Path:
+    """A notebook's output folder: ``output_dir`` when given (``ragnb run`` always gives the run folder), else
+    ``<outputs>/latest`` (:func:`outputs_dir`) — the same folder under plain papermill, in JupyterLab and from
+    inside ``notebooks/``. Created if missing."""
+    folder = Path(output_dir).expanduser().resolve() if str(output_dir).strip() else outputs_dir() / "latest"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def embedding_model_name() -> str:

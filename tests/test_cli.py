@@ -252,3 +252,16 @@ def test_strictly_decreasing_scores():
     # equal only in float32 (trec_eval's precision) still counts as a tie
     a, b = 0.7, 0.7 - 1e-12
     assert np.float32(strictly_decreasing([a, b])[1]) < np.float32(a)
+
+
+def test_db_reset_empties_the_embedded_database_after_confirmation(cli, tmp_path):
+    f = _jsonl(tmp_path / "chunks.jsonl", CHUNKS)
+    assert cli("load", "chunks", str(f)).exit_code == 0
+    refused = cli("db", "reset")  # no terminal to ask on, no --yes: nothing happens
+    assert refused.exit_code == 2 and "--yes" in refused.output
+    assert _last_json(cli("db", "status").output)["chunks"]["rows"] == 4
+    unknown = cli("db", "reset", "--database", "no_such_db", "--yes")
+    assert unknown.exit_code == 2 and "has no database 'no_such_db'" in unknown.output
+    done = cli("db", "reset", "--yes")
+    assert done.exit_code == 0 and "dropped" in done.output
+    assert _last_json(cli("db", "status").output)["chunks"]["rows"] == 0  # recreated empty

@@ -181,3 +181,88 @@ def test_notebooks_dir_default_points_into_the_repo():
     except ValueError:
         pytest.skip("no notebooks/ folder in this checkout yet")
     assert nb_dir.name == "notebooks"
+
+
+def test_fail_on_attention_exits_3_from_the_records_grading(tiny_run):
+    import typer
+
+    from ragnb.cli.run import attention_lines, report_run
+
+    result, _, _ = tiny_run  # mrr 0.45 < 0.5: attention; hit_rate@1 0.9: excellent
+    lines = attention_lines(result.record)
+    assert len(lines) == 1 and lines[0].startswith("tiny_report: mrr = 0.45") and lines[0].endswith("< 0.5")
+    report_run(result, "failure")  # the default gate only fails on failed notebooks
+    with pytest.raises(typer.Exit) as stop:
+        report_run(result, "attention")
+    assert stop.value.exit_code == 3
+
+
+def _progress_notebook(folder: Path) -> None:
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"display_name": "Python 3", "language": "python",
+                                                           "name": "python3"}})
+    params = nbformat.v4.new_code_cell('output_dir: str = ""  # run folder\ndataset_path: str = ""  # input\n'
+                                       'n: int = 3  # steps')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(
+        "from pathlib import Path\nfrom ragnb.progress import track\nfrom ragnb.tiers.payload import write_metrics\n"
+        "total = sum(i for i in track(range(n), 'steps'))\nprint('read', Path(dataset_path).read_text())\n"
+        "write_metrics(output_dir, 'tiny_progress', {'total': total})")]
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / "tiny_progress.ipynb")
+
+
+def test_progress_and_eta_reach_the_terminal_not_the_report(tmp_path, monkeypatch):
+    nb_dir, out = tmp_path / "notebooks", tmp_path / "outputs"
+    _progress_notebook(nb_dir)
+    (tmp_path / "data.txt").write_text("relative input")
+    monkeypatch.chdir(tmp_path)
+    first: list[str] = []
+    result = run_notebooks(["tiny_progress"], {"dataset_path": "data.txt"}, outputs=out, notebooks_dir=nb_dir,
+                           log=first.append)
+    assert result.failures == []
+    assert "[1/1] tiny_progress (first timing) — run: no estimate yet (no earlier run of these notebooks)" in first
+    # the kernel's first and last step (the ones in between are throttled to one line per 2 s)
+    steps = [m for m in first if "tiny_progress · steps:" in m]
+    assert steps[0].startswith("    tiny_progress · steps: 1/3 (33%)") and "3/3 (100%)" in steps[-1]
+    executed = (result.run_dir / "tiny_progress.ipynb").read_text()
+    assert "steps" not in executed.split("track(range(n), 'steps')")[1]  # nothing in the cell outputs
+    assert not list(result.run_dir.glob(".*progress*"))  # the progress file is gone
+    # the relative path was read from the folder the run started in, and recorded as absolute
+    assert result.record["params"]["tiny_progress"]["dataset_path"] == str(tmp_path / "data.txt")
+    assert "read relative input" in executed
+    second: list[str] = []
+    took = result.record["reports"][0]["duration_s"]
+    run_notebooks(["tiny_progress"], {"dataset_path": "data.txt"}, outputs=out, notebooks_dir=nb_dir,
+                  log=second.append)
+    from ragnb.runs.progress import format_duration
+
+    assert f"[1/1] tiny_progress (usually {format_duration(took)}) — run: about " in "\n".join(second)
+
+
+def test_a_wrong_path_stops_the_run_before_any_notebook(tmp_path, monkeypatch):
+    nb_dir, out = tmp_path / "notebooks", tmp_path / "outputs"
+    _progress_notebook(nb_dir)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"dataset_path = '.*missing\.txt' does not exist \(relative paths are read "
+                                         r"from the folder you ran the command in"):
+        run_notebooks(["tiny_progress"], {"dataset_path": "missing.txt"}, outputs=out, notebooks_dir=nb_dir)
+    assert not out.exists()  # nothing ran, nothing was written
+
+
+def test_plain_papermill_from_the_notebooks_folder_honours_ragnb_outputs(tmp_path):
+    """The design card's usage, ``papermill <tier1>.ipynb out.ipynb -p top_k 10`` from ``notebooks/``: the default
+    output folder is ``$RAGNB_OUTPUTS/latest``, not a folder inside the package."""
+    import os
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    outs = tmp_path / "outs"
+    env = {**os.environ, "PYTHONPATH": str(repo), "RAGNB_OUTPUTS": str(outs)}
+    res = subprocess.run([sys.executable, "-m", "papermill", "tier1_retrieval.ipynb", str(tmp_path / "out.ipynb"),
+                          "-p", "top_k", "10", "-p", "max_questions", "12", "-p", "n_boot", "50",
+                          "-p", "latency_sample", "5", "--no-progress-bar"],
+                         cwd=repo / "notebooks", env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    metrics = json.loads((outs / "latest" / "tier1_retrieval.metrics.json").read_text())
+    assert metrics["hit_rate@1"]["n"] == 12
+    assert not (repo / "notebooks" / "outputs").exists() and not (repo / "ragnb" / "notebooks" / "outputs").exists()

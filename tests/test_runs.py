@@ -199,3 +199,84 @@ def test_tier_spec_lookups_and_old_faithfulness_keys():
     assert overall_status({"tier_3_metrics": {"judge_faithfulness": 0.95, "e2e_score": 0.7}}) == "good"
     assert status_of("faithfulness", 0.5) is None  # the ragas-style statement ratio has no threshold
     assert status_of("fallback_faithfulness", 0.5) is None
+
+
+def test_expected_durations_and_eta_by_hand(tmp_path):
+    from ragnb.runs.progress import RunProgress, expected_durations, format_duration
+
+    def rec(run_id, *reports):
+        return {"id": run_id, "reports": [{"stem": s, "status": st, "duration_s": d} for s, st, d in reports]}
+
+    history = [rec("r1", ("tier1", "ok", 10.0), ("tier2", "ok", 40.0)),
+               rec("r2", ("tier1", "ok", 30.0), ("tier2", "failed", 1.0)),  # a failure says nothing about time
+               rec("r3", ("tier1", "ok", 20.0), ("tier2", "skipped", 0.0))]
+    (tmp_path / "benchmark_runs.json").write_text(json.dumps(history))
+    expected = expected_durations(tmp_path)
+    assert expected == {"tier1": 20.0, "tier2": 40.0}  # median(10, 30, 20) = 20; tier2: only the ok one
+    log: list[str] = []
+    p = RunProgress(["tier1", "tier2", "tier9"], expected, log.append)
+    assert p.eta(now=0.0) == "about 1 min 00 s left + 1 notebook(s) never timed before"
+    p.begin("tier1", "tier1")
+    assert log[-1].startswith("[1/3] tier1 (usually 20 s) — run: about 1 min 00 s left")
+    since = p.current[1]
+    assert p.eta(now=since + 15.0) == "about 45 s left + 1 notebook(s) never timed before"  # 5 s of tier1 + 40
+    assert p.eta(now=since + 99.0) == "about 40 s left + 1 notebook(s) never timed before"  # overdue: 0, not < 0
+    p.end()
+    assert [format_duration(s) for s in (0.4, 59.6, 61, 3599, 3725)] == ["0 s", "1 min 00 s", "1 min 01 s",
+                                                                         "59 min 59 s", "1 h 02 min"]
+
+
+def test_progress_reporter_writes_only_under_a_runner(tmp_path, monkeypatch):
+    from ragnb import progress
+
+    monkeypatch.delenv(progress.PROGRESS_ENV, raising=False)
+    assert progress.reporter("x") is None and list(progress.track([1, 2], "x")) == [1, 2]
+    path = tmp_path / "p.jsonl"
+    monkeypatch.setenv(progress.PROGRESS_ENV, str(path))
+    assert list(progress.track(range(5), "steps")) == [0, 1, 2, 3, 4]
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    # the first step, then throttled, then the last one
+    assert [(d["label"], d["done"], d["total"]) for d in lines] == [("steps", 1, 5), ("steps", 5, 5)]
+
+
+def test_default_output_folders(tmp_path, monkeypatch):
+    from ragnb import config
+
+    project = tmp_path / "proj"
+    (project / "notebooks").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("")
+    monkeypatch.delenv("RAGNB_OUTPUTS", raising=False)
+    monkeypatch.chdir(project / "notebooks")  # papermill run from inside notebooks/
+    assert config.project_root() == project
+    assert config.outputs_dir() == project / "outputs"
+    assert config.notebook_output_dir("") == project / "outputs" / "latest"
+    assert (project / "outputs" / "latest").is_dir()
+    monkeypatch.setenv("RAGNB_OUTPUTS", "../elsewhere")  # relative to the current folder
+    assert config.notebook_output_dir() == project / "elsewhere" / "latest"
+    assert config.notebook_output_dir("given") == project / "notebooks" / "given"
+    monkeypatch.delenv("RAGNB_OUTPUTS")
+    monkeypatch.chdir(tmp_path)  # outside any project: ./outputs
+    assert config.project_root() is None and config.outputs_dir() == tmp_path / "outputs"
+
+
+def test_progress_line_extrapolates_from_the_steps_first_record():
+    from ragnb.runs.progress import _show
+
+    first: dict = {}
+    rec = lambda done, el: json.dumps({"label": "items scored", "done": done, "total": 40, "elapsed_s": el})  # noqa: E731
+    # the first item took 4 s (warm-up): no estimate from it
+    assert _show(rec(1, 4.0), "judge", first) == "    judge · items scored: 1/40 (2%), 4 s"
+    # 10 more items in 5 s → 0.5 s per item → 29 left ≈ 14.5 s → "14 s" (rounded half to even)
+    assert _show(rec(11, 9.0), "judge", first) == "    judge · items scored: 11/40 (28%), 9 s, ~14 s left"
+    assert _show(rec(40, 20.0), "judge", first) == "    judge · items scored: 40/40 (100%), 20 s"
+    assert first == {} and _show("not json", "judge", first) is None
+
+
+def test_database_readers_from_values_and_defaults():
+    from ragnb.runs.params import database_readers, declared_default
+
+    declared = {"a": {"corpus": {"default": '"db"'}}, "b": {"corpus": {"default": '"demo"'}}, "c": {"top_k": {}},
+                "d": {"corpus": {"default": "some_call()"}}}
+    assert declared_default({"default": "10"}) == 10 and declared_default({"default": "f(x)"}) is None
+    assert database_readers({"a": {}, "b": {}, "c": {}, "d": {}}, declared) == ["a"]
+    assert database_readers({"a": {"corpus": "demo"}, "b": {"corpus": "db"}, "c": {}, "d": {}}, declared) == ["b"]

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
 
 import click
 import typer
-import yaml
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},  # -h everywhere, as on `ragnb run`
                   help="Benchmark Retrieval-Augmented-Generation systems from Jupyter notebooks.")
 db_app = typer.Typer(no_args_is_help=True, help="The database: embedded PostgreSQL + pgvector, or RAGNB_DATABASE_URL.")
 load_app = typer.Typer(no_args_is_help=True, help="Load chunks or question logs (JSONL, CSV, Parquet; chunks also from a folder).")
@@ -22,17 +21,15 @@ app.add_typer(metrics_app, name="metrics")
 
 from ragnb.rag.encoders.base import encode_queries
 from ragnb.cli.dataset import dataset_app  # noqa: E402  (its own module: the dataset modes are many)
+from ragnb.cli.runs import compare_command, runs_app  # noqa: E402
+from ragnb.cli.run import STANDALONE_HELP  # noqa: E402
 
 app.add_typer(dataset_app, name="dataset")
+app.add_typer(runs_app, name="runs")
+app.command("compare")(compare_command)
 
 
-def _fail(exc: Exception) -> None:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
-
-
-def _print_json(obj) -> None:
-    typer.echo(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
+from ragnb.cli.common import fail as _fail, print_json as _print_json  # noqa: E402  (one of each for every command)
 
 
 # ------------------------------------------------------------------------------------------ db
@@ -88,6 +85,31 @@ def db_status() -> None:
     except Exception as exc:  # noqa: BLE001 - status reports what is wrong instead of failing
         out["error"] = str(exc)
     _print_json(out)
+
+
+@db_app.command("reset")
+def db_reset(
+    database: Optional[str] = typer.Option(None, "--database", help="Which database of the embedded server "
+                                           "(default: RAGNB_EMBEDDED_DB, else ragnb; the demo's is ragnb_demo)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Delete everything loaded into a database of the embedded server — chunks, question logs, every model's
+    vectors — so the next `ragnb load` starts empty. Never touches an external RAGNB_DATABASE_URL."""
+    from ragnb import config
+    from ragnb.cli.common import confirm
+    from ragnb.store.engine import drop_embedded_database, embedded_databases
+
+    if config.database_url() and database is None:
+        _fail(f"RAGNB_DATABASE_URL is set ({config.redact_url(config.database_url())}): ragnb never deletes data "
+              "in an external database. Empty its tables with your own tools, or unset RAGNB_DATABASE_URL to "
+              "reset the embedded one")
+    name = database or config.embedded_database_name()
+    known = embedded_databases()
+    if name not in known:
+        _fail(f"the embedded server has no database {name!r}; its databases: {', '.join(known) or '(none)'}")
+    confirm(f"delete every chunk, question and vector in the embedded database {name!r}?", yes)
+    drop_embedded_database(name)
+    typer.echo(f"database {name!r} dropped; the next command recreates it empty")
 
 
 @db_app.command("url")
@@ -296,19 +318,6 @@ def metrics_retrieval(
 # ---------------------------------------------------------------------------------- run / demo
 
 
-def _parse_value(text: str):
-    """``-p top_k 10`` → 10; YAML scalars, so true/false, numbers and strings work as on papermill's CLI."""
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-    return text if value is None and text.strip() not in ("null", "~") else value
-
-
-STANDALONE_HELP = ("Self-contained HTML reports (plotly.js inside each, ~5 MB) to e-mail one file; by default "
-                   "the run folder's reports share one copy in assets/.")
-
-
 def _report(result) -> None:
     for failure in result.failures:
         typer.secho(f"failed: {failure}", fg=typer.colors.RED, err=True)
@@ -316,41 +325,6 @@ def _report(result) -> None:
     typer.echo(str(result.index_path))
     if result.failures:
         raise SystemExit(1)
-
-
-def _notebook_listing() -> str:
-    from ragnb.spec import TIERS
-
-    return "Notebooks (short name: stem): " + "; ".join(f"{t.name}: {t.stem}" for t in TIERS) + "."
-
-
-@click.command("run", context_settings={"help_option_names": ["-h", "--help"]}, epilog=_notebook_listing())
-@click.argument("notebooks", nargs=-1, required=True)
-@click.option("-p", "--parameter", "parameters", nargs=2, multiple=True, metavar="NAME VALUE",
-              help="Notebook parameter (repeatable), e.g. -p top_k 10.")
-@click.option("-f", "--params-file", type=click.Path(exists=True, dir_okay=False), help="YAML parameter file.")
-@click.option("--run-id", help="Resume (or name) a run: finished notebooks of that run are skipped.")
-@click.option("--judge-models", help="Model sweep: comma-separated judge models; every combination with "
-              "--generation-models runs and lands in the record's model_runs.")
-@click.option("--generation-models", help="Model sweep: comma-separated generation models.")
-@click.option("--standalone", is_flag=True, help=STANDALONE_HELP)
-def run_command(notebooks: tuple[str, ...], parameters: tuple[tuple[str, str], ...], params_file: str | None,
-                run_id: str | None, judge_models: str | None, generation_models: str | None,
-                standalone: bool = False) -> None:
-    """Execute report notebooks (tier0, tier1, …) and write HTML, metrics JSON and the run record."""
-    from ragnb.runs.runner import run_notebooks
-
-    from ragnb.io import comma_list
-
-    params = {name: _parse_value(value) for name, value in parameters}
-    try:
-        result = run_notebooks(list(notebooks), params, params_file=params_file, run_id=run_id,
-                               judge_models=comma_list(judge_models, "--judge-models") or None,
-                               generation_models=comma_list(generation_models, "--generation-models") or None,
-                               standalone=standalone)
-    except ValueError as exc:
-        _fail(exc)
-    _report(result)
 
 
 @app.command()
@@ -394,8 +368,13 @@ def demo(
 
 def build_cli() -> click.Group:
     """The whole command tree (typer commands plus the click ``run`` command with repeatable ``-p NAME VALUE``)."""
+    from ragnb.cli.run import run_command
+
+    from ragnb.cli.common import database_errors_as_messages
+
     group = typer.main.get_group(app)
     group.add_command(run_command, "run")
+    database_errors_as_messages(group)
     return group
 
 

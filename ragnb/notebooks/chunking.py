@@ -42,10 +42,14 @@ hnsw_m: int = 16  # HNSW links per node
 hnsw_ef_construction: int = 64  # HNSW candidate list size while building
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
-output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-question table
+output_dir: str = ""  # folder for the metrics JSON and the per-question table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 from ragnb.reports import report
 from ragnb.analysis import chunking
 from ragnb.rag.embeddings import get_encoder

@@ -30,10 +30,14 @@ alpha: float = 0.05  # significance level for the verdicts (Holm-adjusted over a
 n_boot: int = 1000  # bootstrap resamples for the 95% CI of each paired difference
 n_perm: int = 10000  # random sign patterns of the permutation test when exact enumeration is too large
 metrics: str = ""  # comma-separated metric names or patterns such as hit_rate@*,mrr ("": all metrics)
-output_dir: str = "outputs/latest"  # folder for the dashboard's metrics JSON
+output_dir: str = ""  # folder for the dashboard's metrics JSON; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 from ragnb.runs import compare, dashboard
 from ragnb.reports import report
 from ragnb.tiers.result import TierResult

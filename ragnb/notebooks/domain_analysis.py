@@ -40,10 +40,14 @@ n_init: int = 10  # KMeans restarts (the best of n_init runs is kept)
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 max_listed: int = 50  # knowledge-gap questions listed in the metrics JSON and the table
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
-output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-question table
+output_dir: str = ""  # folder for the metrics JSON and the per-question table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.domain import domain_analysis, page_hits, topic_table

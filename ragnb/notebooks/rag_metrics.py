@@ -39,9 +39,13 @@ llm_max_wait_s: float = 0  # longest an LLM call may take with its retries, in s
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 worst_n: int = 10  # samples listed under "least faithful"
-output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item table and the resumable item logs
+output_dir: str = ""  # folder for the metrics JSON, the per-item table and the resumable item logs; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 import os
 
 import pandas as pd

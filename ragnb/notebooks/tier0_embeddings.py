@@ -28,10 +28,14 @@ distance: str = "euclidean"  # "euclidean" or "cosine" (1 minus cosine similarit
 include_questions: bool = True  # also analyse the stored question vectors
 seed: int = 0  # sampling seed
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
-output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-vector table
+output_dir: str = ""  # folder for the metrics JSON and the per-vector table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 from ragnb.reports import charts, report
 from ragnb.metrics.stats import summary_frame
 from ragnb.store.vectors import fetch_texts, fetch_vectors

@@ -33,10 +33,14 @@ max_questions: int = 0  # use only the first N questions (0: all)
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 worst_n: int = 15  # questions listed in "worst questions"
-output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-question table
+output_dir: str = ""  # folder for the metrics JSON and the per-question table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 from ragnb.reports import charts, report
 from ragnb.metrics.stats import summary_frame
 from ragnb.rag.retrieval import build_retriever

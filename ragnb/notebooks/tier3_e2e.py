@@ -42,10 +42,14 @@ prices: dict = {}  # USD per 1M tokens, per model id: {input_per_1m, output_per_
 llm_max_retries: int = -1  # retries of a failing LLM request; -1: RAGNB_LLM_MAX_RETRIES, else 6
 llm_max_wait_s: float = 0  # longest an LLM call may take with its retries, in s; 0: RAGNB_LLM_MAX_WAIT_S, else 60
 worst_n: int = 10  # answers listed in "worst answers"
-output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item table and the resumable item log
+output_dir: str = ""  # folder for the metrics JSON, the per-item table and the resumable item log; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 import pandas as pd
 import plotly.express as px
 

@@ -39,10 +39,14 @@ llm_max_retries: int = -1  # retries of a failing LLM request; -1: RAGNB_LLM_MAX
 llm_max_wait_s: float = 0  # longest an LLM call may take with its retries, in s; 0: RAGNB_LLM_MAX_WAIT_S, else 60
 resume: bool = True  # reuse the per-item results already logged in output_dir (False: judge everything again)
 worst_n: int = 10  # wrong verdicts listed per kind (false show, false no-show)
-output_dir: str = "outputs/latest"  # folder for the metrics JSON, the per-item table and the item log
+output_dir: str = ""  # folder for the metrics JSON, the per-item table and the item log; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 from ragnb.reports import charts, report
 from ragnb.rag.embeddings import get_encoder
 from ragnb.tiers import judging

@@ -39,10 +39,14 @@ max_sessions: int = 0  # analyse only the first N sessions, by time of their fir
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 worst_n: int = 25  # questions listed in the table of context breaks
-output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-turn table
+output_dir: str = ""  # folder for the metrics JSON and the per-turn table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 from ragnb.reports import report
 from ragnb.tiers.ux import load_inputs, run_tier_ux
 from ragnb.tiers.ux_figures import cache_similarity_histogram, similarity_by_flag_chart, similarity_chart, summary_rows

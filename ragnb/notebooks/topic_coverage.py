@@ -38,10 +38,14 @@ n_init: int = 10  # KMeans restarts (the best of n_init runs is kept)
 n_representatives: int = 3  # questions closest to each topic centroid, shown as its examples
 low_coverage_factor: float = 0.5  # flag large topics below this share of the median distinct chunks per question
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
-output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-question table
+output_dir: str = ""  # folder for the metrics JSON and the per-question table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import load_questions, open_chunks

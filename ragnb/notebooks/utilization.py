@@ -34,10 +34,14 @@ backend: str = "memory"  # "memory" (exact, in-process) or "pgvector" (search in
 index_mode: str = "auto"  # pgvector only: "auto", "exact" or "hnsw"
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 list_n: int = 20  # rows shown in the tables of most-retrieved and never-retrieved chunks
-output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-chunk table
+output_dir: str = ""  # folder for the metrics JSON and the per-chunk table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import load_questions, open_chunks

@@ -38,10 +38,14 @@ outlier_k: int = 5  # neighbours whose mean cosine distance scores a point as an
 outlier_quantile: float = 0.99  # points above this quantile of that distance are outliers (0.99: top 1%)
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
-output_dir: str = "outputs/latest"  # folder for the metrics JSON and the per-point table
+output_dir: str = ""  # folder for the metrics JSON and the per-point table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
 # %%
+from ragnb.config import notebook_output_dir
+
+output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
+
 from ragnb.analysis import umap_cache, vector_space
 
 jit = umap_cache.enable_jit_cache()  # before anything imports umap: compiled code is reused across runs

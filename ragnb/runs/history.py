@@ -180,3 +180,35 @@ def floats(series: pd.Series) -> np.ndarray:
 
 def is_numeric(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series)
+
+
+# --------------------------------------------------------------------------------------------
+# Deleting a run
+# --------------------------------------------------------------------------------------------
+
+
+def delete_run(outputs: str | Path, run_id: str, timeout: float = 120.0) -> dict:
+    """Remove run ``run_id`` from ``<outputs>/benchmark_runs.json`` (under the file's lock, written atomically,
+    like :func:`ragnb.runs.record.append_run_record`) and delete its folder ``<outputs>/runs/<run_id>``.
+    ValueError when neither exists. Returns what was removed."""
+    import shutil
+
+    from filelock import FileLock
+
+    from ragnb.io import atomic_write_text, dumps_strict
+    from ragnb.runs.record import load_runs
+
+    outputs = Path(outputs)
+    path, folder = outputs / RUNS_FILE, outputs / "runs" / run_id
+    with FileLock(str(path) + ".lock", timeout=timeout):
+        runs = load_runs(path)
+        kept = [r for r in runs if str(r.get("id")) != run_id]
+        if len(kept) == len(runs) and not folder.is_dir():
+            find_run(runs, run_id)  # raises, listing the known ids
+        if len(kept) != len(runs):
+            atomic_write_text(path, dumps_strict(kept) + "\n")
+    had_folder = folder.is_dir()
+    if had_folder:
+        shutil.rmtree(folder)
+    return {"run_id": run_id, "record_removed": len(kept) != len(runs),
+            "folder_removed": str(folder) if had_folder else None, "runs_left": len(kept)}

@@ -19,10 +19,15 @@ values are converted to the declared int/float/bool type (CLI input). Unknown na
 notebook's parameter list; count parameters outside :data:`COUNT_BOUNDS` are rejected (``top_k`` of 10⁹
 would allocate gigabytes and hang); names that look like secrets (``key``, ``token``, ``password``, ``secret``) are
 rejected — use environment variables. ``output_dir`` is always set by the runner.
+
+Paths (:func:`resolve_paths`): a non-empty ``*_path`` / ``*_file`` / ``*_dir`` parameter (and the dashboard's
+``outputs``) relative to the folder ``ragnb run`` was started in becomes absolute, and an input path that does
+not exist or cannot be read is rejected before any notebook starts.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,3 +216,63 @@ def _declared_elsewhere(name: str, nb_dir: Path, nbs: list[Notebook]) -> bool:
             if name in pm.inspect_notebook(str(path)):
                 return True
     return False
+
+
+PATH_SUFFIXES = ("_path", "_file", "_dir")  # parameters holding a path: made absolute, inputs checked
+INPUT_FOLDERS = ("outputs",)  # folder parameters a notebook reads (the dashboard's history)
+
+
+def is_path_param(name: str) -> bool:
+    return name.endswith(PATH_SUFFIXES) or name in INPUT_FOLDERS
+
+
+def _check_input(name: str, path: Path, where: str) -> None:
+    folder = name.endswith("_dir") or name in INPUT_FOLDERS
+    if name.endswith("_dir") and not path.exists():
+        return  # a folder the notebook writes into: it creates it
+    if not path.exists():
+        raise ValueError(f"{where}: {name} = {str(path)!r} does not exist (relative paths are read from the "
+                         f"folder you ran the command in, {Path.cwd()}); fix the path or leave it empty for the default")
+    if folder and not path.is_dir():
+        raise ValueError(f"{where}: {name} = {str(path)!r} is a file; give a folder")
+    if not folder and path.is_dir() and name.endswith("_file"):
+        raise ValueError(f"{where}: {name} = {str(path)!r} is a folder; give a file")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"{where}: {name} = {str(path)!r} cannot be read (permissions); fix them or copy the file")
+
+
+def resolve_paths(merged: dict[str, dict[str, Any]], cwd: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """``merged`` with every non-empty path parameter (:func:`is_path_param`; ``output_dir`` is the runner's)
+    made absolute against ``cwd`` (default: the current folder) and checked (module docstring), so a wrong path
+    stops the run before its first notebook instead of failing notebook after notebook."""
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    out: dict[str, dict[str, Any]] = {}
+    for stem, params in merged.items():
+        out[stem] = dict(params)
+        for name, value in params.items():
+            if name == "output_dir" or not is_path_param(name) or not isinstance(value, str) or not value.strip():
+                continue
+            path = (base / Path(value).expanduser()).resolve()
+            _check_input(name, path, f"notebook {stem}")
+            out[stem][name] = str(path)
+    return out
+
+
+def declared_default(info: dict) -> Any:
+    """A parameter's default as a value (papermill gives its source text, e.g. ``'"demo"'``); None if not a literal."""
+    import ast
+
+    try:
+        return ast.literal_eval(str(info.get("default")))
+    except (ValueError, SyntaxError):
+        return None
+
+
+def database_readers(merged: dict[str, dict[str, Any]], declared: dict[str, dict[str, dict]]) -> list[str]:
+    """The notebooks of a run that read the configured database (``corpus`` set to, or defaulting to, "db")."""
+    out = []
+    for stem, params in merged.items():
+        info = declared.get(stem, {}).get("corpus")
+        if info is not None and params.get("corpus", declared_default(info)) == "db":
+            out.append(stem)
+    return out

@@ -168,6 +168,12 @@ def tier_statuses(metrics_by_tier: dict[str, Any]) -> list[tuple[str, str, Any, 
     return out
 
 
+def record_statuses(record: dict) -> list[tuple[str, str, Any, str]]:
+    """:func:`tier_statuses` of every block of a run record (tiers and ``other_metrics``) — the grading its
+    ``overall_status`` is computed from, for a CI gate to name what needs attention."""
+    return tier_statuses(status_blocks(record))
+
+
 def overall_status(metrics_by_tier: dict[str, Any]) -> str:
     """Worst status over all thresholded metrics of all tiers; ``"no-data"`` if none is present."""
     statuses = {s for *_, s in tier_statuses(metrics_by_tier)}

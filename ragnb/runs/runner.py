@@ -25,7 +25,9 @@ import ragnb
 from ragnb import config, spec
 from ragnb.io import atomic_write_text, dumps_strict, read_text
 from ragnb.reports.html import notebook_to_html, write_index
-from ragnb.runs.params import Notebook, declared_params, load_params_file, merge_params, resolve
+from ragnb.runs.params import (Notebook, database_readers, declared_params, load_params_file, merge_params, resolve,
+                               resolve_paths)
+from ragnb.runs.progress import RunProgress, expected_durations, follow
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
 from ragnb.runs.summary import run_summary
 from ragnb.runs.sweep import SWEEP_PARAMS, SweepStep, model_combos, plan_sweep, sweep_models
@@ -195,6 +197,7 @@ class _Run:
     all_params: dict[str, dict] = field(default_factory=dict)
     model_runs: list[dict] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    progress: RunProgress | None = None  # what the terminal shows: [i/N] per notebook, ETA, in-notebook steps
 
     @classmethod
     def start(cls, run_id: str, out_root: Path, kernel_name: str | None,
@@ -219,8 +222,7 @@ class _Run:
         if "outputs" in self.declared[nb.stem] and not nb_params.get("outputs"):
             nb_params["outputs"] = str(self.out_root)  # the dashboard reads this run's benchmark_runs.json
         out_dir.mkdir(parents=True, exist_ok=True)
-        report = _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log,
-                          None if self.standalone else self.run_dir)
+        report = self._execute_with_progress(nb, nb_params, out_dir, label or nb.name)
         report.update(key=key, name=label or nb.name)
         if folder:
             for field_name in ("ipynb", "html", "metrics"):
@@ -231,6 +233,17 @@ class _Run:
             self.all_params[key] = nb_params
         self.reports[key] = report
         self.save_progress()
+
+    def _execute_with_progress(self, nb: Notebook, nb_params: dict, out_dir: Path, name: str) -> dict:
+        assets = None if self.standalone else self.run_dir  # reports share the run folder's plotly.js
+        if self.progress is None:
+            return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets)
+        self.progress.begin(nb.stem, name)
+        try:
+            with follow(out_dir / f".{nb.stem}.progress.jsonl", name, self.log):
+                return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets)
+        finally:
+            self.progress.end()
 
     def run_combination(self, step: SweepStep) -> None:
         """One combination of a sweep (:func:`ragnb.runs.sweep.plan_sweep`): its notebooks into
@@ -334,8 +347,9 @@ def run_notebooks(
     nbs = resolve(list(names) if not isinstance(names, str) else names, nb_dir)
     file_params = load_params_file(params_file) if params_file else {}
     declared = {nb.stem: declared_params(nb) for nb in nbs}
-    merged = merge_params(nbs, declared, file_params, dict(params or {}), nb_dir,
-                          str(params_file or "parameters file"))
+    merged = resolve_paths(merge_params(nbs, declared, file_params, dict(params or {}), nb_dir,
+                                        str(params_file or "parameters file")))
+    _check_database(database_readers(merged, declared))
     combos = model_combos(judge_models, generation_models)
     swept = [nb for nb in nbs if not nb.post_record and any(p in declared[nb.stem] for p in SWEEP_PARAMS)]
     if combos:
@@ -349,6 +363,18 @@ def run_notebooks(
         run = _Run.start(run_id, out_root, kernel_name=kernel_name, log=log, merged=merged, declared=declared)
         run.standalone = standalone
         return _run_all(run, nbs, swept, combos, log)
+
+
+def _check_database(readers: list[str]) -> None:
+    """A database that is down would fail every notebook reading it, one after the other: check it once first."""
+    if not readers:
+        return
+    from ragnb.store.engine import check_reachable
+
+    try:
+        check_reachable()
+    except ValueError as exc:
+        raise ValueError(f"{', '.join(readers)} read the configured database (corpus: db), but {exc}") from None
 
 
 @contextlib.contextmanager
@@ -371,8 +397,15 @@ def run_lock(run_dir: Path, run_id: str):
         lock.release()
 
 
+def _plan_progress(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list) -> RunProgress:
+    """One planned execution per notebook, and per combination for swept notebooks, with earlier durations."""
+    planned = [nb.stem for nb in nbs if not (combos and nb in swept)] + [nb.stem for _ in combos for nb in swept]
+    return RunProgress(planned, expected_durations(run.out_root), run.log)
+
+
 def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list, log: Callable[[str], None]) -> RunResult:
     log(f"run {run.run_id} → {run.run_dir}")
+    run.progress = _plan_progress(run, nbs, swept, combos)
     for nb in nbs:
         if not nb.post_record and not (combos and nb in swept):
             run.execute(nb)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 import sqlalchemy as sa
 from sqlalchemy import event
 
@@ -92,6 +93,27 @@ def embedded_url(database: str | None = None, pgdata: Path | None = None) -> str
     return server.get_uri(database=database, driver="psycopg")
 
 
+def drop_embedded_database(database: str | None = None, pgdata: Path | None = None) -> bool:
+    """Drop a database of the embedded server (default ``RAGNB_EMBEDDED_DB``) with everything loaded into it,
+    closing its open connections; True if it existed. The next command creates it empty again."""
+    database = database or config.embedded_database_name()
+    server = _embedded_server(pgdata)
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
+        if exists:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database)))
+    return bool(exists)
+
+
+def embedded_databases(pgdata: Path | None = None) -> list[str]:
+    """The databases on the embedded server that hold data (not PostgreSQL's own)."""
+    server = _embedded_server(pgdata)
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        rows = conn.execute("SELECT datname FROM pg_database WHERE NOT datistemplate AND datname <> 'postgres' "
+                            "ORDER BY datname").fetchall()
+    return [r[0] for r in rows]
+
+
 def embedded_status(pgdata: Path | None = None) -> dict:
     """Whether the embedded server is running, without starting it."""
     pgdata = pgdata or config.pgdata_dir()
@@ -117,10 +139,25 @@ def stop_embedded(pgdata: Path | None = None) -> bool:
     return True
 
 
-def _to_sqlalchemy_url(url: str) -> str:
+def _to_sqlalchemy_url(url: str) -> str | sa.URL:
+    """A ``postgresql://`` URL for SQLAlchemy's psycopg driver; a libpq ``key=value`` string (``host=db
+    dbname=rag user=me``) is accepted too and turned into the same URL."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]
+    if "://" not in url and "=" in url:
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            parts = {k: str(v) for k, v in conninfo_to_dict(url).items()}
+        except psycopg.ProgrammingError as exc:
+            raise ValueError(f"RAGNB_DATABASE_URL is neither a postgresql:// URL nor a valid libpq "
+                             f"'key=value' string: {str(exc).splitlines()[0]}") from None
+        port = parts.pop("port", None)
+        return sa.URL.create("postgresql+psycopg", username=parts.pop("user", None),
+                             password=parts.pop("password", None), host=parts.pop("host", None),
+                             port=int(port) if port and port.isdigit() else None,
+                             database=parts.pop("dbname", None), query=parts)
     return url
 
 
@@ -147,7 +184,8 @@ def connect(write: bool = False, database: str | None = None, url: str | None = 
         connect_args["options"] = "-c default_transaction_read_only=on"
     engine = sa.create_engine(sa_url, connect_args=connect_args, pool_pre_ping=True)
     _register_vector_on_connect(engine)
-    db = Database(engine, config.redact_url(sa_url), embedded, writable, schema, config.vector_store_schema())
+    shown = sa_url.render_as_string(hide_password=True) if isinstance(sa_url, sa.URL) else config.redact_url(sa_url)
+    db = Database(engine, shown, embedded, writable, schema, config.vector_store_schema())
     if not store:
         db._store = db
     return db
@@ -163,3 +201,40 @@ def _register_vector_on_connect(engine: sa.Engine) -> None:
         except psycopg.ProgrammingError:
             # The extension is not installed yet (fresh database); schema.ensure_schema creates it.
             dbapi_conn.rollback()
+
+
+def describe_database_error(exc: BaseException) -> str | None:
+    """A clear message for a database error (server down, read-only database, missing grant, unusable connection
+    string), None for other exceptions. The URL is shown without its password."""
+    import sqlalchemy.exc as sa_exc
+
+    orig = getattr(exc, "orig", None) or exc
+    where = config.redact_url(config.database_url() or "") or "the embedded server"
+    if isinstance(orig, psycopg.errors.ReadOnlySqlTransaction):
+        return (f"{where} is opened read-only (ragnb only reads an external RAGNB_DATABASE_URL unless told to "
+                "write): add --write to this command to allow the change")
+    if isinstance(orig, psycopg.errors.InsufficientPrivilege):
+        return f"{where}: permission denied ({str(orig).splitlines()[0]}); ask for the grant or use another user"
+    if isinstance(orig, psycopg.OperationalError) or isinstance(exc, sa_exc.OperationalError):
+        first = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+        return (f"cannot reach the database {where}: {config.redact_url(first)} — is the server up and the "
+                "RAGNB_DATABASE_URL right? (`ragnb db status` shows what ragnb uses)")
+    if isinstance(exc, sa_exc.ArgumentError):
+        return (f"RAGNB_DATABASE_URL is not a usable connection string ({exc}); write "
+                "postgresql://user@host:5432/dbname or libpq's 'host=… dbname=… user=…'")
+    return None
+
+
+def check_reachable() -> None:
+    """ValueError with :func:`describe_database_error`'s message when the configured database cannot be
+    reached; nothing otherwise."""
+    try:
+        db = connect()
+        with db.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        db.dispose()
+    except (sa.exc.SQLAlchemyError, psycopg.Error) as exc:
+        message = describe_database_error(exc)
+        if message is None:
+            raise
+        raise ValueError(message) from None

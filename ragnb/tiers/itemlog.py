@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ragnb.io import to_jsonable
+from ragnb.progress import reporter
 
 
 def fingerprint(settings: dict[str, Any]) -> str:
@@ -150,15 +151,19 @@ class ItemLog:
 
 
 async def run_items(keys: list[str], score: Callable[[str], Awaitable[dict]], log: ItemLog | None,
-                    concurrency: int = 8, progress: Callable[[int, int], None] | None = None) -> dict[str, dict]:
+                    concurrency: int = 8, progress: Callable[[int, int], None] | None = None,
+                    label: str = "items scored") -> dict[str, dict]:
     """Score every key not yet in ``log`` (``concurrency`` at a time), appending each result the moment it
-    is ready; returns key → record for all keys (logged ones included), in ``keys`` order.
+    is ready; returns key → record for all keys (logged ones included), in ``keys`` order. Without
+    ``progress``, ``(done, total)`` goes to the terminal of ``ragnb run`` as ``label`` (:mod:`ragnb.progress`).
 
     ``score`` must return a JSON-able dict and handle per-item failures itself (recording them as failed);
     an exception escaping it stops the run — everything finished so far is already in the log.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency = {concurrency}; use 1 or more")
+    if progress is None:
+        progress = reporter(label)
     done = log.done if log is not None else {}
     todo = [k for k in keys if k not in done]
     sem = asyncio.Semaphore(concurrency)

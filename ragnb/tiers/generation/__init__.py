@@ -45,6 +45,7 @@ import pandas as pd
 from ragnb.datasets.schema import Dataset
 from ragnb.io import comma_list
 from ragnb.llm import run_sync
+from ragnb.progress import reporter
 from ragnb.metrics.fallback import (OFFLINE_LABEL, OFFLINE_METHOD, agreement_note, agreement_rows,
                                    split_sentences)
 from ragnb.rag.system import BaselineSystem
@@ -161,6 +162,7 @@ def _run(kind: Tier2, dataset: Dataset, system: Any, encoder: Any, *, judge: Any
     if isinstance(system, BaselineSystem):
         system = dataclasses.replace(system, encoder=memo if system.encoder is encoder else MemoEncoder(system.encoder))
     pending = [k for k in keys if k not in done]
+    progress = progress or reporter("answers scored")  # to the terminal of `ragnb run` (ragnb.progress)
     embeds_context = isinstance(system, BaselineSystem) or OFFLINE_METHOD == "embedding"
     for start in range(0, len(pending), _BLOCK):
         block = {k: by_key[k] for k in pending[start:start + _BLOCK]}

@@ -1,0 +1,168 @@
+"""``ragnb runs list | show | delete`` and ``ragnb compare``: the run history from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ragnb.cli.common import EXIT_FAILED, EXIT_NOT_COMPARABLE, confirm, fail, print_json
+
+runs_app = typer.Typer(no_args_is_help=True, help="The run history in benchmark_runs.json: list, show, delete.")
+
+_OUTPUTS = typer.Option(None, "--outputs", help="Outputs folder (default: RAGNB_OUTPUTS, else outputs/ of the project).")
+_FORMAT = typer.Option("md", "--format", help="md (Markdown, e.g. for a pull-request comment) or json.")
+
+
+def _outputs(outputs: Optional[Path]) -> Path:
+    from ragnb import config
+
+    return outputs.resolve() if outputs else config.outputs_dir()
+
+
+def _runs(outputs: Path) -> list[dict]:
+    from ragnb.runs.history import sort_runs
+    from ragnb.runs.record import RUNS_FILE, load_runs
+
+    try:
+        return sort_runs(load_runs(outputs / RUNS_FILE))
+    except ValueError as exc:
+        fail(exc)
+
+
+def _summary_row(run: dict) -> dict:
+    from ragnb.runs.history import blocks_of
+
+    reports = [r for r in run.get("reports") or [] if isinstance(r, dict)]
+    return {"id": run.get("id"), "timestamp": run.get("timestamp"), "status": run.get("overall_status"),
+            "notebooks": len(reports) or len(blocks_of(run)), "failed": len(run.get("failures") or []),
+            "duration_s": run.get("duration_s"), "dataset": run.get("dataset_file"),
+            "git": (run.get("git_commit_hash") or "")[:10] or None}
+
+
+@runs_app.command("list")
+def runs_list(outputs: Optional[Path] = _OUTPUTS, fmt: str = typer.Option("table", "--format", help="table or json.")) -> None:
+    """Every recorded run, oldest first: id, time, status, notebooks, failures, duration, dataset, commit."""
+    folder = _outputs(outputs)
+    rows = [_summary_row(r) for r in _runs(folder)]
+    if fmt == "json":
+        print_json(rows)
+        return
+    if fmt != "table":
+        fail(f"--format {fmt!r}: use table or json")
+    if not rows:
+        typer.echo(f"no runs recorded in {folder}")
+        return
+    header = ("id", "timestamp", "status", "notebooks", "failed", "duration", "dataset")
+    lines = [header] + [(str(r["id"]), str(r["timestamp"] or "—"), str(r["status"] or "—"), str(r["notebooks"]),
+                         str(r["failed"]), f"{r['duration_s']:.0f} s" if r["duration_s"] is not None else "—",
+                         str(r["dataset"] or "—")) for r in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for line in lines:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+    typer.echo(f"{len(rows)} run(s) in {folder}")
+
+
+@runs_app.command("show")
+def runs_show(run_id: str = typer.Argument(..., help="A run id (`ragnb runs list`)."), outputs: Optional[Path] = _OUTPUTS,
+              as_json: bool = typer.Option(False, "--json", help="Print the whole run record as JSON.")) -> None:
+    """One run: status, summary, each notebook with its status and duration, and where its reports are."""
+    from ragnb.runs.history import find_run
+
+    folder = _outputs(outputs)
+    try:
+        run = find_run(_runs(folder), run_id)
+    except ValueError as exc:
+        fail(exc)
+    if as_json:
+        print_json(run)
+        return
+    row = _summary_row(run)
+    typer.echo(f"run {run_id}: {row['status']} — {run.get('timestamp')}, git {run.get('git_branch') or '—'} "
+               f"{row['git'] or ''}".rstrip())
+    typer.echo(str(run.get("executive_summary") or "").strip())
+    for report in run.get("reports") or []:
+        if isinstance(report, dict):
+            took = f"{report['duration_s']:.1f} s" if report.get("duration_s") is not None else "—"
+            error = f" — {report['error']}" if report.get("error") else ""
+            typer.echo(f"  {report.get('name') or report.get('stem')}: {report.get('status')} ({took}){error}")
+    index = folder / "runs" / run_id / "index.html"
+    typer.echo(str(index) if index.exists() else f"(no run folder in {folder / 'runs'})")
+
+
+@runs_app.command("delete")
+def runs_delete(run_id: str = typer.Argument(..., help="A run id (`ragnb runs list`)."), outputs: Optional[Path] = _OUTPUTS,
+                yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")) -> None:
+    """Remove a run from benchmark_runs.json (rewritten atomically) and delete its run folder."""
+    from ragnb.runs.history import delete_run, find_run
+    from ragnb.runs.record import RUNS_FILE
+    from ragnb.runs.runner import run_lock
+
+    folder = _outputs(outputs)
+    run_dir = folder / "runs" / run_id
+    if not run_dir.is_dir():
+        try:
+            find_run(_runs(folder), run_id)
+        except ValueError as exc:
+            fail(exc)
+    confirm(f"delete run {run_id} from {folder / RUNS_FILE} and its folder {run_dir}?", yes)
+    try:
+        if run_dir.is_dir():
+            with run_lock(run_dir, run_id):  # a run still writing into its folder is not deleted under it
+                removed = delete_run(folder, run_id)
+        else:
+            removed = delete_run(folder, run_id)
+    except ValueError as exc:
+        fail(exc)
+    print_json(removed)
+
+
+def compare_command(
+    run_a: Optional[str] = typer.Argument(None, help="Baseline run id (default: the latest earlier run on the same "
+                                          "data as B)."),
+    run_b: Optional[str] = typer.Argument(None, help="Run to judge (default: the latest run)."),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="Metrics to show, comma-separated; shell patterns "
+                                          "such as 'hit_rate@*' work (default: all)."),
+    fail_if_worse: Optional[str] = typer.Option(None, "--fail-if-worse", help="Exit 1 when B is significantly worse "
+                                                "on one of these metrics (comma-separated, patterns allowed); exit 4 "
+                                                "when the runs are not comparable."),
+    fmt: str = _FORMAT,
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level (family-wise, Holm)."),
+    outputs: Optional[Path] = _OUTPUTS,
+) -> None:
+    """Run B vs. run A, metric by metric, in Markdown for a pull-request comment (or JSON).
+
+    The dashboard's statistics: paired tests on per-item results, Holm-adjusted, after checking that the runs
+    used the same data; runs on different data are reported as not comparable and no winner is named."""
+    from ragnb.io import comma_list
+    from ragnb.runs import gate
+    from ragnb.runs.compare import choose_runs, compare_runs
+
+    if fmt not in ("md", "json"):
+        fail(f"--format {fmt!r}: use md or json")
+    folder = _outputs(outputs)
+    runs = _runs(folder)
+    try:
+        shown = comma_list(metrics, "--metrics")
+        gated = comma_list(fail_if_worse, "--fail-if-worse")
+        a, b = choose_runs(runs, folder, run_a or "", run_b or "")
+        if a is None or b is None:
+            fail(f"need two runs to compare; {folder} has {len(runs)} with metrics (`ragnb runs list`)")
+        comparison = compare_runs(runs, folder, a, b, alpha=alpha, metrics=(shown + gated) if shown else None)
+        result = gate.gate(comparison, gated)
+    except ValueError as exc:
+        fail(exc)
+    if shown and gated:  # gated metrics are compared even when --metrics leaves them out of the table
+        keep = comparison.table["metric"].map(lambda m: any(gate.matches(m, [p]) for p in shown))
+        comparison.table = comparison.table[keep.astype(bool)]
+    if fmt == "json":
+        print_json(gate.to_json(comparison, result))
+    else:
+        typer.echo(gate.to_markdown(comparison, result))
+    if result.outcome == "not comparable":
+        typer.secho(f"--fail-if-worse: {result.message}", fg=typer.colors.YELLOW, err=True)
+        raise typer.Exit(EXIT_NOT_COMPARABLE)
+    if result.outcome == "worse":
+        typer.secho(f"--fail-if-worse: {result.message}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(EXIT_FAILED)
