@@ -24,8 +24,9 @@ OFFLINE_BACKEND = "offline-fallback"
 class TierSpec:
     """One tier or analysis notebook.
 
-    ``name``: short name (``ragnb run tier1``); ``stem``: notebook file stem in ``ragnb/notebooks/`` (and of its
-    ``<stem>.metrics.json``); ``record_key``: its block in a schema-2.0 run record (``tier_1_metrics``), None for
+    ``name``: short name (``ragnb run tier1``) and notebook file ``ragnb/notebooks/<name>.ipynb`` (:attr:`notebook`);
+    ``stem``: stem of what a run writes for it (``<stem>.ipynb`` executed, ``<stem>.html``, ``<stem>.metrics.json``),
+    kept from the long notebook names so that older run folders and records stay readable; ``record_key``: its block in a schema-2.0 run record (``tier_1_metrics``), None for
     notebooks whose metrics land in the record's ``other_metrics`` under their stem (records, summaries and
     pages then name them by stem); ``label``: name of a record block in summaries and pages. ``thresholds``: ``{metric: (excellent_above, attention_below)}``; ``llm_judged``: those of
     them that grade an LLM judge's verdicts, so they are not graded when the block's ``judge_backend`` is the
@@ -47,6 +48,11 @@ class TierSpec:
     aliases: Mapping[str, str] = field(default_factory=dict)
     renamed: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     post_record: bool = False
+
+    @property
+    def notebook(self) -> str:
+        """File name of its notebook in ``ragnb/notebooks/`` (``tier1.ipynb``: papermill's usage as written)."""
+        return f"{self.name}.ipynb"
 
 
 _RANKING = (0.8, 0.5)  # docs/metrics.md, Thresholds: excellent > 0.8, good 0.5–0.8, attention < 0.5
@@ -133,7 +139,7 @@ def by_name(name: str) -> TierSpec | None:
 
 
 def by_stem(stem: str) -> TierSpec | None:
-    """The tier whose notebook stem is ``stem`` (``"tier1_retrieval"``), or None."""
+    """The tier whose output stem is ``stem`` (``"tier1_retrieval"``), or None."""
     return _BY_STEM.get(stem)
 
 

@@ -79,14 +79,14 @@ SEED001_FILES = (
 )
 # Sections whose source file is the best default for a citation without a section number.
 FILE_DEFAULT = (
-    (r"metrics/ux|tiers/ux|notebooks/tier_ux", "Tier UX"),
+    (r"metrics/ux|tiers/ux|notebooks/ux", "Tier UX"),
     (r"metrics/embedding|tiers/tier0|notebooks/tier0", "Embedding geometry"),
     (r"metrics/retrieval|tiers/tier1|rag/retrieval|notebooks/tier1", "Retrieval"),
     (r"metrics/text", "Text and answer metrics"),
     (r"ragas", SEED002),
     (r"nvidia", SEED003),
     (r"llm/", "LLM judge scores"),
-    (r"tiers/judg|notebooks/tier_judge", "Tier Judge and Judge Pipeline"),
+    (r"tiers/judg|notebooks/judge", "Tier Judge and Judge Pipeline"),
     (r"tiers/real_users|notebooks/real_users", "Real users"),
     (r"analysis/|notebooks/(utilization|topic|domain|vector)", "Analytics"),
     (r"runs/|reports/|notebooks/dashboard", "Conventions"),

@@ -79,7 +79,7 @@ def test_bad_input_gives_a_message_never_a_traceback(tmp_path):
 def test_run_list_shows_parameters_with_types_defaults_and_help(tmp_path):
     res = _ragnb(["run", "--list"], {}, tmp_path)
     assert res.returncode == 0, res.stderr
-    assert "tier1  (tier1_retrieval.ipynb) — Tier 1 (retrieval)" in res.stdout
+    assert "tier1  (tier1.ipynb) — Tier 1 (retrieval)" in res.stdout
     assert '    top_k: int = 10  # chunks retrieved per question' in res.stdout
     assert "    output_dir:" not in res.stdout  # the runner's, not the user's
 

@@ -431,6 +431,6 @@ def test_notebooks_run_offline_on_the_demo(notebook_run, encoder):
 def test_generation_notebook_defaults():
     import papermill as pm
 
-    for stem in ("tier2_generation", "tier3_e2e"):
-        declared = pm.inspect_notebook(str(REPO / "notebooks" / f"{stem}.ipynb"))
+    for name in ("tier2", "tier3"):
+        declared = pm.inspect_notebook(str(REPO / "notebooks" / f"{name}.ipynb"))
         assert declared["consistency_runs"]["default"] == "2" and declared["prices"]["default"] == "{}"

@@ -86,7 +86,7 @@ def test_resume_skips_finished_notebooks(smoke_run):
 def test_plain_papermill_from_repo_root(tmp_path):
     out = tmp_path / "out.ipynb"
     proc = subprocess.run(
-        [sys.executable, "-m", "papermill", "notebooks/tier1_retrieval.ipynb", str(out), "-p", "top_k", "5",
+        [sys.executable, "-m", "papermill", "notebooks/tier1.ipynb", str(out), "-p", "top_k", "5",
          "-p", "max_questions", "20", "-p", "consistency_runs", "1", "-p", "output_dir", str(tmp_path)],
         cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -103,10 +103,11 @@ def test_notebooks_are_committed_clean_and_paired():
     import nbformat
     import papermill as pm
 
-    from ragnb.spec import NOTEBOOKS
+    from ragnb.spec import TIERS
 
-    for stem in NOTEBOOKS.values():
-        path = REPO / "notebooks" / f"{stem}.ipynb"
+    for tier in TIERS:
+        stem = tier.name
+        path = REPO / "notebooks" / tier.notebook
         nb = nbformat.read(path, as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
         assert all(not c.outputs and c.execution_count is None for c in code), f"{stem}: outputs not cleared"

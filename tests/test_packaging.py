@@ -17,6 +17,6 @@ def test_every_tier_notebook_is_package_data():
     folder = notebooks_dir()
     assert folder == REPO / "ragnb" / "notebooks"
     for spec in TIERS:
-        assert (folder / f"{spec.stem}.ipynb").is_file(), spec.stem
-        assert any(fnmatch.fnmatch(f"notebooks/{spec.stem}.ipynb", p) for p in patterns), spec.stem
+        assert (folder / spec.notebook).is_file(), spec.notebook
+        assert any(fnmatch.fnmatch(f"notebooks/{spec.notebook}", p) for p in patterns), spec.notebook
     assert (REPO / "notebooks").resolve() == folder  # the checkout's notebooks/ is the same folder

@@ -28,8 +28,9 @@ def parse_value(text: str):
 def _notebook_listing() -> str:
     from ragnb.spec import TIERS
 
-    return ("Notebooks (short name: stem): " + "; ".join(f"{t.name}: {t.stem}" for t in TIERS)
-            + ". `ragnb run --list` shows their parameters.")
+    return ("Notebooks (notebooks/<name>.ipynb): " + ", ".join(t.name for t in TIERS)
+            + "; the long names of their output files (tier1_retrieval, …) work too. `ragnb run --list` shows "
+              "their parameters.")
 
 
 def describe_notebooks(nb_dir: Path | None = None) -> str:
@@ -43,7 +44,7 @@ def describe_notebooks(nb_dir: Path | None = None) -> str:
     lines = []
     for tier in TIERS:
         nb = resolve([tier.name], folder)[0]
-        lines.append(f"{tier.name}  ({nb.stem}.ipynb) — {tier.label}")
+        lines.append(f"{tier.name}  ({tier.notebook}) — {tier.label}")
         for name, info in declared_params(nb).items():
             if name == "output_dir":
                 continue

@@ -37,7 +37,7 @@ import yaml
 
 from ragnb import config
 from ragnb.config import find_secret
-from ragnb.spec import NOTEBOOKS, by_stem
+from ragnb.spec import NOTEBOOKS, TIERS, by_name, by_stem
 
 # The allowed range of every count parameter a notebook may declare, kept here once: (min, max), inclusive.
 # The maxima are far above any meaningful run and far below what would exhaust memory or never finish.
@@ -68,21 +68,23 @@ class Notebook:
 
 
 def resolve(names: list[str], nb_dir: Path) -> list[Notebook]:
-    """The notebooks named by short name (:data:`ragnb.spec.NOTEBOOKS`) or stem, each once, in the given order."""
+    """The notebooks named by short name (:data:`ragnb.spec.NOTEBOOKS`; their files are ``<name>.ipynb``), by
+    output stem (``tier1_retrieval``, the long name), or by the file stem of a notebook outside the spec — each
+    once, in the given order."""
     if isinstance(names, str) or not names:
         raise ValueError(f"name the notebooks to run as a list, e.g. ['tier1']; known: {sorted(NOTEBOOKS)}")
     out: list[Notebook] = []
     for name in names:
-        stem = NOTEBOOKS.get(name, name)
-        path = nb_dir / f"{stem}.ipynb"
+        tier = by_name(name) or by_stem(name)
+        path = nb_dir / (tier.notebook if tier else f"{name}.ipynb")
         if not path.is_file():
             available = sorted(p.stem for p in nb_dir.glob("*.ipynb"))
             raise ValueError(
                 f"unknown notebook {name!r}: {path} does not exist; known short names: {sorted(NOTEBOOKS)}, "
                 f"notebooks in {nb_dir}: {available}"
             )
+        stem = tier.stem if tier else name
         if all(nb.stem != stem for nb in out):
-            tier = by_stem(stem)
             out.append(Notebook(tier.name if tier else name, stem, path))
     return out
 
@@ -208,9 +210,9 @@ def merge_params(
 def _declared_elsewhere(name: str, nb_dir: Path, nbs: list[Notebook]) -> bool:
     # A shared YAML file may hold settings for tiers that are not part of this run.
     running = {nb.stem for nb in nbs}
-    for stem in NOTEBOOKS.values():
-        path = nb_dir / f"{stem}.ipynb"
-        if stem not in running and path.is_file():
+    for tier in TIERS:
+        path = nb_dir / tier.notebook
+        if tier.stem not in running and path.is_file():
             import papermill as pm
 
             if name in pm.inspect_notebook(str(path)):
