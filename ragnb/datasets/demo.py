@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -98,14 +99,31 @@ def database_name(language: str = "ru") -> str:
     return "ragnb_demo" if language == "ru" else "ragnb_demo_en"
 
 
-def ensure_demo(language: str = "ru", encoder: Encoder | None = None, progress: bool = False) -> tuple[Database, dict]:
-    """Load and embed the demo corpus and questions (idempotent, incremental). Returns (db, stats)."""
+# The models ``ragnb demo`` embeds and compares: the primary (headline) first. On the Russian text the
+# multilingual model is the one to report; the English-only all-MiniLM-L6-v2 is its comparison.
+DEMO_MODELS = {"ru": ("multilingual-e5-small", "all-MiniLM-L6-v2"), "en": ("all-MiniLM-L6-v2",)}
+
+
+def ensure_demo(language: str = "ru", encoder: Encoder | Sequence[Encoder] | None = None,
+                progress: bool = False) -> tuple[Database, dict]:
+    """Load and embed the demo corpus and questions with ``encoder`` — or each of several encoders, each into
+    its own vectors — (idempotent, incremental). Returns (db, stats): ``embed_chunks``/``embed_questions`` of
+    the first encoder, ``models`` = model name → both, for every encoder."""
     db = connect(database=database_name(language))
-    encoder = encoder or get_encoder()
-    stats = {
+    if encoder is None:
+        encoders = [get_encoder()]
+    elif isinstance(encoder, (list, tuple)):
+        encoders = list(encoder)
+    else:
+        encoders = [encoder]
+    stats: dict = {
         "chunks_inserted": insert_rows(db, "chunks", chunk_rows(language)),
         "questions_inserted": insert_rows(db, "questions", question_rows(language), refresh=("url", "score", "user_id")),
-        "embed_chunks": embed_table(db, "chunks", encoder, progress=progress).as_dict(),
-        "embed_questions": embed_table(db, "questions", encoder, progress=progress).as_dict(),
+        "models": {},
     }
+    for enc in encoders:
+        stats["models"][enc.name] = {which: embed_table(db, which, enc, progress=progress).as_dict()
+                                     for which in ("chunks", "questions")}
+    first = stats["models"][encoders[0].name]
+    stats.update(embed_chunks=first["chunks"], embed_questions=first["questions"])
     return db, stats

@@ -11,6 +11,12 @@ from ragnb.metrics.embedding import tier0_metrics, truncation_stats
 from ragnb.tiers.result import TierResult
 
 
+# Per-vector geometry compared between embedding models on the same chunks (no better direction: the
+# comparison reports the difference and names no winner).
+COMPARED = ("nn_distance_mean", "spread")
+SUMMARY_SHOWN = ("avg_nn_distance", "std_nn_distance", "avg_spread", "effective_dimensionality")
+
+
 @dataclass
 class Tier0Result(TierResult):
     """``per_item``: one row per sampled vector (id, nn distance, spread); ``summary``: the geometry metrics

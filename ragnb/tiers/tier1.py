@@ -13,12 +13,13 @@ from ragnb.rag.embeddings import Encoder
 from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate
-from ragnb.rag.retrieval import PgVectorRetriever, RetrievalResult, Retriever, consistency, recall_vs_exact
+from ragnb.rag.retrieval import PgVectorRetriever, check_same_model, RetrievalResult, Retriever, consistency, recall_vs_exact
 from ragnb.metrics.stats import latency_summary
 from ragnb.tiers.result import TierResult
 
 CHUNK_METRICS = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "recall@1", "recall@3", "recall@5",
                  "recall@10", "precision@1", "precision@3", "precision@5", "precision@10", "ndcg@5", "ndcg@10")
+COMPARED = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "ndcg@10")  # paired between embedding models
 DOC_METRICS = ("doc_hit_rate@1", "doc_hit_rate@5", "doc_mrr", "doc_recall@5", "doc_precision@5", "doc_ndcg@10")
 
 
@@ -63,6 +64,7 @@ def run_tier1(
     """
     if top_k < 1:
         raise ValueError(f"top_k = {top_k}; retrieve at least one chunk per question")
+    check_same_model(encoder, retriever)
     notes: list[str] = []
     qids = [it.id for it in dataset.items]
     vectors = encode_queries(encoder, [it.question for it in dataset.items], batch_size=64)
