@@ -16,7 +16,7 @@ from ragnb.rag.encoders.base import encode_queries
 from ragnb.rag.retrieval import Retriever, check_backend
 from ragnb.store.questions import fetch_question_log
 from ragnb.store.schema import tables
-from ragnb.store.vectors import check_space, fetch_vectors
+from ragnb.store.vectors import check_space
 from ragnb.datasets.corpus import Corpus, open_dataset
 
 SOURCES = ("auto", "dataset", "log")
@@ -53,24 +53,11 @@ def load_log(ctx: Corpus, min_score: int = 0, limit: int = 0) -> tuple[pd.DataFr
         raise ValueError(f"limit = {limit}; use 0 for all questions or a positive number")
     model = ctx.model_for("questions")
     check_space(ctx.db, tables(ctx.db.schema).question, ctx.encoder, model=model)
-    if model is None:
-        log, vectors = fetch_question_log(ctx.db, min_score=min_score, limit=limit, with_vectors=True)
-    else:  # this model's vectors, wherever they are stored (the column or the model's own vector table)
-        log, vectors = _log_with_model(ctx, model, min_score, limit)
+    log, vectors = fetch_question_log(ctx.db, min_score=min_score, limit=limit, with_vectors=True, model=model)
     if log.empty:
         raise ValueError(f"the question log has no embedded questions with score ≥ {min_score}; lower min_score, "
                          "load questions (`ragnb load questions FILE`) and embed them (`ragnb embed --questions`)")
     return log, vectors
-
-
-def _log_with_model(ctx: Corpus, model: str, min_score: int, limit: int) -> tuple[pd.DataFrame, np.ndarray]:
-    log, _ = fetch_question_log(ctx.db, min_score=min_score)
-    ids, _, vecs = fetch_vectors(ctx.db, "questions", model=model)
-    pos = {qid: k for k, qid in enumerate(ids)}
-    log = log[log.index.isin(list(pos))]
-    if limit:
-        log = log.head(limit)
-    return log, vecs[[pos[q] for q in log.index]] if len(log) else np.zeros((0, 0), dtype=np.float32)
 
 
 def count_unembedded(ctx: Corpus, min_score: int = 0) -> int:
@@ -89,7 +76,7 @@ def count_unembedded(ctx: Corpus, min_score: int = 0) -> int:
         n = int(conn.execute(stmt).scalar_one())
     if model is None:
         return n
-    log, _ = _log_with_model(ctx, model, min_score, 0)
+    log, _ = fetch_question_log(ctx.db, min_score=min_score, with_vectors=True, model=model)
     return n - len(log)
 
 

@@ -43,7 +43,7 @@ class Corpus:
 
     def model_for(self, which: str) -> str | None:
         """Whose stored vectors of ``which`` ("chunks" or "questions") belong to this corpus's encoder."""
-        return self.model if which == "chunks" else _stored_model(self.db, self.encoder, which)
+        return self.model if which == "chunks" else stored_model(self.db, self.encoder, which)
 
     def retriever(self, backend: str, index_mode: str = "auto", chunks: tuple | None = None) -> Any:
         """The retriever over this model's chunk vectors (``chunks``: as :meth:`vectors` returned them)."""
@@ -76,7 +76,7 @@ def model_list(embedding_models: str = "", embedding_model: str = "") -> list[st
     return names
 
 
-def _stored_model(db: Database, encoder: Encoder, which: str = "chunks") -> str | None:
+def stored_model(db: Database, encoder: Encoder, which: str = "chunks") -> str | None:
     """The stored vectors ``encoder`` reads in ``which``: its own by name — except a column filled outside
     ragnb with no model declared, which only the dimension check can vouch for (None: the column)."""
     table = tables(db.schema).chunk if which == "chunks" else tables(db.schema).question
@@ -101,7 +101,7 @@ def open_corpora(corpus: str = "demo", language: str = "ru", embedding_model: st
         label = "database"
     out = []
     for encoder in encoders:
-        model = _stored_model(db, encoder)
+        model = stored_model(db, encoder)
         space = check_space(db, tables(db.schema).chunk, encoder, model=model)
         out.append(Corpus(db, encoder, label, space, model))
     # the run record says which chunks (and whose vectors) were searched (ragnb.datasets.fingerprint)

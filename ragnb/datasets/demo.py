@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
+from ragnb import config
 from ragnb.datasets.schema import Dataset, DatasetItem
 from ragnb.rag.embeddings import Encoder, get_encoder
 from ragnb.store.engine import Database, connect
@@ -121,7 +122,9 @@ def ensure_demo(language: str = "ru", encoder: Encoder | Sequence[Encoder] | Non
         "questions_inserted": insert_rows(db, "questions", question_rows(language), refresh=("url", "score", "user_id")),
         "models": {},
     }
-    for enc in encoders:
+    # The default model first: on a fresh database it gets the tables' own column, as in every installation
+    # made before several models, so readers of that column (the UX session log) see the same model there.
+    for enc in sorted(encoders, key=lambda e: e.name != config.DEFAULT_EMBEDDING_MODEL):
         stats["models"][enc.name] = {which: embed_table(db, which, enc, progress=progress).as_dict()
                                      for which in ("chunks", "questions")}
     first = stats["models"][encoders[0].name]

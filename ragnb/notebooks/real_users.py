@@ -148,4 +148,5 @@ if len(excluded):
 # %%
 result.write(output_dir, "real_users", extra={
     "min_score": min_score, "limit": limit, "questions_without_embedding": not_embedded,
-    "scores_simulated": corpus == "demo", "embedding_model": ctx.encoder.name, **models})
+    "scores_simulated": corpus == "demo", "embedding_model": ctx.encoder.name,
+    "encoder": ctx.encoder.describe(), **models})
