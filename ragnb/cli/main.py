@@ -226,18 +226,19 @@ def retrieve(
     index_mode: str = typer.Option("auto", help="pgvector: auto, exact or hnsw."),
     language: str = typer.Option("ru", help="Demo only: ru or en."),
     tag: str = typer.Option("ragnb", help="Run tag in the TREC file."),
+    model: Optional[str] = typer.Option(None, "--model", help="Embedding model: its query encoder searches its own "
+                                        "stored chunk vectors (default: RAGNB_EMBEDDING_MODEL or all-MiniLM-L6-v2)."),
 ) -> None:
     """Retrieve top-k for every dataset question and export the ranking as a TREC run file (in the order Tier 1
     evaluates it; tied scores are lowered by one float32 step so trec_eval keeps that order)."""
     from ragnb.datasets import trec
-    from ragnb.rag.retrieval import build_retriever
     from ragnb.datasets.corpus import open_corpus, open_dataset
 
     try:
         corpus = "db" if dataset else "demo"
-        ctx = open_corpus(corpus, language)
+        ctx = open_corpus(corpus, language, model or "")
         ds = open_dataset(str(dataset) if dataset else "", corpus, language)
-        retriever = build_retriever(backend, ctx.db, dim=ctx.encoder.dim, index_mode=index_mode)
+        retriever = ctx.retriever(backend, index_mode)
         res = retriever.search(encode_queries(ctx.encoder, [it.question for it in ds.items]), top_k)
         # The ranking Tier 1 evaluates (ties by chunk id), its scores made strictly decreasing so that
         # trec_eval, which re-sorts by score (ties by doc id descending), reads the same order.
