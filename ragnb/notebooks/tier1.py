@@ -31,6 +31,7 @@ consistency_runs: int = 2  # retrievals per question for retrieval_consistency (
 latency_sample: int = 50  # questions timed one at a time for latency percentiles (pgvector)
 max_questions: int = 0  # use only the first N questions (0: all)
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
+embedding_models: str = ""  # comma-separated models compared side by side (first: primary); "": embedding_model only
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 worst_n: int = 15  # questions listed in "worst questions"
 output_dir: str = ""  # folder for the metrics JSON and the per-question table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
@@ -43,23 +44,30 @@ output_dir = str(notebook_output_dir(output_dir))  # the one rule for the defaul
 
 from ragnb.reports import charts, report
 from ragnb.metrics.stats import summary_frame
-from ragnb.rag.retrieval import build_retriever
-from ragnb.store.vectors import fetch_texts, fetch_vectors
-from ragnb.datasets.corpus import open_corpus, open_dataset
-from ragnb.tiers.tier1 import hit_rate_curve, run_tier1
+from ragnb.store.vectors import fetch_texts
+from ragnb.datasets.corpus import open_corpora, open_dataset
+from ragnb.tiers.model_comparison import models_table, run_models, verdict_table
+from ragnb.tiers.tier1 import COMPARED, hit_rate_curve, run_tier1
 
-ctx = open_corpus(corpus, language, embedding_model)
+corpora = open_corpora(corpus, language, embedding_model, embedding_models)
+ctx = corpora[0]  # the primary model: its metrics are the report's headline
 dataset = open_dataset(dataset_path, corpus, language, max_questions)
-chunk_ids, chunk_url_list, chunk_vectors = fetch_vectors(ctx.db, "chunks")
-chunk_urls = dict(zip(chunk_ids, chunk_url_list))
-retriever = build_retriever(backend, ctx.db, dim=ctx.encoder.dim, index_mode=index_mode,
-                            chunks=(chunk_ids, chunk_url_list, chunk_vectors))
+texts = fetch_texts(ctx.db, "chunks")
+
+
+def tier1_of(c):
+    """Tier 1 with one model: its own question encoder searching its own chunk vectors."""
+    ids, urls, vectors = c.vectors("chunks")
+    return run_tier1(dataset, c.encoder, c.retriever(backend, index_mode, (ids, urls, vectors)), top_k=top_k,
+                     chunk_urls=dict(zip(ids, urls)), consistency_runs=consistency_runs,
+                     latency_sample=latency_sample, n_boot=n_boot)
+
 
 # %%
-result = run_tier1(dataset, ctx.encoder, retriever, top_k=top_k, chunk_urls=chunk_urls,
-                   consistency_runs=consistency_runs, latency_sample=latency_sample, n_boot=n_boot)
+result, models = run_models(corpora, tier1_of, COMPARED, texts=list(texts.values()), n_boot=n_boot)
 report.header("About this run", {**ctx.header_info(), "dataset": dataset.name,
-              "questions": len(dataset.items), "backend": result.summary["info"]["backend"], "top_k": top_k})
+              "questions": len(dataset.items), "backend": result.summary["info"]["backend"], "top_k": top_k,
+              **({"models compared": ", ".join(models["models"])} if models else {})})
 for note in result.notes:
     print("Note:", note)
 report.show_table(summary_frame(result.summary), max_rows=60)
@@ -70,7 +78,20 @@ for name, value in result.summary["info"].items():
         print(f"HNSW index {name.replace('hnsw_', '')}: {value:.3f} (share of exact top-k that the index also returns)")
 
 # %% [markdown]
-# ## Ranking quality with 95% confidence intervals
+# ## Embedding models side by side
+# With several `embedding_models`: each model's metrics with 95% CIs and the share of chunks longer than its
+# input limit, then a paired test on the same questions (McNemar for hit rates, sign-flip permutation
+# otherwise; Holm-adjusted over the compared metrics) naming the better model or "no significant difference".
+
+# %%
+if models:
+    report.show_table(models_table(models, COMPARED))
+    report.show_table(verdict_table(models))
+else:
+    print("One embedding model: list several in embedding_models to compare them on the same questions.")
+
+# %% [markdown]
+# ## Ranking quality with 95% confidence intervals (primary model)
 
 # %%
 chunk_names = [n for n in ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "ndcg@5", "ndcg@10") if n in result.summary]
@@ -90,7 +111,6 @@ report.show(charts.score_distribution(result.per_item))
 # Sorted by the rank of the first relevant chunk (not found = last), then by top-1 similarity.
 
 # %%
-texts = fetch_texts(ctx.db, "chunks")
 worst = result.per_item.sort_values(["first_relevant_rank", "top1_score"], ascending=[False, False], na_position="first")
 gold = {it.id: ", ".join(it.grades()) for it in dataset.items}
 table = worst.head(worst_n).assign(
@@ -100,4 +120,4 @@ table = worst.head(worst_n).assign(
 report.show_table(table, max_rows=worst_n)
 
 # %%
-result.write(output_dir, "tier1_retrieval")
+result.write(output_dir, "tier1_retrieval", extra=models)

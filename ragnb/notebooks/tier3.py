@@ -68,7 +68,7 @@ llm = open_llm(prices, max_retries=llm_max_retries, max_wait_s=llm_max_wait_s)
 judge, judge_notes = make_judge(llm.client, judge_models, judge_aggregate, judge_mode, explanation_language)
 baseline = {}
 if system == "baseline":  # ragnb's reference RAG over the corpus database
-    baseline = {"retriever": PgVectorRetriever(ctx.db, mode="auto", dim=ctx.encoder.dim),
+    baseline = {"retriever": PgVectorRetriever(ctx.db, mode="auto", dim=ctx.encoder.dim, model=ctx.model),
                 "texts": fetch_texts(ctx.db, "chunks")}
 sut = load_system(system, encoder=ctx.encoder, client=llm.client, model=generation_model, language=language,
                   **baseline)

@@ -55,7 +55,8 @@ from ragnb.datasets.corpus import open_corpus
 from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)
-points = vector_space.load_points(ctx.db, limit=limit, seed=random_state, include_questions=include_questions)
+points = vector_space.load_points(ctx.db, limit=limit, seed=random_state, include_questions=include_questions,
+                                  models={w: ctx.model_for(w) for w in ("chunks", "questions")})
 result = vector_space.run_vector_space(
     points, color_by=color_by, n_topics=n_topics, max_sources=max_sources, n_neighbors=n_neighbors,
     min_dist=min_dist, random_state=random_state, trust_k=trust_k, outlier_k=outlier_k,

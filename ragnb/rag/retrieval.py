@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import sqlalchemy as sa
@@ -66,7 +66,9 @@ class MemoryRetriever:
 
     backend = "memory-exact"
 
-    def __init__(self, ids: list[str], vectors: np.ndarray, urls: list[str | None] | None = None):
+    def __init__(self, ids: list[str], vectors: np.ndarray, urls: list[str | None] | None = None,
+                 model: str | None = None):
+        self.model = model  # whose vectors these are, when known (checked against the query encoder)
         if len(ids) != len(vectors):
             raise ValueError(f"{len(ids)} ids but {len(vectors)} vectors")
         if len(ids) == 0:
@@ -81,7 +83,7 @@ class MemoryRetriever:
     def from_db(cls, db: Database, model: str | None = None) -> "MemoryRetriever":
         """Over the chunk vectors of ``model`` (default: the chunk table's own column)."""
         ids, urls, vecs = fetch_vectors(db, "chunks", model=model)
-        return cls(ids, vecs, urls)
+        return cls(ids, vecs, urls, model=model)
 
     def search(self, queries: np.ndarray, k: int, batch_size: int = 256) -> RetrievalResult:
         q = _normalise(_check_queries(queries, self.dim, k))
@@ -259,8 +261,19 @@ def build_retriever(backend: str, db: Database, *, dim: int | None = None, index
         if chunks is None:
             return MemoryRetriever.from_db(db, model=model)
         ids, urls, vectors = chunks
-        return MemoryRetriever(ids, vectors, urls)
+        return MemoryRetriever(ids, vectors, urls, model=model)
     return PgVectorRetriever(db, mode=index_mode, dim=dim, model=model)
+
+
+def check_same_model(encoder: Any, retriever: Any) -> None:
+    """Queries of one model searched against another model's chunk vectors rank nonsense even when the
+    dimensions agree (MiniLM and multilingual-e5-small are both 384-d): an error, never a silent mix."""
+    model = getattr(retriever, "model", None)
+    name = getattr(encoder, "name", None)
+    if model is not None and name is not None and model != name:
+        raise ValueError(f"the retriever searches the chunk vectors of model {model!r} but the questions are "
+                         f"encoded with {name!r}; search each model's own vectors (build_retriever(..., model="
+                         f"{name!r}), or open the corpus with embedding_model={model!r})")
 
 
 def recall_vs_exact(approx: RetrievalResult, exact: RetrievalResult, k: int) -> float:

@@ -2,7 +2,8 @@
 
 A run record follows the ``benchmark_runs.json`` schema 2.0 (see README, Concepts; one JSON object per run in a
 JSON array). ragnb adds a few fields of its own after the schema fields (``reports``, ``failures``,
-``params``, ``other_metrics``, ``duration_s``, ``ragnb_version``); readers of schema 2.0 ignore them.
+``params``, ``other_metrics``, ``duration_s``, ``ragnb_version``, ``embedding_encoder`` — what made the
+vectors: backend, model, prompts, dimension, fingerprint); readers of schema 2.0 ignore them.
 """
 
 from __future__ import annotations
@@ -229,6 +230,14 @@ def status_blocks(record: dict) -> dict[str, Any]:
     return blocks
 
 
+def _encoder_of(record: dict) -> dict | None:
+    """The ``encoder`` description (``describe()``) a notebook recorded for the run's embedding model."""
+    for block in status_blocks(record).values():
+        enc = block.get("encoder") if isinstance(block, dict) else None
+        if isinstance(enc, dict) and enc.get("model") == record.get("embedding_model"):
+            return enc
+    return None
+
 
 def executive_summary(record: dict, change: str | None = None) -> str:
     """At most about eight lines: status, what needs attention, what changed (``change``), what was not computed
@@ -350,6 +359,7 @@ def build_record(
         "overall_status": "no-data",
     }
     record.update({k: v for k, v in extra.items()})
+    record["embedding_encoder"] = _encoder_of(record)
     if record["model_runs"] is None:
         record["model_runs"] = []
     record = to_jsonable(record)

@@ -18,13 +18,15 @@ def fetch_question_log(
     exact_score: int | None = None,
     limit: int = 0,
     with_vectors: bool = False,
+    model: str | None = None,
 ) -> tuple[pd.DataFrame, np.ndarray | None]:
     """Logged questions ordered by id, as a DataFrame indexed by id with :data:`LOG_COLUMNS`.
 
     ``min_score`` > 0 keeps rows with ``score >= min_score`` (unscored rows drop out); ``exact_score``
     keeps ``score == exact_score`` (the score-5 cache (see README, Datasets) and dataset); ``limit`` > 0 keeps the first
     ``limit`` rows after filtering. ``with_vectors`` keeps only rows that have an embedding and returns
-    their float32 matrix in the same order (else ``None``).
+    their float32 matrix in the same order (else ``None``); ``model``: whose vectors (default: the table's own
+    column; another model's are read from its vector table).
     """
     if not 0 <= min_score <= 5:
         raise ValueError(f"min_score = {min_score}; user scores are 1–5 (0 = no filter)")
@@ -42,9 +44,10 @@ def fetch_question_log(
         stmt = stmt.where(t.c.score >= min_score)
     if exact_score is not None:
         stmt = stmt.where(t.c.score == exact_score)
-    if with_vectors:
+    by_model = with_vectors and model is not None
+    if with_vectors and not by_model:
         stmt = stmt.where(t.c.embedding.is_not(None))
-    if limit:
+    if limit and not by_model:
         stmt = stmt.limit(limit)
     with db.engine.connect() as conn:
         frame = pd.DataFrame(conn.execute(stmt).mappings().all(), columns=list(LOG_COLUMNS))
@@ -52,8 +55,14 @@ def fetch_question_log(
     frame["score"] = frame["score"].astype("Int64")
     if not with_vectors:
         return frame, None
+    from ragnb.store.vectors import fetch_vectors, fetch_vectors_by_id
+
+    if by_model:  # rows with a vector of this model, wherever it is stored; then the limit
+        ids, _, vecs = fetch_vectors(db, "questions", model=model)
+        pos = {qid: k for k, qid in enumerate(ids)}
+        frame = frame[frame.index.isin(list(pos))]
+        frame = frame.head(limit) if limit else frame
+        return frame, (vecs[[pos[q] for q in frame.index]] if len(frame) else np.zeros((0, 0), dtype=np.float32))
     if frame.empty:
         return frame, np.zeros((0, 0), dtype=np.float32)
-    from ragnb.store.vectors import fetch_vectors_by_id
-
     return frame, fetch_vectors_by_id(db, "questions", list(frame.index))

@@ -32,6 +32,8 @@ from ragnb.datasets.urls import page_id, url_match, url_match_warning
 
 DOC_METRICS = ("doc_hit_rate@1", "doc_hit_rate@3", "doc_hit_rate@5", "doc_hit_rate@10", "doc_mrr",
                "doc_recall@5", "doc_precision@5", "doc_ndcg@5", "doc_ndcg@10")
+# Paired between embedding models (page level first: the label is a page).
+COMPARED = ("doc_hit_rate@1", "doc_hit_rate@5", "doc_mrr", "hit_rate@1", "mrr")
 EVALUATED, NO_URL, UNMATCHED = "evaluated", "no_url", "unmatched_url"
 SCORES = (1, 2, 3, 4, 5)
 

@@ -72,6 +72,13 @@ class TierResult:
         return write_metrics(output_dir, name, payload, per_item=self.item_table())
 
 
+def encoder_meta(encoder: Any) -> dict:
+    """``{"encoder": describe()}`` (backend, model, prompts, dimension, fingerprint — no secrets) for the
+    metrics JSON and so the run record; ``{}`` for an encoder without ``describe`` (a test double)."""
+    describe = getattr(encoder, "describe", None)
+    return {"encoder": describe()} if callable(describe) else {}
+
+
 def analysis_result(per_item: pd.DataFrame | None, summary: dict, notes: list[str] | None = None, *,
                     analysis: str | None = None, questions: Any = None, retrieval: Any = None,
                     encoder: Any = None) -> TierResult:
@@ -84,5 +91,5 @@ def analysis_result(per_item: pd.DataFrame | None, summary: dict, notes: list[st
     if retrieval is not None:
         meta["backend"] = retrieval.backend
     if encoder is not None:
-        meta["embedding_model"] = encoder.name
+        meta.update(embedding_model=encoder.name, **encoder_meta(encoder))
     return TierResult(per_item, dict(summary), notes, lead={"analysis": analysis} if analysis else {}, meta=meta)

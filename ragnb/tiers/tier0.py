@@ -8,7 +8,13 @@ import numpy as np
 
 from ragnb.rag.embeddings import Encoder
 from ragnb.metrics.embedding import tier0_metrics, truncation_stats
-from ragnb.tiers.result import TierResult
+from ragnb.tiers.result import TierResult, encoder_meta
+
+
+# Per-vector geometry compared between embedding models on the same chunks (no better direction: the
+# comparison reports the difference and names no winner).
+COMPARED = ("nn_distance_mean", "spread")
+SUMMARY_SHOWN = ("avg_nn_distance", "std_nn_distance", "avg_spread", "effective_dimensionality")
 
 
 @dataclass
@@ -59,6 +65,6 @@ def run_tier0(
         per_item["tokens"] = counts
     sample = np.asarray(vectors)[rows]
     summary["info"] = {"k": k, "distance": distance, "n_total": len(ids), "n_sampled": len(rows), "seed": seed}
-    meta = {"embedding_model": encoder.name} if encoder is not None else {}
+    meta = {"embedding_model": encoder.name, **encoder_meta(encoder)} if encoder is not None else {}
     return Tier0Result(per_item, summary, None, lead={"tier": "tier_0"}, meta=meta,
                        explained_variance=cumulative_variance(sample))

@@ -13,12 +13,13 @@ from ragnb.rag.embeddings import Encoder
 from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate
-from ragnb.rag.retrieval import PgVectorRetriever, RetrievalResult, Retriever, consistency, recall_vs_exact
+from ragnb.rag.retrieval import PgVectorRetriever, check_same_model, RetrievalResult, Retriever, consistency, recall_vs_exact
 from ragnb.metrics.stats import latency_summary
-from ragnb.tiers.result import TierResult
+from ragnb.tiers.result import TierResult, encoder_meta
 
 CHUNK_METRICS = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "recall@1", "recall@3", "recall@5",
                  "recall@10", "precision@1", "precision@3", "precision@5", "precision@10", "ndcg@5", "ndcg@10")
+COMPARED = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "ndcg@10")  # paired between embedding models
 DOC_METRICS = ("doc_hit_rate@1", "doc_hit_rate@5", "doc_mrr", "doc_recall@5", "doc_precision@5", "doc_ndcg@10")
 
 
@@ -63,6 +64,7 @@ def run_tier1(
     """
     if top_k < 1:
         raise ValueError(f"top_k = {top_k}; retrieve at least one chunk per question")
+    check_same_model(encoder, retriever)
     notes: list[str] = []
     qids = [it.id for it in dataset.items]
     vectors = encode_queries(encoder, [it.question for it in dataset.items], batch_size=64)
@@ -103,7 +105,8 @@ def run_tier1(
     per_query["retrieved"] = pd.Series([" ".join(ids) for ids in result.ids], index=qids)
     per_query["top1_score"] = pd.Series([float(s[0]) if len(s) else np.nan for s in result.scores], index=qids)
     return Tier1Result(per_query, summary, notes, lead={"tier": "tier_1"},
-                       meta={"dataset": dataset.name, "embedding_model": encoder.name}, retrieval=result)
+                       meta={"dataset": dataset.name, "embedding_model": encoder.name, **encoder_meta(encoder)},
+                       retrieval=result)
 
 
 def _first_relevant_rank(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> pd.Series:

@@ -331,7 +331,8 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
     from ragnb.datasets.fingerprint import note_corpus, note_dataset
     from ragnb.store.engine import connect
     from ragnb.store.questions import fetch_question_log
-    from ragnb.store.schema import tables
+    from ragnb.datasets.corpus import stored_model
+    from ragnb.store.schema import table_exists, tables
     from ragnb.store.vectors import check_space
 
     if corpus == "demo":
@@ -343,8 +344,10 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
         info["corpus"] = "database"
     info["question_log"] = log_db.display_url
     note_corpus(log_db)
-    cache, cache_vectors = fetch_question_log(log_db, exact_score=cache_score, with_vectors=True)
-    check_space(log_db, tables(log_db.schema).question, encoder)  # after the fetch: it names a missing table better
+    model = stored_model(log_db, encoder, "questions") if table_exists(log_db, tables(log_db.schema).question) else None
+    cache, cache_vectors = fetch_question_log(log_db, exact_score=cache_score, with_vectors=True, model=model)
+    # after the fetch: it names a missing table better
+    check_space(log_db, tables(log_db.schema).question, encoder, model=model)
     if dataset_path or corpus == "demo":
         ds = load_dataset(dataset_path) if dataset_path else demo.dataset(language)
         items = ds.items[:max_questions] if max_questions else ds.items
@@ -356,7 +359,7 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
         query_vectors = encode_queries(encoder, queries["question"].tolist(), batch_size=64)
         info["questions"] = f"dataset {ds.name}"
     else:
-        log, query_vectors = fetch_question_log(log_db, with_vectors=True, limit=max_questions)
+        log, query_vectors = fetch_question_log(log_db, with_vectors=True, limit=max_questions, model=model)
         queries = log[["question"]]
         info["questions"] = "the logged questions (each compared with the cache without itself)"
         if queries.empty:

@@ -151,7 +151,17 @@ class SentenceTransformerEncoder(CachedEncoder):
         return np.asarray(out, dtype=np.float32)
 
     def token_counts(self, texts: list[str]) -> np.ndarray:
-        """Tokens per text before truncation (special tokens included), to report silent truncation."""
+        """Tokens per text before truncation (special tokens included), to report silent truncation. Before the
+        model is loaded, the folder's ``tokenizer.json`` counts them (the same fast tokenizer, without importing
+        torch — a report that only counts tokens loads no model)."""
+        if self._model is None and (self.source / "tokenizer.json").exists():
+            from tokenizers import Tokenizer
+
+            fast = Tokenizer.from_file(str(self.source / "tokenizer.json"))
+            fast.no_truncation()
+            fast.no_padding()
+            return np.array([len(e.ids) for e in fast.encode_batch(list(texts), add_special_tokens=True)],
+                            dtype=np.int64)
         tok = self.model.tokenizer
         # verbose=False: counting long texts is the point, the "longer than maximum" warning is noise.
         enc = tok(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
