@@ -113,7 +113,8 @@ for outcome, title in (("FP", "False show"), ("FN", "False no-show"), ("failed",
     if len(part):
         print(f"{title}: {len(part)} items")
         order = part["score"].sort_values(ascending=(outcome == "FN")).index if sut is None else part.index
-        report.show_table(part.loc[order].head(worst_n)[cols], max_rows=worst_n)
+        report.show_table(part.loc[order].head(worst_n)[cols], max_rows=worst_n,
+                          full="tier_judge_pipeline.per_item.csv")
 
 # %%
 result.write(output_dir, "tier_judge_pipeline", extra={"llm_usage": llm.usage()})

@@ -143,7 +143,8 @@ if scored:
 # %%
 missed = evaluated[evaluated["first_relevant_doc_rank"].isna()].sort_values("top1_score", ascending=False)
 print(f"{len(missed)} of {len(evaluated)} evaluated questions miss their logged page in the top {top_k}.")
-report.show_table(missed[["question", "url", "score", "top1_score", "top1_page"]], max_rows=worst_n)
+report.show_table(missed[["question", "url", "score", "top1_score", "top1_page"]], max_rows=worst_n,
+                  full="real_users.per_item.csv")
 excluded = result.per_item[result.per_item["status"] != EVALUATED]
 if len(excluded):
     print(f"{len(excluded)} excluded questions (no logged URL, or a URL that no chunk of the corpus has):")

@@ -117,7 +117,7 @@ table = worst.head(worst_n).assign(
     relevant=lambda d: d.index.map(gold),
     top1_text=lambda d: d["retrieved"].str.split().str[0].map(lambda c: (texts.get(c) or "")[:200]),
 )[["question", "relevant", "first_relevant_rank", "top1_score", "retrieved", "top1_text"]]
-report.show_table(table, max_rows=worst_n)
+report.show_table(table, max_rows=worst_n, full="tier1_retrieval.per_item.csv")
 
 # %%
 result.write(output_dir, "tier1_retrieval", extra=models)
