@@ -320,12 +320,10 @@ def metrics_retrieval(
 
 
 def _report(result) -> None:
-    for failure in result.failures:
-        typer.secho(f"failed: {failure}", fg=typer.colors.RED, err=True)
-    typer.echo(f"run {result.run_id}: {result.record.get('overall_status')}")
-    typer.echo(str(result.index_path))
-    if result.failures:
-        raise SystemExit(1)
+    """Failures, and exit 1 after any (the runner has already printed the run's status and index page)."""
+    from ragnb.cli.run import report_run
+
+    report_run(result, "failure")
 
 
 @app.command()

@@ -258,9 +258,11 @@ def header_html(title: str, info: dict[str, Any]) -> str:
         for k in keys
     )
     fallback = any(str(v) == "offline-fallback" for v in info.values())
+    from ragnb.metrics.fallback import OFFLINE_LABEL
+
     note = (
         '<p style="margin:8px 0 0;color:#9a6700">No LLM endpoint was configured: LLM-judge metrics use the '
-        "offline fallback (embedding similarity → word overlap) and are not LLM judgments.</p>"
+        f"offline fallback ({OFFLINE_LABEL}) and are not LLM judgments.</p>"
         if fallback else ""
     )
     t = html.escape(str(title))

@@ -132,8 +132,10 @@ def _not_computed_line(record: dict, blocks: dict) -> str | None:
         parts.append(f"undefined (no valid item) — {_listed(undefined)}")
     offline = [_label(k) for k, b in blocks.items() if spec.is_offline(b)]
     if offline:
-        parts.append("LLM-judge metrics from the offline fallback (no LLM endpoint; embedding similarity and word "
-                     f"overlap, not LLM judgments) in {', '.join(offline)}")
+        from ragnb.metrics.fallback import OFFLINE_LABEL
+
+        parts.append(f"LLM-judge metrics from the offline fallback (no LLM endpoint; {OFFLINE_LABEL}, not LLM "
+                     f"judgments) in {', '.join(offline)}")
     return ("Not computed: " + " | ".join(parts) + ".") if parts else None
 
 
