@@ -31,6 +31,7 @@ from ragnb.runs.params import (Notebook, database_readers, declared_params, load
 from ragnb.progress import PROGRESS_ENV
 from ragnb.runs.prestart import KernelStarter, enabled as prestart_enabled, kernel_name_of, shutdown
 from ragnb.runs.progress import RunProgress, expected_durations, follow
+from ragnb.runs.render import BackgroundRenders, render_into
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
 from ragnb.runs.summary import run_summary
 from ragnb.runs.sweep import SWEEP_PARAMS, SweepStep, model_combos, plan_sweep, sweep_models
@@ -92,9 +93,11 @@ def _will_execute(nb: Notebook, run_dir: Path) -> bool:
 
 
 def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: str | None,
-             log: Callable[[str], None], assets_root: Path | None = None, km: Any = None) -> dict:
+             log: Callable[[str], None], assets_root: Path | None = None, km: Any = None,
+             renders: BackgroundRenders | None = None) -> dict:
     """Execute one notebook into ``run_dir`` and render its HTML (``assets_root``: see :func:`notebook_to_html`).
-    ``km``: a kernel already started for this notebook (:mod:`ragnb.runs.prestart`), shut down here afterwards."""
+    ``km``: a kernel already started for this notebook (:mod:`ragnb.runs.prestart`), shut down here afterwards;
+    ``renders``: render the HTML there, while the next notebook runs (else now)."""
     import papermill as pm
 
     from ragnb.runs.kernel import RunKernelManager
@@ -132,11 +135,10 @@ def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: 
             shutdown(km)
     report["duration_s"] = round(time.monotonic() - start, 2)
     if out_ipynb.exists():
-        try:
-            notebook_to_html(out_ipynb, html, assets_root=assets_root)
-        except Exception as exc:
-            report["error"] = (report["error"] + "\n" if report["error"] else "") + f"HTML rendering failed: {_error_text(exc)}"
-            report["status"] = "failed"
+        if renders is not None:
+            renders.submit(report, nb.name, out_ipynb, html, assets_root, _error_text)
+        else:
+            render_into(report, out_ipynb, html, assets_root, _error_text)
     if report["status"] == "ok":
         log(f"[{nb.name}] done in {report['duration_s']:.1f} s → {html}")
     return report
@@ -213,6 +215,7 @@ class _Run:
     progress: RunProgress | None = None  # what the terminal shows: [i/N] per notebook, ETA, in-notebook steps
     queue: list[tuple[Notebook, str]] = field(default_factory=list)  # executions in order: (notebook, folder)
     starter: KernelStarter | None = None  # starts the next notebook's kernel while one runs (None: off)
+    renders: BackgroundRenders | None = None  # renders HTML reports while the next notebook runs (None: in line)
 
     @classmethod
     def start(cls, run_id: str, out_root: Path, kernel_name: str | None,
@@ -253,12 +256,13 @@ class _Run:
         assets = None if self.standalone else self.run_dir  # reports share the run folder's plotly.js
         if self.progress is None:
             km = self._kernel_for(nb, out_dir)
-            return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km)
+            return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km, self.renders)
         self.progress.begin(nb.stem, name)
         try:
             with follow(out_dir / f".{nb.stem}.progress.jsonl", name, self.log):
                 km = self._kernel_for(nb, out_dir)
-                return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km)
+                return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km,
+                                self.renders)
         finally:
             self.progress.end()
 
@@ -290,12 +294,18 @@ class _Run:
                 self.starter.start(nxt_spec[0], nxt_spec[1], nxt_spec[2], self.cwd)
         return km
 
+    def settle_renders(self) -> None:
+        """Wait for the HTML reports being rendered; save the record again when one of them failed."""
+        if self.renders is not None and self.renders.settle(self.log):
+            self.save_progress()
+
     def run_combination(self, step: SweepStep) -> None:
         """One combination of a sweep (:func:`ragnb.runs.sweep.plan_sweep`): its notebooks into
         ``models/<combination>/``; those depending on fewer models share an earlier combination's run."""
         judge, gen, folder = step.judge, step.generation, step.folder
         for nb, extra in step.run:
             self.execute(nb, folder, extra, f"{nb.name} [judge {judge or 'default'} · generation {gen or 'default'}]")
+        self.settle_renders()
         combo_reports = {k: r for k, r in self.reports.items() if k.startswith(folder + "/")}
         combo_reports.update({f"{src}/{stem}": self.reports[f"{src}/{stem}"] for stem, src in step.reuse.items()
                               if f"{src}/{stem}" in self.reports})
@@ -308,6 +318,7 @@ class _Run:
 
     def finish(self) -> tuple[dict, list[dict]]:
         """Build the record from every finished notebook, write it (run folder + benchmark_runs.json) and the index."""
+        self.settle_renders()
         main = {k: r for k, r in self.reports.items() if "/" not in k}
         first = self.model_runs[0] if self.model_runs else None
         if first:  # top-level tier blocks of a sweep: the first combination's
@@ -457,6 +468,7 @@ def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list
     run.queue = ([(nb, "") for nb in main] + [(nb, step.folder) for step in steps for nb, _ in step.run]
                  + [(nb, "") for nb in post])
     run.starter = KernelStarter() if prestart_enabled() else None
+    run.renders = BackgroundRenders()
     try:
         for nb in main:
             run.execute(nb)
@@ -468,6 +480,7 @@ def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list
         if post:
             record, report_list = run.finish()
     finally:
+        run.renders.close(run.log)
         if run.starter is not None:
             run.starter.discard()
     index_path = run.run_dir / "index.html"
