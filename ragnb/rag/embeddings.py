@@ -123,19 +123,18 @@ class MemoEncoder:
     def prime_queries(self, texts: Sequence[str]) -> None:
         self._prime(self._queries, texts, lambda new, batch_size: encode_queries(self._encoder, new, batch_size))
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+    def _lookup(self, memo: dict[str, np.ndarray], texts: Sequence[str], prime: Any) -> np.ndarray:
         texts = list(texts)
         if not texts:
             return self._encoder.encode([])
-        self.prime(texts)
-        return np.stack([self._memo[t] for t in texts])
+        prime(texts)
+        return np.stack([memo[t] for t in texts])
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        return self._lookup(self._memo, texts, self.prime)
 
     def encode_queries(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        texts = list(texts)
-        if not texts:
-            return self._encoder.encode([])
-        self.prime_queries(texts)
-        return np.stack([self._queries[t] for t in texts])
+        return self._lookup(self._queries, texts, self.prime_queries)
 
     def clear(self) -> None:
         self._memo.clear()
