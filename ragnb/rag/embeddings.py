@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ragnb import config
-from ragnb.rag.encoders.base import TextEncoder
+from ragnb.rag.encoders.base import TextEncoder, encode_queries
 from ragnb.rag.encoders.sentence_transformers import SentenceTransformerEncoder
 
 _BUNDLED_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "default"}
@@ -102,6 +102,7 @@ class MemoEncoder:
     def __init__(self, encoder: Any, texts: Sequence[str] = (), batch_size: int = 64) -> None:
         self._encoder = encoder
         self._memo: dict[str, np.ndarray] = {}
+        self._queries: dict[str, np.ndarray] = {}  # texts embedded as queries (e5's "query: "), kept apart
         self.batch_size = batch_size
         self.seconds = 0.0
         self.prime(texts)
@@ -109,22 +110,35 @@ class MemoEncoder:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._encoder, name)
 
-    def prime(self, texts: Sequence[str]) -> None:
-        new = [t for t in dict.fromkeys(texts) if t not in self._memo]
+    def _prime(self, memo: dict[str, np.ndarray], texts: Sequence[str], encode: Any) -> None:
+        new = [t for t in dict.fromkeys(texts) if t not in memo]
         if new:
             start = time.perf_counter()
-            self._memo.update(zip(new, self._encoder.encode(new, batch_size=self.batch_size)))
+            memo.update(zip(new, encode(new, batch_size=self.batch_size)))
             self.seconds += time.perf_counter() - start
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+    def prime(self, texts: Sequence[str]) -> None:
+        self._prime(self._memo, texts, self._encoder.encode)
+
+    def prime_queries(self, texts: Sequence[str]) -> None:
+        self._prime(self._queries, texts, lambda new, batch_size: encode_queries(self._encoder, new, batch_size))
+
+    def _lookup(self, memo: dict[str, np.ndarray], texts: Sequence[str], prime: Any) -> np.ndarray:
         texts = list(texts)
         if not texts:
             return self._encoder.encode([])
-        self.prime(texts)
-        return np.stack([self._memo[t] for t in texts])
+        prime(texts)
+        return np.stack([memo[t] for t in texts])
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        return self._lookup(self._memo, texts, self.prime)
+
+    def encode_queries(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        return self._lookup(self._queries, texts, self.prime_queries)
 
     def clear(self) -> None:
         self._memo.clear()
+        self._queries.clear()
 
 
 _ENCODERS: dict[tuple, TextEncoder] = {}

@@ -125,8 +125,12 @@ class BaselineSystem:
         from ragnb.metrics.fallback import split_sentences
 
         sentences = [s for c in contexts for s in split_sentences(c.text)]
-        vecs = self.encoder.encode([question] + sentences)
-        return extractive_answer(vecs[0], sentences, vecs[1:], self.max_sentences)
+        if not sentences:
+            return ""
+        # The question as a query (e5's "query: "), as retrieval embedded it: an asymmetric model ranks passages
+        # for a query, and the vector is already in the disk cache. Symmetric models encode both alike.
+        return extractive_answer(encode_queries(self.encoder, [question])[0], sentences,
+                                 self.encoder.encode(sentences), self.max_sentences)
 
     async def aanswer(self, question: str, contexts: list[Context], seed: int | None = None) -> str:
         # ``seed`` goes into the LLM request (and so the cache key): repeated runs for response consistency

@@ -26,9 +26,21 @@ class RunKernelManager(AsyncKernelManager):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.ragnb_clients: list[Any] = []  # clients opened on this kernel: closed when the runner shuts it down
         if zmq.has("curve"):  # "auto": encrypt when the kernelspec declares support, else run as before
             self.transport_encryption = "auto"
 
     async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
-        kw["env"] = {**(kw.get("env") or os.environ), PLOTLYJS_ENV: "external"}
+        kw["env"] = kernel_env(kw.get("env"))
         await super().start_kernel(**kw)
+
+    def client(self, **kwargs: Any) -> Any:
+        kc = super().client(**kwargs)
+        self.ragnb_clients.append(kc)
+        return kc
+
+
+def kernel_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a runner's kernel starts with: ``env`` (default: this process's) and the runner's
+    settings."""
+    return {**(env or os.environ), PLOTLYJS_ENV: "external"}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -27,7 +28,10 @@ from ragnb.io import atomic_write_text, dumps_strict, read_text
 from ragnb.reports.html import notebook_to_html, write_index
 from ragnb.runs.params import (Notebook, database_readers, declared_params, load_params_file, merge_params, resolve,
                                resolve_paths)
+from ragnb.progress import PROGRESS_ENV
+from ragnb.runs.prestart import KernelStarter, enabled as prestart_enabled, kernel_name_of, shutdown
 from ragnb.runs.progress import RunProgress, expected_durations, follow
+from ragnb.runs.render import BackgroundRenders, render_into
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
 from ragnb.runs.summary import run_summary
 from ragnb.runs.sweep import SWEEP_PARAMS, SweepStep, model_combos, plan_sweep, sweep_models
@@ -82,9 +86,18 @@ def _error_text(exc: BaseException) -> str:
     return text if len(text) <= 2000 else text[:2000] + "…"
 
 
+def _will_execute(nb: Notebook, run_dir: Path) -> bool:
+    """Whether :func:`_execute` runs the notebook (not skipped as finished by an earlier, resumed run)."""
+    metrics = run_dir / f"{nb.stem}.metrics.json"
+    return not metrics.exists() or bool(failed_logged_items(run_dir, nb.stem))
+
+
 def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: str | None,
-             log: Callable[[str], None], assets_root: Path | None = None) -> dict:
-    """Execute one notebook into ``run_dir`` and render its HTML (``assets_root``: see :func:`notebook_to_html`)."""
+             log: Callable[[str], None], assets_root: Path | None = None, km: Any = None,
+             renders: BackgroundRenders | None = None) -> dict:
+    """Execute one notebook into ``run_dir`` and render its HTML (``assets_root``: see :func:`notebook_to_html`).
+    ``km``: a kernel already started for this notebook (:mod:`ragnb.runs.prestart`), shut down here afterwards;
+    ``renders``: render the HTML there, while the next notebook runs (else now)."""
     import papermill as pm
 
     from ragnb.runs.kernel import RunKernelManager
@@ -108,7 +121,7 @@ def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: 
     try:
         pm.execute_notebook(str(nb.path), str(out_ipynb), parameters=params, kernel_name=kernel_name,
                             cwd=str(cwd), progress_bar=False, log_output=False,
-                            kernel_manager_class=RunKernelManager)
+                            kernel_manager_class=RunKernelManager, **({"km": km} if km is not None else {}))
         if not metrics.exists():
             raise RuntimeError(f"the notebook finished without writing {metrics.name}; its last cell must call "
                                f"result.write(output_dir, {nb.stem!r}) (ragnb.tiers.result.TierResult)")
@@ -117,13 +130,15 @@ def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: 
         if metrics.exists():  # written before the failure: move it so that a resume re-runs the notebook
             metrics.replace(metrics.with_name(f"{nb.stem}.metrics.failed.json"))
         log(f"[{nb.name}] FAILED: {report['error']}")
+    finally:
+        if km is not None:  # nbclient leaves a kernel it did not start running
+            shutdown(km)
     report["duration_s"] = round(time.monotonic() - start, 2)
     if out_ipynb.exists():
-        try:
-            notebook_to_html(out_ipynb, html, assets_root=assets_root)
-        except Exception as exc:
-            report["error"] = (report["error"] + "\n" if report["error"] else "") + f"HTML rendering failed: {_error_text(exc)}"
-            report["status"] = "failed"
+        if renders is not None:
+            renders.submit(report, nb.name, out_ipynb, html, assets_root, _error_text)
+        else:
+            render_into(report, out_ipynb, html, assets_root, _error_text)
     if report["status"] == "ok":
         log(f"[{nb.name}] done in {report['duration_s']:.1f} s → {html}")
     return report
@@ -198,6 +213,9 @@ class _Run:
     model_runs: list[dict] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     progress: RunProgress | None = None  # what the terminal shows: [i/N] per notebook, ETA, in-notebook steps
+    queue: list[tuple[Notebook, str]] = field(default_factory=list)  # executions in order: (notebook, folder)
+    starter: KernelStarter | None = None  # starts the next notebook's kernel while one runs (None: off)
+    renders: BackgroundRenders | None = None  # renders HTML reports while the next notebook runs (None: in line)
 
     @classmethod
     def start(cls, run_id: str, out_root: Path, kernel_name: str | None,
@@ -237,13 +255,49 @@ class _Run:
     def _execute_with_progress(self, nb: Notebook, nb_params: dict, out_dir: Path, name: str) -> dict:
         assets = None if self.standalone else self.run_dir  # reports share the run folder's plotly.js
         if self.progress is None:
-            return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets)
+            km = self._kernel_for(nb, out_dir)
+            return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km, self.renders)
         self.progress.begin(nb.stem, name)
         try:
             with follow(out_dir / f".{nb.stem}.progress.jsonl", name, self.log):
-                return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets)
+                km = self._kernel_for(nb, out_dir)
+                return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km,
+                                self.renders)
         finally:
             self.progress.end()
+
+    def _kernel_spec(self, nb: Notebook, out_dir: Path) -> tuple[tuple, str, dict] | None:
+        """(key, kernel name, environment) of the kernel papermill would start for ``nb`` now."""
+        from ragnb.runs.kernel import kernel_env
+
+        name = kernel_name_of(nb.path, self.kernel_name)
+        if name is None:
+            return None
+        env = dict(os.environ)
+        if self.progress is not None:  # as follow() sets it while the notebook runs
+            env[PROGRESS_ENV] = str(out_dir / f".{nb.stem}.progress.jsonl")
+        env = kernel_env(env)
+        return (nb.stem, str(out_dir), name, str(self.cwd), tuple(sorted(env.items()))), name, env
+
+    def _kernel_for(self, nb: Notebook, out_dir: Path) -> Any:
+        """The kernel started ahead for ``nb`` (None: papermill starts one), after starting the next one's."""
+        if self.starter is None:
+            return None
+        spec_now = self._kernel_spec(nb, out_dir)
+        km = self.starter.take(spec_now[0]) if spec_now else None
+        keys = [(q.stem, self.run_dir / folder if folder else self.run_dir) for q, folder in self.queue]
+        at = keys.index((nb.stem, out_dir)) if (nb.stem, out_dir) in keys else None
+        if at is not None and at + 1 < len(self.queue):
+            nxt, nxt_dir = self.queue[at + 1][0], keys[at + 1][1]
+            nxt_spec = self._kernel_spec(nxt, nxt_dir) if _will_execute(nxt, nxt_dir) else None
+            if nxt_spec is not None:
+                self.starter.start(nxt_spec[0], nxt_spec[1], nxt_spec[2], self.cwd)
+        return km
+
+    def settle_renders(self) -> None:
+        """Wait for the HTML reports being rendered; save the record again when one of them failed."""
+        if self.renders is not None and self.renders.settle(self.log):
+            self.save_progress()
 
     def run_combination(self, step: SweepStep) -> None:
         """One combination of a sweep (:func:`ragnb.runs.sweep.plan_sweep`): its notebooks into
@@ -251,6 +305,7 @@ class _Run:
         judge, gen, folder = step.judge, step.generation, step.folder
         for nb, extra in step.run:
             self.execute(nb, folder, extra, f"{nb.name} [judge {judge or 'default'} · generation {gen or 'default'}]")
+        self.settle_renders()
         combo_reports = {k: r for k, r in self.reports.items() if k.startswith(folder + "/")}
         combo_reports.update({f"{src}/{stem}": self.reports[f"{src}/{stem}"] for stem, src in step.reuse.items()
                               if f"{src}/{stem}" in self.reports})
@@ -263,6 +318,7 @@ class _Run:
 
     def finish(self) -> tuple[dict, list[dict]]:
         """Build the record from every finished notebook, write it (run folder + benchmark_runs.json) and the index."""
+        self.settle_renders()
         main = {k: r for k, r in self.reports.items() if "/" not in k}
         first = self.model_runs[0] if self.model_runs else None
         if first:  # top-level tier blocks of a sweep: the first combination's
@@ -406,17 +462,27 @@ def _plan_progress(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos
 def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list, log: Callable[[str], None]) -> RunResult:
     log(f"run {run.run_id} → {run.run_dir}")
     run.progress = _plan_progress(run, nbs, swept, combos)
-    for nb in nbs:
-        if not nb.post_record and not (combos and nb in swept):
-            run.execute(nb)
-    for step in plan_sweep(combos, swept, run.declared):
-        run.run_combination(step)
-    record, report_list = run.finish()
+    main = [nb for nb in nbs if not nb.post_record and not (combos and nb in swept)]
+    steps = plan_sweep(combos, swept, run.declared)
     post = [nb for nb in nbs if nb.post_record]
-    for nb in post:
-        run.execute(nb)
-    if post:
+    run.queue = ([(nb, "") for nb in main] + [(nb, step.folder) for step in steps for nb, _ in step.run]
+                 + [(nb, "") for nb in post])
+    run.starter = KernelStarter() if prestart_enabled() else None
+    run.renders = BackgroundRenders()
+    try:
+        for nb in main:
+            run.execute(nb)
+        for step in steps:
+            run.run_combination(step)
         record, report_list = run.finish()
+        for nb in post:
+            run.execute(nb)
+        if post:
+            record, report_list = run.finish()
+    finally:
+        run.renders.close(run.log)
+        if run.starter is not None:
+            run.starter.discard()
     index_path = run.run_dir / "index.html"
     log(f"run {run.run_id}: {record['overall_status']} — {index_path}")
     return RunResult(run.run_id, run.run_dir, index_path, record, list(record.get("failures") or []), report_list)

@@ -156,8 +156,8 @@ def _run(kind: Tier2, dataset: Dataset, system: Any, encoder: Any, *, judge: Any
     done: dict[str, dict] = {k: r for k, r in (log.done if log is not None else {}).items() if k in by_key}
     resumed = sum(k in done for k in keys)
 
-    # The extractive baseline (and an embedding-based faithfulness fallback) embed the same questions and context
-    # sentences again and again; one memo, primed per block in large batches, serves them.
+    # The extractive baseline (and an embedding-based faithfulness fallback) embed the same context sentences
+    # again and again; one memo, primed per block in large batches, serves them.
     memo = MemoEncoder(encoder)
     if isinstance(system, BaselineSystem):
         system = dataclasses.replace(system, encoder=memo if system.encoder is encoder else MemoEncoder(system.encoder))
@@ -170,7 +170,9 @@ def _run(kind: Tier2, dataset: Dataset, system: Any, encoder: Any, *, judge: Any
         texts = [c.text for e in contexts_of.values() for c in e.get("contexts") or ()]
         # Context sentences are embedded only by the extractive baseline or an embedding-based fallback.
         sentences = [s for t in texts for s in split_sentences(t)] if embeds_context else []
-        memo.prime([it.question for it in block.values()] + sentences)
+        memo.prime(sentences)
+        if isinstance(system, BaselineSystem):  # its answers rank the sentences for the question as a query
+            system.encoder.prime_queries([it.question for it in block.values()])
         score = scorer(by_key, contexts_of, system, memo, judge, judge_metrics if judged else (), consistency_runs,
                        language)
         step = None if progress is None else (lambda n, _t, before=resumed + start: progress(before + n, len(keys)))
