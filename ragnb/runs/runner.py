@@ -14,7 +14,6 @@ Layout of one run (``outputs`` defaults to ``$RAGNB_OUTPUTS`` or ``./outputs``):
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import time
@@ -24,7 +23,7 @@ from typing import Any, Callable
 
 import ragnb
 from ragnb import config, spec
-from ragnb.io import atomic_write_text, dumps_strict, read_text
+from ragnb.io import atomic_write_text, dumps_strict
 from ragnb.reports.html import notebook_to_html, write_index
 from ragnb.runs.params import (Notebook, database_readers, declared_params, load_params_file, merge_params, resolve,
                                resolve_paths)
@@ -34,14 +33,11 @@ from ragnb.runs.progress import RunProgress, expected_durations, follow
 from ragnb.runs.render import BackgroundRenders, render_into
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
 from ragnb.runs.summary import run_summary
-from ragnb.runs.sweep import SWEEP_PARAMS, SweepStep, model_combos, plan_sweep, sweep_models
+from ragnb.runs.collect import RECORD_FILE, collect_reports, previous_record
+from ragnb.runs.sweep import SWEEP_PARAMS, SweepStep, check_sweep, model_combos, plan_sweep
 from ragnb.tiers.itemlog import failed_logged_items
 
-RECORD_FILE = "run_record.json"
 LOCK_FILE = ".run.lock"  # held (an OS file lock) while a runner writes into the run folder
-# Record fields a notebook may report in its metrics JSON (or take as a parameter); first one wins.
-RECORD_FIELDS = ("dataset_file", "dataset_type", "embedding_model", "judge_model", "generation_model",
-                 "judge_eval_mode", "consistency_runs")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -144,56 +140,6 @@ def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: 
     return report
 
 
-def _read_metrics(path: Path) -> dict | None:
-    if not path.exists():
-        return None
-    data = json.loads(read_text(path, "metrics JSON"))
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} must hold a JSON object of metrics")
-    return data
-
-
-def _previous(run_dir: Path) -> dict:
-    path = run_dir / RECORD_FILE
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(read_text(path, "run record"))
-    except json.JSONDecodeError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _collect(reports: dict[str, dict], run_dir: Path, all_params: dict) -> tuple[dict, dict, dict]:
-    """Tier blocks, other metrics and record fields from the metrics JSON of finished reports."""
-    tier_metrics: dict[str, dict] = {}
-    other: dict[str, dict] = {}
-    fields: dict[str, Any] = {}
-    for key, report in reports.items():
-        if report.get("status") == "failed":
-            continue
-        stem = report["stem"]
-        tier = spec.by_stem(stem)
-        if tier is not None and tier.post_record:  # reports about other runs (the dashboard): not this run's metrics
-            continue
-        try:
-            metrics = _read_metrics(run_dir / report.get("metrics", f"{stem}.metrics.json"))
-        except (ValueError, OSError) as exc:
-            report.update(status="failed", error=f"unreadable metrics JSON: {exc}")
-            continue
-        if metrics is None:
-            continue
-        if tier is not None and tier.record_key:
-            tier_metrics[tier.record_key] = metrics
-        else:
-            other[stem] = metrics
-        for name in RECORD_FIELDS:
-            value = metrics.get(name, all_params.get(key, {}).get(name))
-            if fields.get(name) is None and value is not None and not isinstance(value, (dict, list)):
-                fields[name] = value
-    return tier_metrics, other, fields
-
-
 @dataclass
 class _Run:
     """One run in progress: where it writes, what finished, and the parameters each notebook got."""
@@ -221,7 +167,7 @@ class _Run:
     def start(cls, run_id: str, out_root: Path, kernel_name: str | None,
               log: Callable[[str], None], merged: dict, declared: dict) -> _Run:
         run_dir = out_root / "runs" / run_id
-        previous = _previous(run_dir)
+        previous = previous_record(run_dir)
         reports = {r.get("key") or r["stem"]: r for r in previous.get("reports") or []
                    if isinstance(r, dict) and r.get("stem")}
         return cls(run_id, run_dir, out_root, Path.cwd(), kernel_name, log, merged, declared, previous=previous,
@@ -309,7 +255,7 @@ class _Run:
         combo_reports = {k: r for k, r in self.reports.items() if k.startswith(folder + "/")}
         combo_reports.update({f"{src}/{stem}": self.reports[f"{src}/{stem}"] for stem, src in step.reuse.items()
                               if f"{src}/{stem}" in self.reports})
-        tiers, other, _ = _collect(combo_reports, self.run_dir, self.all_params)
+        tiers, other, _ = collect_reports(combo_reports, self.run_dir, self.all_params)
         self.model_runs.append({
             "judge_model": judge, "generation_model": gen, "folder": folder,
             "status": "failed" if any(r.get("status") == "failed" for r in combo_reports.values()) else "ok",
@@ -323,7 +269,7 @@ class _Run:
         first = self.model_runs[0] if self.model_runs else None
         if first:  # top-level tier blocks of a sweep: the first combination's
             main.update({k: r for k, r in self.reports.items() if k.startswith(first["folder"] + "/")})
-        tier_metrics, other, fields = _collect(main, self.run_dir, self.all_params)
+        tier_metrics, other, fields = collect_reports(main, self.run_dir, self.all_params)
         report_list = list(self.reports.values())
         extra = {
             "judge_model": first["judge_model"] if first and first["judge_model"] else fields.get("judge_model"),
@@ -409,7 +355,7 @@ def run_notebooks(
     combos = model_combos(judge_models, generation_models)
     swept = [nb for nb in nbs if not nb.post_record and any(p in declared[nb.stem] for p in SWEEP_PARAMS)]
     if combos:
-        _check_sweep(combos, swept, nbs)
+        check_sweep(combos, swept, nbs)
 
     run_id = check_run_id(run_id) if run_id else new_run_id()
     out_root = Path(outputs).resolve() if outputs is not None else config.outputs_dir()
@@ -486,21 +432,3 @@ def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list
     index_path = run.run_dir / "index.html"
     log(f"run {run.run_id}: {record['overall_status']} — {index_path}")
     return RunResult(run.run_id, run.run_dir, index_path, record, list(record.get("failures") or []), report_list)
-
-
-def _check_sweep(combos: list[tuple[str | None, str | None]], swept: list[Notebook], nbs: list[Notebook]) -> None:
-    from ragnb.llm import LLMSettings
-    from ragnb.llm.models import check_models
-
-    if not swept:
-        raise ValueError(
-            f"a model sweep needs notebooks that take judge_models or generation_model (tier2, tier3, judge, "
-            f"rag_metrics…); this run has {[nb.name for nb in nbs]}"
-        )
-    settings = LLMSettings.from_env()
-    if not settings.configured:
-        raise ValueError(
-            "a model sweep compares LLMs, so it needs an OpenAI-compatible endpoint: set RAGNB_LLM_BASE_URL "
-            "and the key in RAGNB_LLM_API_KEY (or OPENAI_API_KEY / OPENROUTER_API_KEY)"
-        )
-    check_models(settings, sweep_models(combos), "--judge-models / --generation-models")

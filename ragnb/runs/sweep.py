@@ -74,3 +74,22 @@ def plan_sweep(combos: list[tuple[str | None, str | None]], swept: list[Any],
 def sweep_models(combos: list[tuple[str | None, str | None]]) -> list[str]:
     """Every model id a sweep names, in order, once."""
     return list(dict.fromkeys(m for pair in combos for m in pair if m))
+
+
+def check_sweep(combos: list[tuple[str | None, str | None]], swept: list, nbs: list) -> None:
+    """A sweep needs notebooks that take models and a configured endpoint that serves every named model."""
+    from ragnb.llm import LLMSettings
+    from ragnb.llm.models import check_models
+
+    if not swept:
+        raise ValueError(
+            f"a model sweep needs notebooks that take judge_models or generation_model (tier2, tier3, judge, "
+            f"rag_metrics…); this run has {[nb.name for nb in nbs]}"
+        )
+    settings = LLMSettings.from_env()
+    if not settings.configured:
+        raise ValueError(
+            "a model sweep compares LLMs, so it needs an OpenAI-compatible endpoint: set RAGNB_LLM_BASE_URL "
+            "and the key in RAGNB_LLM_API_KEY (or OPENAI_API_KEY / OPENROUTER_API_KEY)"
+        )
+    check_models(settings, sweep_models(combos), "--judge-models / --generation-models")
