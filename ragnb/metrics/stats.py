@@ -154,3 +154,15 @@ def p95_latency_ms(values_ms: Sequence[float]) -> float:
     """p95 = the 95th percentile of the timed calls' t_i (ms), linear interpolation between order statistics;
     NaN when none was timed."""
     return latency_summary(values_ms)["p95"]
+
+
+def format_mean_ci(mean: float | None, ci: Sequence[float] | None, signed: bool = False) -> str:
+    """``0.904 [0.879, 0.928]`` (``+0.760 [0.725, 0.792]`` signed) — a mean and its 95% CI in tables; ``—`` for
+    no mean, the mean alone when the interval is undefined."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "—"
+    fmt = "{:+.3f}" if signed else "{:.3f}"
+    lo, hi = (ci or [math.nan, math.nan])[:2]
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        return fmt.format(mean)
+    return f"{fmt.format(mean)} [{lo:.3f}, {hi:.3f}]"

@@ -23,6 +23,7 @@ import pandas as pd
 from ragnb.metrics.embedding import truncation_stats
 from ragnb.metrics.paired import holm, paired_test, verdict
 from ragnb.metrics.registry import direction
+from ragnb.metrics.stats import format_mean_ci
 
 ALPHA = 0.05
 NO_DIFFERENCE = "no significant difference"
@@ -150,8 +151,8 @@ def models_table(blocks: Mapping[str, Any], metrics: Sequence[str]) -> pd.DataFr
         row: dict[str, Any] = {"model": name, "backend": m["encoder"].get("backend")}
         for metric in metrics:
             agg = m["metrics"].get(metric)
-            row[metric] = ("—" if agg is None else _fmt_ci(agg["mean"], agg["ci95"]) if isinstance(agg, dict)
-                           else _fmt_ci(float(agg), []))
+            row[metric] = ("—" if agg is None else format_mean_ci(agg["mean"], agg["ci95"]) if isinstance(agg, dict)
+                           else format_mean_ci(float(agg), []))
         share = (m.get("truncation") or {}).get("share_truncated")
         row["truncated"] = "—" if share is None else f"{share:.0%}"
         rows.append(row)
@@ -164,16 +165,6 @@ def verdict_table(blocks: Mapping[str, Any]) -> pd.DataFrame:
     for pair in (blocks.get("model_comparison") or {}).get("pairs", []):
         for metric, t in pair["metrics"].items():
             rows.append({"metric": metric, "A": pair["model_a"], "B": pair["model_b"], "mean A": t["mean_a"],
-                         "mean B": t["mean_b"], "B − A [95% CI]": _fmt_ci(t["delta"], t["ci95"], signed=True),
+                         "mean B": t["mean_b"], "B − A [95% CI]": format_mean_ci(t["delta"], t["ci95"], signed=True),
                          "p (Holm)": t["p_holm"], "test": t["test"], "n": t["n_pairs"], "winner": t["winner"]})
     return pd.DataFrame(rows)
-
-
-def _fmt_ci(mean: float, ci: Sequence[float], signed: bool = False) -> str:
-    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
-        return "—"
-    fmt = "{:+.3f}" if signed else "{:.3f}"
-    lo, hi = (ci or [math.nan, math.nan])[:2]
-    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
-        return fmt.format(mean)
-    return f"{fmt.format(mean)} [{lo:.3f}, {hi:.3f}]"

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
-from ragnb.metrics.stats import aggregate
+from ragnb.metrics.stats import aggregate, format_mean_ci
 from ragnb.rag.retrieval import RetrievalResult, Retriever
 from ragnb.tiers.result import TierResult
 from ragnb.tiers.tier1 import CHUNK_METRICS
@@ -268,8 +268,7 @@ def by_score_table(rows: list[dict], metrics: tuple[str, ...] = BY_SCORE_METRICS
         row = {"score": r["score"], "questions": r["n_selected"], "evaluated": r["n"]}
         for m in metrics:
             if m in r:
-                lo, hi = (r.get(f"{m}_ci95") or [np.nan, np.nan])[:2]
-                row[m] = "—" if r["n"] == 0 else f"{r[m]:.3f} [{lo:.3f}, {hi:.3f}]"
+                row[m] = "—" if r["n"] == 0 else format_mean_ci(r[m], r.get(f"{m}_ci95"))
         out.append(row)
     return pd.DataFrame(out)
 
