@@ -1,4 +1,5 @@
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -7,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ragnb.runs import runner
+from ragnb.runs import kernel_imports, runner
 from ragnb.runs.runner import run_notebooks
 from ragnb.spec import NOTEBOOKS, TIER_KEY
 
@@ -275,9 +276,10 @@ def _state_notebook(folder: Path, stem: str) -> None:
     params = nbformat.v4.new_code_cell('output_dir: str = ""  # run folder')
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell(
-        "import os, sys\nfrom ragnb.tiers.payload import write_metrics\n"
+        "import os, sys\nahead = {m: m in sys.modules for m in ('plotly.express', 'ragnb.runs.gate', 'email.mime.text')}\n"
+        "import email.mime.text, ragnb.runs.gate\nfrom ragnb.tiers.payload import write_metrics\n"
         "state = {'pid': os.getpid(), 'cwd': os.getcwd(), 'progress': os.environ.get('RAGNB_PROGRESS_FILE'),\n"
-        "         'plotlyjs': os.environ.get('RAGNB_PLOTLYJS'), 'plotly': 'plotly.express' in sys.modules,\n"
+        "         'plotlyjs': os.environ.get('RAGNB_PLOTLYJS'), 'ahead': ahead,\n"
         "         'names': sorted(n for n in globals() if not n.startswith('_'))}\n"
         f"written = write_metrics(output_dir, {stem!r}, state)")]
     folder.mkdir(parents=True, exist_ok=True)
@@ -303,15 +305,48 @@ def test_next_kernel_is_started_ahead_with_its_own_environment(tmp_path, monkeyp
         assert st["progress"] == str(result.run_dir / f".{stem}.progress.jsonl")
         with pytest.raises(ProcessLookupError):  # every kernel was shut down
             os.kill(st["pid"], 0)
-    # the kernels started ahead (b, c) imported the report stack silently; the first one did not
-    assert not states["state_a"]["plotly"] and states["state_b"]["plotly"] and states["state_c"]["plotly"]
-    assert states["state_b"]["names"] == states["state_a"]["names"]  # nothing left in the user namespace
-    for stem in stems:  # the silent import request left no execution count and no output in the notebook
-        nb = nbformat.read(result.run_dir / f"{stem}.ipynb", as_version=4)
-        code = [c for c in nb.cells if c.cell_type == "code"]
-        assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
-        assert not [o for c in code for o in c.outputs]
+    # every kernel imported the report stack silently before the first cell; what a notebook imports itself is
+    # imported ahead only once it has run (the modules it imported are kept for its next kernel)
+    assert all(st["ahead"] == {"plotly.express": True, "ragnb.runs.gate": False, "email.mime.text": False}
+               for st in states.values())
     assert "plotly.express" in PRELOAD
+    kept = kernel_imports.load("state_b")
+    assert "email.mime.text" in kept and "ragnb.runs.gate" in kept and "plotly.express" in kept
+    assert not [n for n in kept if n.startswith("_") or "._" in n]  # private parts come with their packages
+    again = run_notebooks(stems, {}, outputs=out, notebooks_dir=nb_dir, log=lambda m: None)
+    states = {s: json.loads((again.run_dir / f"{s}.metrics.json").read_text()) for s in stems}
+    assert all(all(st["ahead"].values()) for st in states.values())
+    assert states["state_b"]["names"] == states["state_a"]["names"]  # nothing left in the user namespace
+    for run in (result, again):  # the silent requests left no execution count and no output in the notebook
+        for stem in stems:
+            nb = nbformat.read(run.run_dir / f"{stem}.ipynb", as_version=4)
+            code = [c for c in nb.cells if c.cell_type == "code"]
+            assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+            assert not [o for c in code for o in c.outputs]
+
+
+def test_modules_imported_ahead_never_pull_in_a_model_or_the_jit(tmp_path):
+    """A module that needs a NOT_AHEAD package — even one that would catch its ImportError — is left for the
+    notebook to import; the rest of the list is imported, and the import hook is gone afterwards."""
+    import sys
+
+    from ragnb.runs.prestart import preload_code
+
+    (tmp_path / "needs_umap.py").write_text("import umap\n")
+    (tmp_path / "optional_torch.py").write_text("try:\n    import torch\nexcept ImportError:\n    torch = None\n")
+    (tmp_path / "plain_module.py").write_text("import json\nVALUE = 1\n")
+    code = preload_code(["needs_umap", "optional_torch", "plain_module", "no_such_module_anywhere"]) + (
+        "import json, sys\nprint(json.dumps({m: m in sys.modules for m in ('needs_umap', 'optional_torch', "
+        "'plain_module', 'umap', 'numba', 'torch', 'pandas')} | {'hooks': len(sys.meta_path)}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    seen = json.loads(done.stdout)
+    hooks = seen.pop("hooks")
+    assert seen == {"needs_umap": False, "optional_torch": False, "plain_module": True, "umap": False,
+                    "numba": False, "torch": False, "pandas": True}
+    plain = subprocess.run([sys.executable, "-c", "import sys; print(len(sys.meta_path))"], capture_output=True,
+                           text=True, check=True)
+    assert hooks == int(plain.stdout)
 
 
 def test_preloaded_modules_stay_light():

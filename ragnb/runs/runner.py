@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,8 @@ from ragnb.reports.html import notebook_to_html, write_index
 from ragnb.runs.params import (Notebook, database_readers, declared_params, load_params_file, merge_params, resolve,
                                resolve_paths)
 from ragnb.progress import PROGRESS_ENV
-from ragnb.runs.prestart import KernelStarter, enabled as prestart_enabled, kernel_name_of, shutdown
+from ragnb.runs import kernel_imports
+from ragnb.runs.prestart import KernelStarter, enabled as prestart_enabled, kernel_name_of
 from ragnb.runs.progress import RunProgress, expected_durations, follow
 from ragnb.runs.render import BackgroundRenders, render_into
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
@@ -39,6 +41,24 @@ from ragnb.tiers.itemlog import failed_logged_items
 
 LOCK_FILE = ".run.lock"  # held (an OS file lock) while a runner writes into the run folder
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _import_for_finish() -> threading.Thread:
+    """Import what :meth:`_Run.finish` needs beyond the runner's own modules — scipy.stats for the summary's
+    paired tests, every metric module for their directions: ~2 s once per process — on a worker thread while
+    the first notebook runs (the main thread only waits for the kernel then). finish() joins it before using
+    them, so no import of the main thread races with it."""
+    def work() -> None:
+        with contextlib.suppress(Exception):  # a failing import is left for finish() to raise where it is used
+            import scipy.stats  # noqa: F401
+
+            from ragnb.metrics.registry import load_all
+
+            load_all()
+
+    thread = threading.Thread(target=work, name="ragnb-import-for-finish", daemon=True)
+    thread.start()
+    return thread
 
 
 def notebooks_dir() -> Path:
@@ -90,10 +110,11 @@ def _will_execute(nb: Notebook, run_dir: Path) -> bool:
 
 def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: str | None,
              log: Callable[[str], None], assets_root: Path | None = None, km: Any = None,
-             renders: BackgroundRenders | None = None) -> dict:
+             renders: BackgroundRenders | None = None, starter: KernelStarter | None = None) -> dict:
     """Execute one notebook into ``run_dir`` and render its HTML (``assets_root``: see :func:`notebook_to_html`).
-    ``km``: a kernel already started for this notebook (:mod:`ragnb.runs.prestart`), shut down here afterwards;
-    ``renders``: render the HTML there, while the next notebook runs (else now)."""
+    ``km``: a kernel ``starter`` started for this notebook (:mod:`ragnb.runs.prestart`), handed back to it
+    afterwards to shut down (what the notebook imported is kept for its next kernel: :mod:`ragnb.runs.
+    kernel_imports`); ``renders``: render the HTML there, while the next notebook runs (else now)."""
     import papermill as pm
 
     from ragnb.runs.kernel import RunKernelManager
@@ -127,8 +148,10 @@ def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: 
             metrics.replace(metrics.with_name(f"{nb.stem}.metrics.failed.json"))
         log(f"[{nb.name}] FAILED: {report['error']}")
     finally:
-        if km is not None:  # nbclient leaves a kernel it did not start running
-            shutdown(km)
+        if km is not None and starter is not None:  # nbclient leaves a kernel it did not start running
+            if report["status"] == "ok":
+                kernel_imports.record(km, nb.stem)
+            starter.stop(km)
     report["duration_s"] = round(time.monotonic() - start, 2)
     if out_ipynb.exists():
         if renders is not None:
@@ -162,6 +185,7 @@ class _Run:
     queue: list[tuple[Notebook, str]] = field(default_factory=list)  # executions in order: (notebook, folder)
     starter: KernelStarter | None = None  # starts the next notebook's kernel while one runs (None: off)
     renders: BackgroundRenders | None = None  # renders HTML reports while the next notebook runs (None: in line)
+    imports: threading.Thread | None = None  # imports finish() needs, on a worker thread (_import_for_finish)
 
     @classmethod
     def start(cls, run_id: str, out_root: Path, kernel_name: str | None,
@@ -202,13 +226,14 @@ class _Run:
         assets = None if self.standalone else self.run_dir  # reports share the run folder's plotly.js
         if self.progress is None:
             km = self._kernel_for(nb, out_dir)
-            return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km, self.renders)
+            return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km, self.renders,
+                            self.starter)
         self.progress.begin(nb.stem, name)
         try:
             with follow(out_dir / f".{nb.stem}.progress.jsonl", name, self.log):
                 km = self._kernel_for(nb, out_dir)
                 return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km,
-                                self.renders)
+                                self.renders, self.starter)
         finally:
             self.progress.end()
 
@@ -226,18 +251,22 @@ class _Run:
         return (nb.stem, str(out_dir), name, str(self.cwd), tuple(sorted(env.items()))), name, env
 
     def _kernel_for(self, nb: Notebook, out_dir: Path) -> Any:
-        """The kernel started ahead for ``nb`` (None: papermill starts one), after starting the next one's."""
+        """The kernel started for ``nb`` — ahead, or now when none was (None: papermill starts one) — after
+        starting the next one's."""
         if self.starter is None:
             return None
         spec_now = self._kernel_spec(nb, out_dir)
         km = self.starter.take(spec_now[0]) if spec_now else None
+        if km is None and spec_now is not None and _will_execute(nb, out_dir):
+            self.starter.start(*spec_now, self.cwd, kernel_imports.load(nb.stem))
+            km = self.starter.take(spec_now[0])
         keys = [(q.stem, self.run_dir / folder if folder else self.run_dir) for q, folder in self.queue]
         at = keys.index((nb.stem, out_dir)) if (nb.stem, out_dir) in keys else None
         if at is not None and at + 1 < len(self.queue):
             nxt, nxt_dir = self.queue[at + 1][0], keys[at + 1][1]
             nxt_spec = self._kernel_spec(nxt, nxt_dir) if _will_execute(nxt, nxt_dir) else None
             if nxt_spec is not None:
-                self.starter.start(nxt_spec[0], nxt_spec[1], nxt_spec[2], self.cwd)
+                self.starter.start(*nxt_spec, self.cwd, kernel_imports.load(nxt.stem))
         return km
 
     def settle_renders(self) -> None:
@@ -265,6 +294,8 @@ class _Run:
     def finish(self) -> tuple[dict, list[dict]]:
         """Build the record from every finished notebook, write it (run folder + benchmark_runs.json) and the index."""
         self.settle_renders()
+        if self.imports is not None:
+            self.imports.join()
         main = {k: r for k, r in self.reports.items() if "/" not in k}
         first = self.model_runs[0] if self.model_runs else None
         if first:  # top-level tier blocks of a sweep: the first combination's
@@ -415,6 +446,7 @@ def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list
                  + [(nb, "") for nb in post])
     run.starter = KernelStarter() if prestart_enabled() else None
     run.renders = BackgroundRenders()
+    run.imports = _import_for_finish()
     try:
         for nb in main:
             run.execute(nb)
@@ -428,7 +460,7 @@ def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list
     finally:
         run.renders.close(run.log)
         if run.starter is not None:
-            run.starter.discard()
+            run.starter.close()
     index_path = run.run_dir / "index.html"
     log(f"run {run.run_id}: {record['overall_status']} — {index_path}")
     return RunResult(run.run_id, run.run_dir, index_path, record, list(record.get("failures") or []), report_list)
