@@ -35,7 +35,9 @@ class TierSpec:
     three). ``aliases``: short metric keys inside the block → canonical metric name. ``renamed``: keys of old
     records → ``(key when an LLM judged, key when the offline fallback judged)``. ``post_record``: runs after the
     run's record is written, because it reads ``benchmark_runs.json`` (the dashboard); its metrics are not
-    this run's benchmark metrics.
+    this run's benchmark metrics. ``warm_up``: a module whose ``warm_in_background()`` the runner calls when a
+    run includes the notebook — it compiles ahead, at the lowest CPU priority, what the notebook would otherwise
+    compile while it runs (:mod:`ragnb.runs.warmup`).
     """
 
     name: str
@@ -48,6 +50,7 @@ class TierSpec:
     aliases: Mapping[str, str] = field(default_factory=dict)
     renamed: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     post_record: bool = False
+    warm_up: str | None = None
 
     @property
     def notebook(self) -> str:
@@ -93,7 +96,7 @@ TIERS: tuple[TierSpec, ...] = (
              headline=("n_topics", "total_questions", "avg_chunks_per_topic")),
     TierSpec("domain", "domain_analysis", "domain_analysis_metrics", "Domain analysis",
              headline=("n_topics", "total_questions", "mean_score")),
-    TierSpec("vector_space", "vector_space", None, "Vector space"),
+    TierSpec("vector_space", "vector_space", None, "Vector space", warm_up="ragnb.analysis.umap_cache"),
     TierSpec("chunking", "chunking", None, "Chunking"),
     TierSpec("dashboard", "dashboard", None, "Dashboard", post_record=True),
 )

@@ -349,6 +349,19 @@ def test_modules_imported_ahead_never_pull_in_a_model_or_the_jit(tmp_path):
     assert hooks == int(plain.stdout)
 
 
+def test_declared_warm_ups_exist():
+    import importlib
+
+    from ragnb.runs import warmup
+    from ragnb.spec import TIERS
+
+    declared = [t for t in TIERS if t.warm_up]
+    assert [t.name for t in declared] == ["vector_space"]
+    for t in declared:
+        assert callable(importlib.import_module(t.warm_up).warm_in_background)
+    assert warmup.start(["tier1_retrieval", "no_such_notebook"]) == []  # nothing declared: nothing started
+
+
 def test_preloaded_modules_stay_light():
     """What a kernel imports ahead must not read a notebook's set-up (numba's cache folder) or load a model."""
     import sys

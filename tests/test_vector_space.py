@@ -304,3 +304,34 @@ def test_notebook_runs_and_its_numbers_check_out(small_corpus_db, tmp_path):
     assert 0.0 <= metrics["trustworthiness"] <= 1.0 and metrics["n_outliers"] == int(per["outlier"].sum())
     html = (run_dir / "vector_space.html").read_text(encoding="utf-8")
     assert "scatter3d" in html and "scattergl" in html
+
+
+@pytest.mark.slow
+def test_background_warm_up_compiles_everything_the_map_needs(tmp_path, monkeypatch):
+    """The warm-up a run starts for the vector-space notebook runs at the lowest priority, and afterwards a new
+    process drawing 2D and 3D maps of another size and dimension compiles nothing (the cache is unchanged)."""
+    import subprocess
+    import sys
+
+    from ragnb.analysis import umap_cache
+
+    cache = tmp_path / "numba"
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache))
+    assert not umap_cache.is_warm()
+    proc = umap_cache.warm_in_background()
+    assert proc is not None
+    if os.name == "posix":
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == 19
+    assert proc.wait(timeout=600) == 0
+    assert umap_cache.is_warm() and umap_cache.warm_in_background() is None
+
+    def files() -> set:
+        return {(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in cache.rglob("*") if p.is_file()}
+
+    compiled = files()
+    assert len(compiled) > 20
+    code = ("import numpy as np\nfrom ragnb.analysis import vector_space\n"
+            "x = np.random.default_rng(1).normal(size=(150, 48))\n"
+            "for dims in (2, 3):\n    vector_space.project(x, dims)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "NUMBA_CACHE_DIR": str(cache)})
+    assert files() == compiled

@@ -340,9 +340,11 @@ def demo(
     """The main job on the embedded defaults: load and embed the bundled corpus, run every report, print the index."""
     from ragnb.datasets.demo import DEMO_MODELS, ensure_demo
     from ragnb.rag.embeddings import get_encoder
+    from ragnb.runs import warmup
     from ragnb.runs.runner import run_notebooks
     from ragnb.spec import TIERS
 
+    warm_ups = warmup.start(t.stem for t in TIERS)  # while the demo's texts are loaded and embedded
     try:
         if language not in DEMO_MODELS:
             raise ValueError(f"--language {language!r}; the demo has {', '.join(DEMO_MODELS)}")
@@ -368,6 +370,8 @@ def demo(
                                standalone=standalone)
     except ValueError as exc:
         _fail(exc)
+    finally:
+        warmup.stop(warm_ups)
     _report(result)
 
 

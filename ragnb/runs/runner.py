@@ -29,7 +29,7 @@ from ragnb.reports.html import notebook_to_html, write_index
 from ragnb.runs.params import (Notebook, database_readers, declared_params, load_params_file, merge_params, resolve,
                                resolve_paths)
 from ragnb.progress import PROGRESS_ENV
-from ragnb.runs import kernel_imports
+from ragnb.runs import kernel_imports, warmup
 from ragnb.runs.prestart import KernelStarter, enabled as prestart_enabled, kernel_name_of
 from ragnb.runs.progress import RunProgress, expected_durations, follow
 from ragnb.runs.render import BackgroundRenders, render_into
@@ -447,6 +447,8 @@ def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list
     run.starter = KernelStarter() if prestart_enabled() else None
     run.renders = BackgroundRenders()
     run.imports = _import_for_finish()
+    warm_ups = warmup.start(nb.stem for nb, folder in run.queue
+                            if _will_execute(nb, run.run_dir / folder if folder else run.run_dir))
     try:
         for nb in main:
             run.execute(nb)
@@ -459,6 +461,7 @@ def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list
             record, report_list = run.finish()
     finally:
         run.renders.close(run.log)
+        warmup.stop(warm_ups)
         if run.starter is not None:
             run.starter.close()
     index_path = run.run_dir / "index.html"
