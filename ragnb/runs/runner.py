@@ -46,8 +46,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 def _import_for_finish() -> threading.Thread:
     """Import what :meth:`_Run.finish` needs beyond the runner's own modules — scipy.stats for the summary's
     paired tests, every metric module for their directions: ~2 s once per process — on a worker thread while
-    the first notebook runs (the main thread only waits for the kernel then). finish() joins it before using
-    them, so no import of the main thread races with it."""
+    the first notebook runs (the main thread only waits for the kernel then). finish() joins it before it uses
+    any of them, so the registry is never read half-loaded."""
     def work() -> None:
         with contextlib.suppress(Exception):  # a failing import is left for finish() to raise where it is used
             import scipy.stats  # noqa: F401
