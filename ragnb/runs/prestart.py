@@ -104,7 +104,7 @@ def kernel_name_of(path: Path, kernel_name: str | None) -> str | None:
 class _Started:
     key: tuple
     km: Any
-    kc: Any  # the client that sent the preload request (closed by shutdown(), with the kernel)
+    kc: Any  # the client that sent the preload request (closed when the kernel is stopped)
 
 
 class KernelStarter:
@@ -130,8 +130,9 @@ class KernelStarter:
             # Queued on the shell socket: the kernel runs it as soon as it is up, before nbclient's
             # kernel_info request, so the notebook's first cell finds the modules imported.
             kc.execute(preload_code(modules), silent=True, store_history=False)
-        except Exception:
-            shutdown(km)
+        except Exception:  # no head start for this notebook: papermill starts its kernel as usual
+            if request_shutdown(km):
+                finish_shutdown(km)
             return
         self._started = _Started(key, km, kc)
 
@@ -195,16 +196,6 @@ def finish_shutdown(km: Any) -> None:
             _wait(km.finish_shutdown())
     with contextlib.suppress(Exception):
         _wait(km.cleanup_resources())
-    _close_clients(km)
-
-
-def shutdown(km: Any) -> None:
-    """Shut a kernel down now, as nbclient does with its own (graceful), and close the clients opened on it."""
-    with contextlib.suppress(Exception):
-        if _wait(km.is_alive()):
-            _wait(km.shutdown_kernel(now=False))
-        else:
-            _wait(km.cleanup_resources())
     _close_clients(km)
 
 
