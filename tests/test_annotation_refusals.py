@@ -310,3 +310,18 @@ def test_unrecognised_boolean_names_the_cell(tmp_path):
         import_annotation(path)
     assert str(err.value) == (f"{path}:{_line_of(path, 'i3')} column 'is_chunk_ok': 'Истинно' is not true/false; "
                               f"write one of {SPELLINGS}, or leave the cell empty (not reviewed yet)")
+
+
+def test_other_readers_of_yes_no_take_the_same_spellings(tmp_path):
+    """parse_yes_no is the one parser: a judge-pipeline file saved by a Russian Excel reads ИСТИНА/ЛОЖЬ too."""
+    from ragnb.datasets.judge_pipeline import judge_pipeline_from_file
+
+    src = tmp_path / "pairs.csv"
+    src.write_text("question,answer,ground_truth_show\nГде VPN?,В портале.,ИСТИНА\nКто одобряет?,Никто.,ЛОЖЬ\n"
+                   "Сколько дней?,28.,да\n", encoding="utf-8-sig")
+    result = judge_pipeline_from_file(src)
+    assert [it.model_extra["ground_truth_show"] for it in result.dataset.items] == [True, False, True]
+    src.write_text("question,answer,ground_truth_show\nГде VPN?,В портале.,Истинно\n", encoding="utf-8")
+    with pytest.raises(ValueError) as err:
+        judge_pipeline_from_file(src)
+    assert f"'Истинно' is not a show/no-show label; use {SPELLINGS} or show/no_show" in str(err.value)

@@ -11,8 +11,9 @@
 
 Knowing which chunks are on a page needs the corpus (:class:`ChunkLookup`, opened only when a review needs it).
 A reviewer's edits are checked first (:func:`check_edits`): a chunk id the reviewer added must be one the file
-exported (another item's) or an embedded chunk of the corpus, and a corrected url must be an http(s) address or have the form of the corpus's own
-urls (a relative wiki path such as ``ops/vpn.md`` must name one of its pages).
+exported (another item's) or an embedded chunk of the corpus, and a corrected url must be an http(s) address
+or have the form of the corpus's own urls (a relative wiki path such as ``ops/vpn.md`` must name one of its
+pages).
 """
 
 from __future__ import annotations

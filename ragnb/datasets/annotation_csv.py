@@ -3,8 +3,8 @@
 One row per item, one column per field. The cell format is told by the column name:
 
 * ``is_question_ok``, ``is_answer_ok``, ``is_chunk_ok``, ``is_confluence_url_ok``: ``true`` / ``false`` (also
-  TRUE/FALSE, ИСТИНА/ЛОЖЬ — Excel's booleans —, yes/no, да/нет, 1/0, any case); an empty cell = not reviewed yet.
-  A review to import must have these four columns and ``notes`` under these names;
+  Excel's TRUE/FALSE and ИСТИНА/ЛОЖЬ, yes/no, да/нет, 1/0; any case); an empty cell = not reviewed yet. A
+  review to import must have these four columns and ``notes``, under these names;
 * ``NAME:list``: a list of ids, one per line inside the cell (Alt+Enter in Excel); an empty cell = no ids;
 * ``NAME:json``: a JSON value (numbers, true/false, objects, lists of numbers); an empty cell = null;
 * ``baseline_…``: what export-annotation wrote (answer, url, chunk id, relevant ids; and on every row the
