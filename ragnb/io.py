@@ -202,14 +202,16 @@ def comma_list(value: str | Iterable[str] | None, what: str = "value") -> list[s
     return out
 
 
-YES_WORDS = frozenset({"1", "true", "yes", "y", "show", "positive", "да"})
-NO_WORDS = frozenset({"0", "false", "no", "n", "no_show", "no-show", "noshow", "negative", "нет"})
+# TRUE/FALSE and ИСТИНА/ЛОЖЬ are what Excel writes for booleans in an English and a Russian locale.
+YES_WORDS = frozenset({"1", "true", "yes", "y", "show", "positive", "да", "истина"})
+NO_WORDS = frozenset({"0", "false", "no", "n", "no_show", "no-show", "noshow", "negative", "нет", "ложь"})
+YES_NO_SPELLINGS = "true/false, yes/no, 1/0, да/нет, истина/ложь (any case)"  # for messages
 
 
 def parse_yes_no(value: Any) -> bool | None:
     """True/False for a yes/no answer — bool, 0/1 (int or float), or one of :data:`YES_WORDS` /
-    :data:`NO_WORDS` in any case (English and Russian) — and None for anything else (the caller says
-    what it expected)."""
+    :data:`NO_WORDS` in any case (English and Russian, Excel's TRUE/FALSE and ИСТИНА/ЛОЖЬ included) — and
+    None for anything else (the caller says what it expected)."""
     if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # numpy scalars: np.True_, np.int64(1)
         value = value.item()
     if isinstance(value, bool):

@@ -354,7 +354,8 @@ REVIEW = {  # item → review values and in-place corrections
     "a5": {"is_chunk_ok": False, "notes": "wrong chunk"},  # nothing left → dropped
     "a6": {"is_question_ok": True, "is_answer_ok": True, "is_chunk_ok": True, "is_confluence_url_ok": False},
     # a7: not reviewed
-    "a8": {"is_chunk_ok": False, "relevant_chunk_ids": ["k9", "k10"], "is_confluence_url_ok": False,
+    # a8: ids other items exported (an id that neither the file nor the corpus has is refused)
+    "a8": {"is_chunk_ok": False, "relevant_chunk_ids": ["k9", "k7"], "is_confluence_url_ok": False,
            "confluence_url": "https://wiki/pages/80"},
     "a9": {"is_question_ok": True, "is_answer_ok": True, "is_chunk_ok": True, "is_confluence_url_ok": True},
 }
@@ -421,11 +422,11 @@ def test_import_annotation_applies_the_review(source_dataset, tmp_path):
     assert "chunk_text" not in items["a4"] and items["a4"]["review_status"] == "adjusted"
     assert "confluence_url" not in items["a6"] and items["a6"]["review_status"] == "adjusted"
     assert items["a7"]["review_status"] == "unreviewed" and items["a7"]["is_question_ok"] is None
-    assert items["a8"]["relevant_chunk_ids"] == ["k9", "k10"] and items["a8"]["chunk_id"] == "k9"
+    assert items["a8"]["relevant_chunk_ids"] == ["k9", "k7"] and items["a8"]["chunk_id"] == "k9"
     assert items["a8"]["confluence_url"] == "https://wiki/pages/80" and "chunk_text" not in items["a8"]
     assert items["a9"]["review_status"] == "accepted" and items["a9"]["chunk_text"] == "Text 9."
     qrels = load_dataset(path).qrels()
-    assert qrels["a4"] == {"k5": 1} and qrels["a8"] == {"k9": 1, "k10": 1} and qrels["a9"] == {"k9": 1}
+    assert qrels["a4"] == {"k5": 1} and qrels["a8"] == {"k9": 1, "k7": 1} and qrels["a9"] == {"k9": 1}
 
 
 def test_import_keep_rejected_and_drop_unreviewed(source_dataset, tmp_path):

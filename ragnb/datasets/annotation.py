@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ragnb.datasets.annotation_chunks import ChunkLookup, LazyLookup, review_chunks
+from ragnb.datasets.annotation_chunks import ChunkLookup, LazyLookup, check_edits, exported_ids, review_chunks
+from ragnb.datasets.annotation_csv import REVIEW as REVIEW_FIELDS
+from ragnb.datasets.annotation_csv import Place, parse_annotation_csv, pick_format
 from ragnb.datasets.build import FILE_PREFIX, BuildResult, mode_metadata
 from ragnb.datasets.schema import Dataset, DatasetItem, parse_dataset, read_json_file
 
-REVIEW_FIELDS = ("is_question_ok", "is_answer_ok", "is_chunk_ok", "is_confluence_url_ok")
 # Written into every annotation file, so a reviewer editing the JSON knows what each field does.
 REVIEW_HELP = {
     "is_question_ok": "true: a sensible question a user could ask; false: the item is dropped",
@@ -120,22 +121,33 @@ def _changed_text(now: str | None, before: Any) -> bool:
 
 def read_annotation(path: str | Path, fmt: str | None = None) -> Dataset:
     """A dataset or annotation file as JSON or CSV (``fmt``, default by suffix; :mod:`.annotation_csv`)."""
-    from ragnb.datasets.annotation_csv import pick_format, read_annotation_csv
-
     p = Path(path)
-    raw = read_annotation_csv(p) if pick_format(p, fmt, "--format") == "csv" else read_json_file(p, "annotation")
+    csv_file = pick_format(p, fmt, "--format") == "csv"
+    raw = parse_annotation_csv(p)[0] if csv_file else read_json_file(p, "annotation")
     return parse_dataset(raw, str(p), p.stem)
 
 
-def load_annotation(path: str | Path, fmt: str | None = None) -> tuple[Dataset, list[dict], dict | None, str]:
+def _load_review(path: str | Path, fmt: str | None) -> tuple[Dataset, list[dict], dict | None, str, list[Place]]:
+    """A reviewed annotation file: the dataset, each item's review values, the baseline, the file's name and
+    where each item was read (a CSV must have every review column)."""
     p = Path(path)
     source = str(p)
-    ds = read_annotation(p, fmt)
+    if pick_format(p, fmt, "--format") == "csv":
+        raw, places = parse_annotation_csv(p, review=True)
+        ds = parse_dataset(raw, source, p.stem)
+    else:
+        ds = parse_dataset(read_json_file(p, "annotation"), source, p.stem)
+        places = [Place(_where(source, i, it)) for i, it in enumerate(ds.items)]
     reviews = [check_review_fields(it, i, source) for i, it in enumerate(ds.items)]
     if not any(set(REVIEW_FIELDS) & set(it.model_extra or {}) for it in ds.items):
         raise ValueError(f"{source}: no item has review fields ({', '.join(REVIEW_FIELDS)}); make an annotation "
                          "file with `ragnb dataset export-annotation --dataset FILE` and review it first")
-    return ds, reviews, _load_baseline(ds, source), source
+    return ds, reviews, _load_baseline(ds, source), source, places
+
+
+def load_annotation(path: str | Path, fmt: str | None = None) -> tuple[Dataset, list[dict], dict | None, str]:
+    """A reviewed annotation file: the dataset, each item's review values, the baseline and the file's name."""
+    return _load_review(path, fmt)[:4]
 
 
 @dataclass
@@ -161,12 +173,16 @@ class _Review:
 
 
 def _review_item(it: DatasetItem, rv: dict, base: dict | None, drop_unreviewed: bool, chunks: LazyLookup,
-                 where: str) -> _Review:
-    """Apply one item's review values ``rv``; ``base``: its exported values (None: no baseline)."""
+                 place: Place, known: set[str]) -> _Review:
+    """Apply one item's review values ``rv``; ``base``: its exported values (None: no baseline); ``known``: the
+    chunk ids the file exported."""
     answer_fixed = base is not None and _changed_text(it.ground_truth_answer, base.get("ground_truth_answer"))
     ids_fixed = base is not None and "relevant_chunk_ids" in it.model_fields_set and \
         list(it.relevant_chunk_ids) != list(base.get("relevant_chunk_ids") or [])
     url_fixed = base is not None and _changed_text(it.confluence_url, base.get("confluence_url"))
+    if base is not None:
+        check_edits(it, base, {"relevant_chunk_ids": ids_fixed, "confluence_url": url_fixed}, known, place, chunks)
+    where = str(place)
     out = _Review(it.to_json_dict())
     out.fixed = [name for name, flag in (("ground_truth_answer", answer_fixed), ("relevant_chunk_ids", ids_fixed),
                                          ("confluence_url", url_fixed)) if flag]
@@ -241,25 +257,28 @@ def import_annotation(path: str | Path, drop_rejected: bool = True, drop_unrevie
     * ``is_confluence_url_ok`` false → the url is cleared, unless it was corrected (fixed): a corrected url
       makes the relevant chunks and the context the corrected page's chunks (:mod:`.annotation_chunks`).
 
-    ``fmt``: json or csv (default: by the file's suffix); ``chunks``: opens the corpus's chunks, called only
-    when a review needs them (a corrected url, a rejected page).
+    ``fmt``: json or csv (default: by the file's suffix; a CSV must have every review column and one cell per
+    column in every row); ``chunks``: opens the corpus's chunks, called only when a review needs them (a
+    corrected url, a rejected page, a chunk id the file did not export).
 
     Corrections are edits of those fields relative to ``metadata.review_baseline`` (written by
     :func:`export_annotation`); without a baseline no edit can be recognised and rejections drop the item.
+    An edit that points nowhere is refused (:func:`.annotation_chunks.check_edits`): a chunk id neither the
+    file nor the corpus has, a corrected url that is not http(s) nor in the corpus's own form.
     ``drop_rejected=False`` keeps rejected items with ``review_status = "rejected"``; ``drop_unreviewed`` drops
     items whose four review fields are all null. Every kept item gets ``review_status``: unreviewed,
     accepted, adjusted (a chunk or url removed per the review) or fixed.
     """
-    ds, reviews, baseline, source = load_annotation(path, fmt)
+    ds, reviews, baseline, source, places = _load_review(path, fmt)
     lookup = LazyLookup(chunks)
     warnings: list[str] = []
     if baseline is None:
         warnings.append(f"{source} has no review baseline (metadata.review_baseline, or a CSV's baseline_… "
                         "columns: not made by export-annotation, or they were deleted): edited fields cannot be "
                         "recognised as corrections, so every rejection drops its item")
-    tally = _Tally()
+    tally, known = _Tally(), exported_ids(baseline or {})
     for i, (it, rv) in enumerate(zip(ds.items, reviews)):
-        review = _review_item(it, rv, (baseline or {}).get(it.id), drop_unreviewed, lookup, _where(source, i, it))
+        review = _review_item(it, rv, (baseline or {}).get(it.id), drop_unreviewed, lookup, places[i], known)
         tally.add(i, it, review, drop_rejected)
     removed = sorted(set(baseline or {}) - {it.id for it in ds.items})
     report = tally.report(source, len(ds.items), removed)

@@ -10,16 +10,23 @@
 * an edited ``relevant_chunk_ids`` is used as given (it wins over a corrected url).
 
 Knowing which chunks are on a page needs the corpus (:class:`ChunkLookup`, opened only when a review needs it).
+A reviewer's edits are checked first (:func:`check_edits`): a chunk id the reviewer added must be one the file
+exported (another item's) or an embedded chunk of the corpus, and a corrected url must be an http(s) address
+or have the form of the corpus's own urls (a relative wiki path such as ``ops/vpn.md`` must name one of its
+pages).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
+from ragnb.datasets.annotation_csv import Place
 from ragnb.datasets.real_questions import CONTEXT_SEPARATOR, _chunks_by_page
 from ragnb.datasets.schema import DatasetItem
 from ragnb.datasets.urls import page_id
+from ragnb.io import natural_key
 
 
 @dataclass
@@ -28,27 +35,45 @@ class ChunkLookup:
 
     urls: dict[str, str | None]
     text_of: Callable[[list[str]], dict[str, str]]
+    name: str = "the corpus"  # for messages: the database it was read from
     _pages: dict[str, list[str]] | None = field(default=None, repr=False)
 
     @classmethod
     def from_db(cls, db: Any) -> "ChunkLookup":
         from ragnb.datasets.build import chunk_texts, embedded_chunk_urls
 
-        urls = embedded_chunk_urls(db)
+        from ragnb.store.schema import table_exists, tables
+
+        urls = embedded_chunk_urls(db) if table_exists(db, tables(db.schema).chunk) else {}
         if not urls:
             raise ValueError(f"{db.display_url}: no embedded chunks; the review corrects urls or rejects pages, which "
                              "needs the corpus — load and embed it (`ragnb load chunks`, `ragnb embed --chunks`) or "
                              "pick it with --corpus")
-        return cls(urls, lambda ids: {k: v[1] for k, v in chunk_texts(db, ids).items()})
+        return cls(urls, lambda ids: {k: v[1] for k, v in chunk_texts(db, ids).items()}, db.display_url)
+
+    def _page_map(self) -> dict[str, list[str]]:
+        if self._pages is None:
+            self._pages = _chunks_by_page(self.urls)
+        return self._pages
 
     def page_chunks(self, url: str | None) -> list[str]:
         """The chunks on ``url``'s page in reading order (natural id order)."""
-        if self._pages is None:
-            self._pages = _chunks_by_page(self.urls)
-        return list(self._pages.get(page_id(url), [])) if url else []
+        return list(self._page_map().get(page_id(url), [])) if url else []
 
     def page_of(self, chunk_id: str | None) -> str | None:
         return page_id(self.urls.get(chunk_id)) if chunk_id else None
+
+    def has_page(self, url: str) -> bool:
+        return page_id(url) in self._page_map()
+
+    def example_id(self) -> str | None:
+        """The corpus's first chunk id (natural order), to show what its ids look like."""
+        return min(self.urls, key=natural_key, default=None)
+
+    def example_url(self, scheme: str | None = None) -> str | None:
+        """The url of the first chunk (natural id order) that has one (with ``scheme`` when given)."""
+        return next((self.urls[c] for c in sorted(self.urls, key=natural_key)
+                     if self.urls[c] and (scheme is None or _scheme(self.urls[c]) == scheme)), None)
 
 
 class LazyLookup:
@@ -139,3 +164,76 @@ def review_chunks(it: DatasetItem, rv: dict, ids: list[str], fixed: dict[str, bo
     else:
         return
     _narrow_context(it, data, new, chunks, where, adjusted)
+
+
+# Never a page address: these run code or embed content when a report renders the url as a link.
+_NEVER_SCHEMES = frozenset({"javascript", "vbscript", "data"})
+
+
+def _scheme(url: str) -> str:
+    """The url's scheme, lower-cased ("" for a relative path or a url that does not parse)."""
+    try:
+        return urlsplit(url.strip()).scheme.lower()
+    except ValueError:  # e.g. an unbalanced "[" in the host
+        return ""
+
+
+def _check_url(url: str, place: Place, chunks: LazyLookup) -> None:
+    """A corrected url is an http(s) address with a host, or has the corpus's own form: its scheme (``file:``
+    only where the corpus's urls are ``file:``), or for a relative path, one of its pages."""
+    text = url.strip()
+    fix = "paste the page's address from the browser (https://…)"
+    try:
+        parts = urlsplit(text)
+        page_id(text)
+    except ValueError as exc:  # e.g. an unbalanced "[" in the host
+        raise ValueError(f"{place.of('confluence_url')}: {url!r} is not a valid url ({exc}); {fix}") from None
+    scheme = parts.scheme.lower()
+    if any(c.isspace() for c in text) and scheme in ("http", "https"):
+        raise ValueError(f"{place.of('confluence_url')}: {url!r} has a space or line break; {fix}")
+    if scheme in ("http", "https"):
+        if not parts.netloc:
+            raise ValueError(f"{place.of('confluence_url')}: {url!r} has no host; {fix}")
+        return
+    if scheme in _NEVER_SCHEMES:
+        raise ValueError(f"{place.of('confluence_url')}: {url!r} is a {scheme}: url, not a page address; {fix}, "
+                         "or restore the exported url")
+    lookup = chunks.get(str(place), f"checking the corrected confluence_url {url!r}")
+    if scheme and lookup.example_url(scheme) is not None:
+        return
+    if not scheme and lookup.has_page(text):
+        return
+    example = lookup.example_url()
+    kind = (f"a {scheme}: url, a scheme the corpus's urls do not have" if scheme
+            else "not an http(s) url and names no page of the corpus")
+    raise ValueError(f"{place.of('confluence_url')}: {url!r} is {kind} (the urls of {lookup.name} look like "
+                     f"{example!r}); {fix}, or write a page path of the corpus")
+
+
+def exported_ids(baseline: dict[str, dict]) -> set[str]:
+    """Every chunk id the file's baseline holds (relevant ids and chunk ids of all items, as exported)."""
+    return {c for b in baseline.values() for c in [*(b.get("relevant_chunk_ids") or []), b.get("chunk_id")]
+            if isinstance(c, str) and c}
+
+
+def check_edits(it: DatasetItem, base: dict, fixed: dict[str, bool], known: set[str], place: Place,
+                chunks: LazyLookup) -> None:
+    """Refuse a reviewer's edit that points nowhere: a chunk id added to ``relevant_chunk_ids`` or written as
+    ``chunk_id`` that neither the file exported (``known``, e.g. another item's chunk) nor the corpus has, and
+    a corrected url that is no page address. ``base``: the item's exported values; ``fixed``: which of
+    relevant_chunk_ids / confluence_url were edited."""
+    if fixed["confluence_url"]:
+        _check_url(it.confluence_url or "", place, chunks)
+    added: list[tuple[str, str]] = []
+    if fixed["relevant_chunk_ids"]:
+        added += [("relevant_chunk_ids", c) for c in it.relevant_chunk_ids if c not in known]
+    if it.chunk_id and "chunk_id" in base and it.chunk_id != base["chunk_id"] and it.chunk_id not in known:
+        added.append(("chunk_id", it.chunk_id))
+    if not added:
+        return
+    lookup = chunks.get(str(place), f"checking the chunk id {added[0][1]!r} you wrote")
+    for name, cid in added:
+        if cid not in lookup.urls:
+            raise ValueError(f"{place.of(name)}: chunk id {cid!r} is neither in the file's exported ids nor an "
+                             f"embedded chunk of {lookup.name} (its ids look like {lookup.example_id()!r}); correct "
+                             f"the id (the exported ones are in baseline_{name}), or load and embed that chunk first")

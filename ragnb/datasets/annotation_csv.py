@@ -3,7 +3,8 @@
 One row per item, one column per field. The cell format is told by the column name:
 
 * ``is_question_ok``, ``is_answer_ok``, ``is_chunk_ok``, ``is_confluence_url_ok``: ``true`` / ``false`` (also
-  TRUE/FALSE, yes/no, да/нет, 1/0); an empty cell = not reviewed yet;
+  Excel's TRUE/FALSE and ИСТИНА/ЛОЖЬ, yes/no, да/нет, 1/0; any case); an empty cell = not reviewed yet. A
+  review to import must have these four columns and ``notes``, under these names;
 * ``NAME:list``: a list of ids, one per line inside the cell (Alt+Enter in Excel); an empty cell = no ids;
 * ``NAME:json``: a JSON value (numbers, true/false, objects, lists of numbers); an empty cell = null;
 * ``baseline_…``: what export-annotation wrote (answer, url, chunk id, relevant ids; and on every row the
@@ -14,7 +15,8 @@ One row per item, one column per field. The cell format is told by the column na
 
 Written as UTF-8 with a byte-order mark, comma-separated (what Excel opens as UTF-8). Read back with or without
 the mark and with the delimiter sniffed from the header (``,`` ``;`` tab ``|``: Excel in a Russian or German
-locale saves with ``;``). The dataset's other metadata (counts, models, notes) stays in the JSON file only.
+locale saves with ``;``). Every row must have one cell per column. The dataset's other metadata (counts,
+models, notes) stays in the JSON file only.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ragnb.datasets.schema import Dataset
-from ragnb.io import parse_yes_no, read_text
+from ragnb.io import YES_NO_SPELLINGS, parse_yes_no, read_text
 
 REVIEW = ("is_question_ok", "is_answer_ok", "is_chunk_ok", "is_confluence_url_ok")
 FIRST = ("id", "question", "ground_truth_answer", "confluence_url", "chunk_id", "chunk_text", "relevant_chunk_ids",
@@ -37,6 +41,25 @@ BASELINE = "baseline_"
 BASE_FIELDS = ("ground_truth_answer", "confluence_url", "chunk_id", "relevant_chunk_ids")
 SOURCE_FIELDS = ("source_dataset", "source_type", "source_mode")  # the same on every row
 FORMATS = ("json", "csv")
+REVIEW_COLUMNS = (*REVIEW, "notes")  # what a reviewed CSV must have, under these exact names
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where an annotation item was read, for messages: a CSV row (``f.csv:7 (id 'x')``, cells under columns)
+    or a JSON item (``f.json: item 3 (id 'x')``, fields)."""
+
+    at: str
+    columns: dict[str, str] | None = None  # CSV: field name → its header column (``relevant_chunk_ids:list``)
+
+    def __str__(self) -> str:
+        return self.at
+
+    def of(self, name: str) -> str:
+        """The place of one field: ``f.csv:7 (id 'x') column 'confluence_url'``."""
+        if self.columns is None:
+            return f"{self.at} field {name!r}"
+        return f"{self.at} column {self.columns.get(name, name)!r}"
 
 
 def pick_format(path: str | Path, given: str | None, option: str) -> str:
@@ -108,8 +131,8 @@ def _parse_cell(text: str, column: str, where: str) -> tuple[str, Any]:
             return name, None
         value = parse_yes_no(text)
         if value is None:
-            raise ValueError(f"{where} column {column!r}: {text!r} is not true/false; write true, false, or leave "
-                             "the cell empty (not reviewed yet)")
+            raise ValueError(f"{where} column {column!r}: {text!r} is not true/false; write one of "
+                             f"{YES_NO_SPELLINGS}, or leave the cell empty (not reviewed yet)")
         return name, value
     if kind == "list" or (name == "relevant_chunk_ids" and not kind):  # a hand-made sheet may omit ":list"
         return name, [x.strip() for x in text.splitlines() if x.strip()]
@@ -139,9 +162,32 @@ def _check_header(header: list[str], path: Path) -> None:
         raise ValueError(f"{path}: column(s) {repeated} appear twice in the header; keep one of each")
 
 
-def read_annotation_csv(path: str | Path) -> dict[str, Any]:
-    """The decoded dataset (``{"name", "type", "metadata": {"review_baseline"}, "items"}``) of an annotation CSV;
-    errors name the file, the line and the column."""
+def _check_review_header(header: list[str], path: Path) -> None:
+    """A reviewed file needs every review column, and all baseline columns or none: a renamed review column
+    would silently ignore its rejections, a renamed baseline column would turn every value into a correction."""
+    names = [c.partition(":")[0] for c in header]
+    groups = [(REVIEW_COLUMNS, "review columns")]
+    if any(n.startswith(BASELINE) for n in names):
+        groups.append((tuple(BASELINE + n for n in (*BASE_FIELDS, *SOURCE_FIELDS)), "baseline columns"))
+    for expected, what in groups:
+        missing = [n for n in expected if n not in names]
+        if missing:
+            respelt = {n: c for n in missing for c, m in zip(header, names)
+                       if re.sub(r"[\s\-]+", "_", m.strip().lower()) == n}
+            fixes = [f"rename {', '.join(f'{c!r} → {n}' for n, c in respelt.items())}"] if respelt else []
+            if len(respelt) < len(missing):
+                fixes.append("rename the column back to its exported name (or add it with empty cells)")
+            fix = "; ".join(fixes)
+            raise ValueError(f"{path}:1: the header lacks the {what} {', '.join(missing)} (an annotation CSV has "
+                             f"{', '.join(expected)}); found the columns {', '.join(header)}. "
+                             f"{fix[0].upper()}{fix[1:]}, then import again")
+
+
+def parse_annotation_csv(path: str | Path, review: bool = False) -> tuple[dict[str, Any], list[Place]]:
+    """The decoded dataset (``{"name", "type", "metadata": {"review_baseline"}, "items"}``) of an annotation CSV
+    and where each item was read (its row's first physical line; messages name the column). ``review``: the
+    file is a review to apply, so every review column must be there. Errors name the file, the line and the
+    column."""
     from ragnb.store.loaders import sniff_delimiter
 
     p = Path(path)
@@ -151,21 +197,28 @@ def read_annotation_csv(path: str | Path) -> dict[str, Any]:
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text.splitlines()[0]))
     header = [h.strip() for h in next(reader)]
     _check_header(header, p)
-    items, baseline, sources, line = [], {}, {}, reader.line_num
+    if review:
+        _check_review_header(header, p)
+    columns = {c.partition(":")[0]: c for c in header}
+    items, places, baseline, sources, line = [], [], {}, {}, reader.line_num
     for cells in reader:
+        # line_num counts physical lines read so far, so a quoted multi-line cell above does not shift this
         where, line = f"{p}:{line + 1}", reader.line_num
         if not any(c.strip() for c in cells):
             continue  # a blank line (Excel leaves some at the end)
-        if len(cells) > len(header):
-            raise ValueError(f"{where}: {len(cells)} cells but {len(header)} columns; check the quoting of that row")
+        if len(cells) != len(header):
+            raise ValueError(f"{where}: {len(cells)} cells but the header has {len(header)} columns; a cell or a "
+                             "delimiter was lost (or a quote left open). Give every row one cell per column (empty "
+                             "cells are fine), or export the file again")
         item, base = {}, {}
-        for column, cell in zip(header, cells + [""] * (len(header) - len(cells))):
+        for column, cell in zip(header, cells):
             name, value = _parse_cell(cell, column, where)
             if name.startswith(BASELINE):
                 base[name[len(BASELINE):]] = value
             else:
                 item[name] = value
         items.append({k: v for k, v in item.items() if not (v is None and k in TEXT_FIELDS and k != "id")})
+        places.append(Place(f"{where} (id {item.get('id')!r})", columns))
         for name in SOURCE_FIELDS:
             value = base.pop(name, None)
             if value is not None:
@@ -177,7 +230,12 @@ def read_annotation_csv(path: str | Path) -> dict[str, Any]:
         meta = {"mode": "export-annotation", "source_dataset": sources.get("source_dataset"),
                 "source_type": sources.get("source_type"), "source_metadata": {"mode": sources.get("source_mode")},
                 "review_baseline": baseline}
-    return {"name": p.stem, "type": "annotation", "metadata": meta, "items": items}
+    return {"name": p.stem, "type": "annotation", "metadata": meta, "items": items}, places
+
+
+def read_annotation_csv(path: str | Path) -> dict[str, Any]:
+    """The decoded dataset of an annotation CSV (:func:`parse_annotation_csv`)."""
+    return parse_annotation_csv(path)[0]
 
 
 def write_annotation_csv(ds: Dataset, path: str | Path) -> Path:

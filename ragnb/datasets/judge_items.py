@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ragnb.io import check_unique, is_json_lines, iter_json_records, parse_yes_no, read_text
+from ragnb.io import YES_NO_SPELLINGS, check_unique, is_json_lines, iter_json_records, parse_yes_no, read_text
 
 BEGIN_DIR = Path(__file__).resolve().parent.parent / "data" / "begin_groundedness"
 BEGIN_FILE = BEGIN_DIR / "begin_dev.jsonl.gz"
@@ -62,7 +62,7 @@ class JudgePipelineItem(BaseModel):
     def _show(cls_, v):
         show = parse_yes_no(v)
         if show is None:
-            raise ValueError(f"{v!r} is not a show/no-show label; use true/false (or yes/no, show/no_show, 1/0)")
+            raise ValueError(f"{v!r} is not a show/no-show label; use {YES_NO_SPELLINGS} or show/no_show")
         return show
 
     def contexts(self) -> list[str]:

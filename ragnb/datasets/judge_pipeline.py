@@ -85,7 +85,8 @@ def _judge_result(items: list[dict], source: str, extra_counts: dict, warnings: 
 
 def judge_pipeline_from_file(path: str | Path) -> BuildResult:
     """The judge-pipeline dataset from a CSV/JSON/JSONL file of (question, answer, ground_truth_show)
-    rows, optional ``id`` and ``context``. ``ground_truth_show``: true/false, yes/no, 1/0 (any case)."""
+    rows, optional ``id`` and ``context``. ``ground_truth_show``: a word of :func:`ragnb.io.parse_yes_no`
+    (true/false, yes/no, 1/0, да/нет, истина/ложь, show/no_show; any case)."""
     jp = read_judge_file(path)
     items = [it.model_dump(exclude_none=True) for it in jp.items]
     return _judge_result(items, str(path), {}, [], source_kind="file")

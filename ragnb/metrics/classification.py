@@ -6,7 +6,8 @@ continuous judge scores ROC-AUC and the best threshold by Youden's J.
 
 Conventions
     * Positive class = 1 (``True``, ``"yes"``, ``"show"``); labels may be bool, 0/1 (int or float) or the
-      yes/no words of :func:`ragnb.io.parse_yes_no` (yes/no, true/false, y/n, 1/0, show/no_show, да/нет; any case).
+      yes/no words of :func:`ragnb.io.parse_yes_no` (yes/no, true/false, y/n, 1/0, show/no_show, да/нет,
+      истина/ложь; any case).
     * ``y_true`` (the human labels) must be complete. A missing *prediction* (None / NaN / pd.NA) is a
       failed judge call: it is **excluded** from every metric and counted in ``n_failed`` — never scored as
       a wrong answer and never dropped silently. If failures concentrate on hard items the metrics look
