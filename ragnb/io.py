@@ -17,16 +17,17 @@ import re
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 # --------------------------------------------------------------------------------------------
 # Strict JSON and atomic files
 # --------------------------------------------------------------------------------------------
 
 
-def to_jsonable(obj: Any) -> Any:
+def to_jsonable(obj: Any, default: Callable[[Any], Any] | None = None) -> Any:
     """Convert to strict-JSON-compatible values: NaN/±inf → None, numpy/pandas scalars → Python,
-    arrays/tuples/sets → lists, Paths and timestamps → strings. Unknown objects raise ValueError."""
+    arrays/tuples/sets → lists, Paths and timestamps → strings. Unknown objects raise ValueError, or become
+    ``default(obj)`` when it is given (``str`` for output meant to be read, not parsed back)."""
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, int):
@@ -34,23 +35,25 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        return {str(k): to_jsonable(v, default) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
+        return [to_jsonable(v, default) for v in obj]
     if isinstance(obj, (set, frozenset)):
-        return sorted((to_jsonable(v) for v in obj), key=repr)
+        return sorted((to_jsonable(v, default) for v in obj), key=repr)
     if isinstance(obj, Path):
         return str(obj)
     if isinstance(obj, (_dt.datetime, _dt.date)):
         return obj.isoformat()
     tolist = getattr(obj, "tolist", None)  # numpy scalars and arrays
     if callable(tolist) and type(obj).__module__.startswith("numpy"):
-        return to_jsonable(tolist())
+        return to_jsonable(tolist(), default)
     if _is_pandas_missing(obj):
         return None
     isoformat = getattr(obj, "isoformat", None)  # pandas Timestamp
     if callable(isoformat):
         return isoformat()
+    if default is not None:
+        return default(obj)
     raise ValueError(f"cannot store a {type(obj).__name__} in JSON ({obj!r:.80}); convert it to a number, string, list or dict")
 
 
@@ -62,9 +65,10 @@ def _is_pandas_missing(obj: Any) -> bool:
     return obj is pd.NA or obj is pd.NaT
 
 
-def dumps_strict(obj: Any, indent: int | None = 2) -> str:
-    """JSON text with NaN/inf as null (never the non-standard ``NaN``), UTF-8 kept as is."""
-    return json.dumps(to_jsonable(obj), indent=indent, ensure_ascii=False, allow_nan=False)
+def dumps_strict(obj: Any, indent: int | None = 2, default: Callable[[Any], Any] | None = None) -> str:
+    """JSON text with NaN/inf as null (never the non-standard ``NaN``), UTF-8 kept as is; ``default`` as in
+    :func:`to_jsonable`."""
+    return json.dumps(to_jsonable(obj, default), indent=indent, ensure_ascii=False, allow_nan=False)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
