@@ -164,7 +164,7 @@ def test_empty_pages_are_skipped_with_a_warning_each(fresh_db, tmp_path, cli):
 
 def test_a_folder_without_any_text_is_an_error(fresh_db, tmp_path, cli):
     wiki = team_wiki.write_wiki(tmp_path / "wiki", {"a.md": "", "b/c.md": "---\ntitle: x\n---\n"})
-    message = (f"{wiki}: none of its 2 page file(s) has any text (e.g. {wiki / 'a.md'}: empty file; skipped); "
+    message = (f"{wiki}: none of its 2 page file(s) has any text (e.g. {wiki / 'a.md'}: empty file); "
                "nothing to load — check that the files were exported with their content")
     _refused(fresh_db, "chunks", wiki, message)
     res = cli("load", "chunks", str(wiki))

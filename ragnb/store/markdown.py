@@ -170,7 +170,7 @@ def folder_records(folder: Path, chunk_size: int = 200, overlap: int = 40, url_t
         pages[page.prefix] = f
         pieces = chunk_text(page.body, chunk_size, overlap)
         if not pieces:
-            empty.append(f"{f}: {'only front matter, no text' if page.front_matter else 'empty file'}; skipped")
+            empty.append(f"{f}: {'only front matter, no text' if page.front_matter else 'empty file'}")
             continue
         if page.templated:
             _check_distinct_url(templated, page.url, f, template)
@@ -181,7 +181,7 @@ def folder_records(folder: Path, chunk_size: int = 200, overlap: int = 40, url_t
         raise ValueError(f"{folder}: none of its {len(files)} page file(s) has any text (e.g. {empty[0]}); "
                          "nothing to load — check that the files were exported with their content")
     if warnings is not None:
-        warnings += empty
+        warnings += [f"{e}; skipped" for e in empty]
     return rows
 
 
