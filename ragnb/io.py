@@ -2,7 +2,8 @@
 
 * strict JSON (:func:`to_jsonable`, :func:`dumps_strict`) and atomic files (:func:`atomic_write_text`);
 * text files, plain or gzip, with errors that name the file (:func:`read_text`);
-* JSON / JSON Lines records with the place of each one for messages (:func:`iter_json_records`);
+* JSON / JSON Lines records with the place of each one for messages (:func:`iter_json_records`), NaN refused
+  (:func:`loads_strict`); YAML with repeated keys refused (:func:`load_yaml`);
 * comma-separated lists (:func:`comma_list`) and yes/no words (:func:`parse_yes_no`).
 """
 
@@ -17,16 +18,17 @@ import re
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 # --------------------------------------------------------------------------------------------
 # Strict JSON and atomic files
 # --------------------------------------------------------------------------------------------
 
 
-def to_jsonable(obj: Any) -> Any:
+def to_jsonable(obj: Any, default: Callable[[Any], Any] | None = None) -> Any:
     """Convert to strict-JSON-compatible values: NaN/±inf → None, numpy/pandas scalars → Python,
-    arrays/tuples/sets → lists, Paths and timestamps → strings. Unknown objects raise ValueError."""
+    arrays/tuples/sets → lists, Paths and timestamps → strings. Unknown objects raise ValueError, or become
+    ``default(obj)`` when it is given (``str`` for output meant to be read, not parsed back)."""
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, int):
@@ -34,23 +36,25 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        return {str(k): to_jsonable(v, default) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
+        return [to_jsonable(v, default) for v in obj]
     if isinstance(obj, (set, frozenset)):
-        return sorted((to_jsonable(v) for v in obj), key=repr)
+        return sorted((to_jsonable(v, default) for v in obj), key=repr)
     if isinstance(obj, Path):
         return str(obj)
     if isinstance(obj, (_dt.datetime, _dt.date)):
         return obj.isoformat()
     tolist = getattr(obj, "tolist", None)  # numpy scalars and arrays
     if callable(tolist) and type(obj).__module__.startswith("numpy"):
-        return to_jsonable(tolist())
+        return to_jsonable(tolist(), default)
     if _is_pandas_missing(obj):
         return None
     isoformat = getattr(obj, "isoformat", None)  # pandas Timestamp
     if callable(isoformat):
         return isoformat()
+    if default is not None:
+        return default(obj)
     raise ValueError(f"cannot store a {type(obj).__name__} in JSON ({obj!r:.80}); convert it to a number, string, list or dict")
 
 
@@ -62,9 +66,10 @@ def _is_pandas_missing(obj: Any) -> bool:
     return obj is pd.NA or obj is pd.NaT
 
 
-def dumps_strict(obj: Any, indent: int | None = 2) -> str:
-    """JSON text with NaN/inf as null (never the non-standard ``NaN``), UTF-8 kept as is."""
-    return json.dumps(to_jsonable(obj), indent=indent, ensure_ascii=False, allow_nan=False)
+def dumps_strict(obj: Any, indent: int | None = 2, default: Callable[[Any], Any] | None = None) -> str:
+    """JSON text with NaN/inf as null (never the non-standard ``NaN``), UTF-8 kept as is; ``default`` as in
+    :func:`to_jsonable`."""
+    return json.dumps(to_jsonable(obj, default), indent=indent, ensure_ascii=False, allow_nan=False)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -146,6 +151,34 @@ def _check_encodable(value: Any, where: str) -> None:
                          "a broken \\uXXXX escape; fix the text at its source") from None
 
 
+def _non_finite_path(value: Any, path: str = "") -> tuple[str, float] | None:
+    """(field path such as ``score`` or ``items[3].score``, value) of the first NaN/±Infinity in ``value``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, value
+    if isinstance(value, dict):
+        items = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    return next((found for sub, item in items if (found := _non_finite_path(item, sub)) is not None), None)
+
+
+def loads_strict(text: str, where: str) -> Any:
+    """``json.loads`` that refuses ``NaN``, ``Infinity`` and ``-Infinity``: Python's json module reads and writes
+    them, but they are not JSON, and a NaN score or id would otherwise pass as a missing value. The ValueError
+    names ``where`` and the field; malformed text raises JSONDecodeError, as json.loads does."""
+    seen: list[str] = []
+    value = json.loads(text, parse_constant=lambda c: seen.append(c) or float(c))
+    if seen:  # only then walk the value: valid JSON costs nothing more
+        field, bad = _non_finite_path(value) or ("", math.nan)
+        spelled = "NaN" if math.isnan(bad) else ("Infinity" if bad > 0 else "-Infinity")
+        raise ValueError(f"{where}: {f'field {field!r}' if field else 'the value'} is {spelled}, which is not JSON "
+                         "(Python's json.dumps writes it for a float NaN); write null for a missing value, or a "
+                         "number")
+    return value
+
+
 def iter_json_records(path: str | Path, what: str = "file", text: str | None = None) -> Iterator[tuple[str, Any]]:
     """(where, value) for every record of a JSON Lines file (one value per non-empty line, ``where`` =
     ``"<path>:<line>"``) or a JSON file holding an array, or an object with an ``items`` array (``where`` =
@@ -157,7 +190,7 @@ def iter_json_records(path: str | Path, what: str = "file", text: str | None = N
             if not line.strip():
                 continue
             try:
-                value = json.loads(line)
+                value = loads_strict(line, f"{p}:{lineno}")
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{p}:{lineno}: invalid JSON at column {exc.colno} ({exc.msg}); "
                                  "each line must be one JSON object") from None
@@ -165,7 +198,7 @@ def iter_json_records(path: str | Path, what: str = "file", text: str | None = N
             yield f"{p}:{lineno}", value
         return
     try:
-        data = json.loads(text)
+        data = loads_strict(text, str(p))
     except json.JSONDecodeError as exc:
         hint = " (one object per line? name the file .jsonl)" if exc.msg == "Extra data" else ""
         raise ValueError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from None
@@ -176,6 +209,39 @@ def iter_json_records(path: str | Path, what: str = "file", text: str | None = N
     for i, value in enumerate(data):
         _check_encodable(value, f"{p}: item {i}")
         yield f"{p}: item {i}", value
+
+
+def load_yaml(text: str, path: str | Path, first_line: int = 1) -> Any:
+    """``yaml.safe_load`` that refuses a key repeated in one mapping (YAML itself keeps the last value without a
+    word, so a second ``top_k:`` would silently win): ValueError naming ``path``, the line and the key. Line
+    numbers count from ``first_line`` (2 for front matter after its ``---``). Other YAML errors propagate as
+    ``yaml.YAMLError`` for the caller to word."""
+    import yaml
+
+    return yaml.load(text, Loader=_unique_key_loader(str(path), first_line))  # noqa: S506 - a SafeLoader
+
+
+def _unique_key_loader(path: str, first_line: int) -> type:
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            lines: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # '<<: *defaults' may be overridden on purpose
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + first_line
+                try:
+                    first = lines.setdefault(key, line)
+                except TypeError:  # an unhashable key: SafeLoader's own error says so
+                    continue
+                if first != line:
+                    raise ValueError(f"{path}:{line}: key {key!r} is repeated (first at line {first}); YAML would "
+                                     "keep only the last value — remove one, or merge them")
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ evaluate_files equals hand-computed values and pytrec_eval on the same files."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -85,7 +86,6 @@ def test_identical_duplicate_judgments_are_accepted_and_floats_like_2_point_0_ar
 
 @pytest.mark.parametrize("reader, text, line, message", [
     (read_run, "q1 Q0 a 1 2.0 t\nq1 Q0 b 2 1.0\n", 2, r"expected 6 columns .* found 5"),
-    (read_run, "q1 Q0 a 1 2.0 t extra\n", 1, r"expected 6 columns"),
     (read_run, "q1 Q0 a 1 2.0 t\n\n# c\nq1 Q0 b 2 high t\n", 4, r"field 'score': 'high' is not a finite number"),
     (read_run, "q1 Q0 a 1 nan t\n", 1, r"'nan' is not a finite number"),
     (read_run, "q1 Q0 a 1 inf t\n", 1, r"'inf' is not a finite number"),
@@ -201,7 +201,8 @@ def test_evaluate_files_by_hand_and_equal_to_pytrec_eval(tmp_path):
         assert summary[name]["mean"] == pytest.approx(value, abs=1e-12), name
         assert (summary[name]["n"], summary[name]["n_valid"], summary[name]["n_failed"]) == (2, 2, 0)
     assert summary["_info"] == {"n_queries": 2, "n_unjudged_run_queries": 1, "n_missing_from_run": 0,
-                                "n_no_relevant": 0, "run": str(run_path), "qrels": str(qrels_path)}
+                                "n_no_relevant": 0, "run": str(run_path), "qrels": str(qrels_path),
+                                "relevance_level": 1, "notes": []}
 
     with run_path.open() as r, qrels_path.open() as q:
         ref = pytrec_eval.RelevanceEvaluator(pytrec_eval.parse_qrel(q), {"success.1", "recip_rank", "recall.1,3",
@@ -229,3 +230,90 @@ def test_evaluate_files_with_beir_qrels_and_a_written_run(tmp_path):
     run_path = write_run({"q1": ["a", "b", "c"], "q2": {"y": 0.5, "z": 0.5}}, tmp_path / "run.txt")
     summary = evaluate_files(run_path, qrels_path, ["mrr"], n_boot=50)
     assert summary["mrr"]["mean"] == pytest.approx((1 / 2 + 1 / 1) / 2)  # q2: tie → z before y
+
+
+# ---------------------------------------------------------------------------------------------
+# What trec_eval reads: extra columns, relevance levels (trec_eval's own files: test_trec_eval_files.py).
+
+
+def test_text_after_the_sixth_column_is_ignored_with_a_note(tmp_path):
+    path = _write(tmp_path / "run.txt", "q1 Q0 a 1 2.0 t extra words\nq1 Q0 b 2 1.0 t\nq2 Q0 c 1 0.5 t # x\n")
+    notes: list[str] = []
+    assert read_run(path, notes) == {"q1": {"a": 2.0, "b": 1.0}, "q2": {"c": 0.5}}
+    assert notes == [f"{path}: 2 line(s) have text after the sixth column (first: line 1); it is ignored, as "
+                     "trec_eval ignores it"]
+    with pytest.raises(ValueError, match=re.escape(f"{path}: line 1: expected 6 columns") + ".*found 5"):
+        read_run(_write(path, "q1 Q0 a 1 2.0\n"))  # too few is still an error: which column is missing?
+
+
+GRADED = {"q1": {"a": 1, "b": 2, "c": 3, "d": 0}, "q2": {"e": 1, "f": -1}}
+
+
+def test_relevance_level_by_hand():
+    run = {"q1": ["a", "d", "b", "c"], "q2": ["e", "f"]}
+    names = ["hit_rate@1", "mrr", "recall@3", "precision@3", "ndcg@4"]
+    one = per_query(run, GRADED, names)[0]
+    two = per_query(run, GRADED, names, relevance_level=2)[0]
+    # level 1: q1 relevant {a, b, c}; a at rank 1
+    assert one.loc["q1"].tolist()[:4] == [1.0, 1.0, 2 / 3, 2 / 3]
+    # level 2: q1 relevant {b, c}; a (grade 1) no longer counts: first relevant b at rank 3
+    assert two.loc["q1"].tolist()[:4] == [0.0, 1 / 3, 1 / 2, 1 / 3]
+    # nDCG's gains are the grades at any level (trec_eval's ndcg_cut ignores -l):
+    # DCG = 1/log2(2) + 0 + 2/log2(4) + 3/log2(5); IDCG = 3 + 2/log2(3) + 1/log2(4)
+    ndcg = (1 + 2 / 2 + 3 / L2(5)) / (3 + 2 / L2(3) + 1 / 2)
+    assert one.loc["q1", "ndcg@4"] == pytest.approx(ndcg, abs=1e-12) and two.loc["q1", "ndcg@4"] == pytest.approx(ndcg, abs=1e-12)
+    # q2 has no grade ≥ 2: undefined at level 2 on every metric (trec_eval would say 0)
+    assert one.loc["q2"].tolist() == [1.0, 1.0, 1.0, 1 / 3, 1.0] and two.loc["q2"].isna().all()
+
+
+@pytest.mark.parametrize("level", [0, -1, 1.5, True, "2"])
+def test_relevance_level_must_be_an_integer_from_1(tmp_path, level):
+    with pytest.raises(ValueError, match=re.escape(f"relevance level {level!r}: give an integer ≥ 1")):
+        per_query({"q1": ["a"]}, GRADED, ["mrr"], relevance_level=level)
+    with pytest.raises(ValueError, match=re.escape(f"relevance level {level!r}")):
+        evaluate_files(_write(tmp_path / "r.txt", RUN), _write(tmp_path / "q.txt", QRELS), ["mrr"], relevance_level=level)
+
+
+def test_qrels_without_a_relevant_grade_are_refused_with_the_reason(tmp_path):
+    run = _write(tmp_path / "run.txt", "q1 Q0 a 1 2.0 t\nq2 Q0 b 1 1.0 t\n")
+    negative = _write(tmp_path / "neg.txt", "q1 0 a -1\nq1 0 b 0\nq2 0 b -2\n")
+    with pytest.raises(ValueError) as err:
+        evaluate_files(run, negative, ["mrr"])
+    assert str(err.value) == (
+        f"{negative}: no relevance grade ≥ 1 in 3 judgment(s) (grades -2 to 0), so no query has a relevant document "
+        "and every metric is undefined; a grade ≥ the relevance level (1, --relevance-level; trec_eval's -l) marks a "
+        "relevant document — check the grade column: relevant documents need a positive grade")
+    ones = _write(tmp_path / "ones.txt", "q1 0 a 1\nq2 0 b 1\n")
+    with pytest.raises(ValueError, match=r"no relevance grade ≥ 3 in 2 judgment\(s\) \(grades 1 to 1\).*— lower "
+                                         r"--relevance-level$"):
+        evaluate_files(run, ones, ["mrr"], relevance_level=3)
+    assert evaluate_files(run, ones, ["mrr"], n_boot=10)["mrr"]["mean"] == 1.0
+
+
+def test_cli_says_why_instead_of_printing_nan(tmp_path):
+    from click.testing import CliRunner
+
+    from ragnb.cli.main import build_cli
+
+    run = _write(tmp_path / "run.txt", "q1 Q0 a 1 2.0 t\n")
+    negative = _write(tmp_path / "neg.txt", "q1 0 a -1\n")
+    res = CliRunner().invoke(build_cli(), ["metrics", "retrieval", "--run", str(run), "--qrels", str(negative)],
+                             catch_exceptions=False)
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr.startswith(f"error: {negative}: no relevance grade ≥ 1 in 1 judgment(s) (grades -1 to -1)")
+    res = CliRunner().invoke(build_cli(), ["metrics", "retrieval", "--run", str(run), "--qrels", str(negative),
+                                           "--relevance-level", "0"], catch_exceptions=False)
+    assert res.exit_code == 2 and "relevance level 0: give an integer ≥ 1" in res.stderr
+
+
+def test_json_output_never_holds_a_bare_nan(capsys):
+    from ragnb.cli.common import print_json
+
+    class Opaque:  # an object JSON has no form for is printed as its text, as before
+        def __str__(self) -> str:
+            return "<obj>"
+
+    print_json({"mean": float("nan"), "ci95": [float("-inf"), 1.5], "x": Opaque()})
+    out = capsys.readouterr().out
+    assert "NaN" not in out and "Infinity" not in out
+    assert json.loads(out) == {"mean": None, "ci95": [None, 1.5], "x": "<obj>"}

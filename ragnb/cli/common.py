@@ -7,7 +7,6 @@ worse on a gated metric (``compare --fail-if-worse``); 2 usage or input error; 3
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, NoReturn
 
@@ -27,7 +26,10 @@ def fail(message: Any, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def print_json(obj: Any) -> None:
-    typer.echo(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
+    """``obj`` as strict JSON: NaN/±inf are null (never the non-standard bare ``NaN``), other objects as text."""
+    from ragnb.io import dumps_strict
+
+    typer.echo(dumps_strict(obj, default=str))
 
 
 def confirm(question: str, yes: bool) -> None:

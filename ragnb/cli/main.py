@@ -305,15 +305,21 @@ def metrics_retrieval(
     qrels: Path = typer.Option(..., "--qrels", help="TREC qrels (qid 0 docid rel) or BEIR TSV."),
     metrics: str = typer.Option("hit_rate@1,hit_rate@5,hit_rate@10,mrr,recall@5,precision@5,ndcg@10", "--metrics",
                                 help="Comma-separated canonical names."),
+    relevance_level: int = typer.Option(1, "--relevance-level", "-l",
+                                        help="Lowest relevant grade, as trec_eval's -l: a grade below it is not "
+                                             "relevant (nDCG still gains from every positive grade)."),
 ) -> None:
     """Aggregate retrieval metrics of any run as JSON (mean, ci95, n, n_valid, n_failed per metric)."""
     from ragnb.datasets import trec
     from ragnb.io import comma_list
 
     try:
-        _print_json(trec.evaluate_files(run, qrels, comma_list(metrics, "--metrics")))
+        summary = trec.evaluate_files(run, qrels, comma_list(metrics, "--metrics"), relevance_level=relevance_level)
     except ValueError as exc:
         _fail(exc)
+    for note in summary["_info"]["notes"]:
+        typer.secho(f"note: {note}", err=True)
+    _print_json(summary)
 
 
 # ---------------------------------------------------------------------------------- run / demo

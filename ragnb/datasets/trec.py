@@ -2,9 +2,11 @@
 
 Formats (whitespace-separated columns, one judgment or retrieved doc per line)
     run     ``qid Q0 docid rank score tag``   — trec_eval ranks by score (desc), ties by docid (desc),
-            and ignores the rank column; so does ragnb.
+            and ignores the rank column; so does ragnb. Text after the sixth column is ignored, as trec_eval
+            ignores it (its own test file ``results.trunc`` has some); :func:`read_run` notes how many lines had it.
     qrels   ``qid iteration docid relevance``  — TREC; or BEIR's TSV ``query-id<TAB>corpus-id<TAB>score``
-            with that header line. Relevance is an integer; > 0 is relevant.
+            with that header line. Relevance is an integer; ≥ the relevance level (default 1, trec_eval's
+            ``-l``) is relevant.
 
 ragnb's own rankings (``ragnb retrieve``) are written in the order ragnb evaluated them — ties broken by chunk id
 ascending, as Tier 1 scores them — with scores that strictly decrease down the list (see :func:`strictly_decreasing`),
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragnb.metrics.ranked_gains import check_relevance_level
 from ragnb.metrics.retrieval import DEFAULT_METRICS, evaluate, trec_order
 from ragnb.io import atomic_write_text
 
@@ -84,14 +87,18 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def read_run(path: str | Path) -> dict[str, dict[str, float]]:
-    """Read a TREC run file into ``{qid: {docid: score}}`` (the metrics rank it as trec_eval does)."""
+def read_run(path: str | Path, notes: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """Read a TREC run file into ``{qid: {docid: score}}`` (the metrics rank it as trec_eval does). Columns after
+    the sixth (``tag``) are ignored, as trec_eval ignores them; a line about them goes to ``notes``."""
     run: dict[str, dict[str, float]] = {}
+    extra: list[int] = []
     for lineno, fields in _lines(path):
-        if len(fields) != 6:
+        if len(fields) < 6:
             raise ValueError(f"{path}: line {lineno}: expected 6 columns (qid Q0 docid rank score tag), "
                              f"found {len(fields)}")
-        qid, _, doc, _, score_text, _ = fields
+        if len(fields) > 6:
+            extra.append(lineno)
+        qid, _, doc, _, score_text, _ = fields[:6]
         try:
             score = float(score_text)
         except ValueError:
@@ -105,6 +112,9 @@ def read_run(path: str | Path) -> dict[str, dict[str, float]]:
         ranked[doc] = score
     if not run:
         raise ValueError(f"{path}: no results found; expected lines 'qid Q0 docid rank score tag'")
+    if extra and notes is not None:
+        notes.append(f"{path}: {len(extra)} line(s) have text after the sixth column (first: line {extra[0]}); "
+                     "it is ignored, as trec_eval ignores it")
     return run
 
 
@@ -180,13 +190,32 @@ def write_qrels(qrels: Qrels, path: str | Path) -> Path:
 
 
 def evaluate_files(run_path: str | Path, qrels_path: str | Path, metrics: list[str] = DEFAULT_METRICS,
-                   n_boot: int = 1000, seed: int = 0) -> dict:
+                   n_boot: int = 1000, seed: int = 0, relevance_level: int = 1) -> dict:
     """Score a TREC run file against a qrels file: ``{metric: {mean, ci95, n, n_valid, n_failed}, "_info": …}``.
 
     Keys are the canonical metric names (``ndcg@10``); see ``ragnb.metrics.retrieval`` for where
     the values differ from trec_eval (queries missing from the run count 0, queries without a
-    relevant doc are NaN and counted in ``n_failed``).
+    relevant doc are NaN and counted in ``n_failed``). ``relevance_level`` is trec_eval's ``-l``: a grade below
+    it is not relevant. Qrels without any relevant judgment are an error (every metric would be undefined).
+    ``_info["notes"]`` lists what was read leniently (text after a run line's sixth column).
     """
-    _, summary = evaluate(read_run(run_path), read_qrels(qrels_path), metrics, n_boot=n_boot, seed=seed)
-    summary["_info"] = {**summary["_info"], "run": str(run_path), "qrels": str(qrels_path)}
+    notes: list[str] = []
+    run, qrels = read_run(run_path, notes), read_qrels(qrels_path)
+    _check_some_relevant(qrels, qrels_path, check_relevance_level(relevance_level))
+    _, summary = evaluate(run, qrels, metrics, n_boot=n_boot, seed=seed, relevance_level=relevance_level)
+    summary["_info"] = {**summary["_info"], "run": str(run_path), "qrels": str(qrels_path),
+                        "relevance_level": relevance_level, "notes": notes}
     return summary
+
+
+def _check_some_relevant(qrels: Qrels, path: str | Path, level: int) -> None:
+    """Refuse qrels where no judgment reaches the relevance level: every query would be undefined (NaN)."""
+    grades = [g for judged in qrels.values() for g in judged.values()]
+    if max(grades) >= level:
+        return
+    fix = ("lower --relevance-level" if level > 1 and max(grades) > 0
+           else "check the grade column: relevant documents need a positive grade")
+    raise ValueError(f"{path}: no relevance grade ≥ {level} in {len(grades)} judgment(s) (grades {min(grades)} to "
+                     f"{max(grades)}), so no query has a relevant document and every metric is undefined; a grade "
+                     f"≥ the relevance level ({level}, --relevance-level; trec_eval's -l) marks a relevant document "
+                     f"— {fix}")

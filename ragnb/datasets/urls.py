@@ -12,6 +12,21 @@ import re
 from urllib.parse import parse_qs, unquote, urlsplit
 
 _PAGES_SEGMENT = re.compile(r"/pages/(\d+)(?:/|$)")
+PAGE_URL_SCHEMES = ("http", "https")
+
+
+def check_url(url: str, where: str) -> str:
+    """``url`` if it can name a page: an http(s) URL, or one without a scheme (a relative path such as
+    ``ops/vpn.md``, or ``wiki.example.com/vpn``). Any other scheme (``javascript:``, ``data:``, ``file:``,
+    ``mailto:`` …) is a ValueError starting with ``where`` (e.g. ``"log.csv:4: field 'url'"``): reports turn URLs
+    into links, and such a link runs code or opens a local file when clicked. The scheme is read as a browser
+    reads it (urlsplit drops tabs, newlines and leading control characters), so ``java\tscript:`` is refused too."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme and scheme not in PAGE_URL_SCHEMES:
+        raise ValueError(f"{where} = {url[:80]!r} is a '{scheme}:' URL; a page URL must start with http:// or "
+                         "https://, or be a path relative to the corpus such as ops/vpn.md (a host with a port "
+                         "needs its scheme too: https://host:8080/…); fix it at its source")
+    return url
 
 
 def normalize_url(url: str | None) -> str | None:

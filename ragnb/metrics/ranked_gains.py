@@ -34,8 +34,9 @@ class RankedGains:
 
     query_ids: list[str]
     gains: np.ndarray  # (n, w) max(grade, 0) of the doc at rank i+1; 0 = non-relevant or unjudged
+    relevant: np.ndarray  # (n, w) bool: the doc at rank i+1 has grade ≥ the relevance level
     ideal: np.ndarray  # (n, w') positive qrels grades sorted descending, zero-padded
-    n_rel: np.ndarray  # (n,) docs with grade > 0 in qrels
+    n_rel: np.ndarray  # (n,) docs with grade ≥ the relevance level in qrels
     n_ret: np.ndarray  # (n,) length of the ranked list; 0 if the query is missing from the run
     first_rel: np.ndarray  # (n,) 1-based rank of the first relevant doc at any depth; 0 = none
     in_run: np.ndarray  # (n,) bool
@@ -83,7 +84,7 @@ def _is_grade(x) -> bool:
 
 
 def _qrels_pairs(qrels: Qrels) -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
-    """Validate qrels; return (query ids, and for each relevant judgment: query row, doc id, grade)."""
+    """Validate qrels; return (query ids, and for each judgment with a positive grade: query row, doc id, grade)."""
     check_mapping(qrels, "qrels", "{query_id: {doc_id: grade}}")
     if not qrels:
         raise ValueError("qrels is empty: there is nothing to evaluate; give at least one judged query")
@@ -307,11 +308,24 @@ def _scored_positions(rows: list, qids, lens, pair_q, pair_doc) -> np.ndarray:
     return pos
 
 
-def rank_gains(run: Run, qrels: Qrels, max_k: int | None) -> tuple[RankedGains, dict]:
+def check_relevance_level(level: int) -> int:
+    """``level`` if it is an integer ≥ 1 (trec_eval's ``-l``: a grade below it is not relevant)."""
+    if isinstance(level, bool) or not isinstance(level, numbers.Integral) or level < 1:
+        raise ValueError(f"relevance level {level!r}: give an integer ≥ 1 (a document is relevant when its grade is "
+                         "≥ the level; 1, the default, makes every positive grade relevant)")
+    return int(level)
+
+
+def rank_gains(run: Run, qrels: Qrels, max_k: int | None, relevance_level: int = 1) -> tuple[RankedGains, dict]:
     """Validate ``run`` and ``qrels`` and build the table every metric reads, keeping ranks up to
-    ``max_k`` (``None``: only reciprocal rank is needed). Returns (table, info counts)."""
+    ``max_k`` (``None``: only reciprocal rank is needed). Returns (table, info counts).
+
+    ``relevance_level`` (trec_eval's ``-l``): a doc is relevant — for hit rate, MRR, recall, precision and
+    whether a query is defined at all — when its grade is ≥ the level. nDCG's gains stay the positive grades
+    whatever the level, as in trec_eval."""
     if max_k is not None and (not isinstance(max_k, numbers.Integral) or max_k < 1):
         raise ValueError(f"max_k must be a positive integer or None, got {max_k!r}")
+    level = check_relevance_level(relevance_level)
     qids, pair_q, pair_doc, grade = _qrels_pairs(qrels)
     rows, in_run, scored, n_unjudged = _run_rows(run, qids)
     n = len(qids)
@@ -319,24 +333,28 @@ def rank_gains(run: Run, qrels: Qrels, max_k: int | None) -> tuple[RankedGains, 
     find = _scored_positions if scored else _ranked_positions
     pos = find(rows, qids, lens, pair_q, pair_doc)
 
+    is_rel = grade >= level
     hit = pos >= 0
     first_rel = np.full(n, np.iinfo(np.int64).max)
-    np.minimum.at(first_rel, pair_q[hit], pos[hit] + 1)
+    np.minimum.at(first_rel, pair_q[hit & is_rel], pos[hit & is_rel] + 1)
     first_rel[first_rel == np.iinfo(np.int64).max] = 0
-    n_rel = np.bincount(pair_q, minlength=n)
+    n_rel = np.bincount(pair_q[is_rel], minlength=n)
 
     depth = 0 if max_k is None else int(max_k)
     gains = np.zeros((n, min(depth, int(lens.max(initial=0)))))
+    relevant = np.zeros(gains.shape, dtype=bool)
     keep = hit & (pos < gains.shape[1])
     gains[pair_q[keep], pos[keep]] = grade[keep]
+    relevant[pair_q[keep], pos[keep]] = is_rel[keep]
 
-    ideal = np.zeros((n, min(depth, int(n_rel.max(initial=0)))))
+    n_pos = np.bincount(pair_q, minlength=n)  # the ideal ranking holds every positive grade
+    ideal = np.zeros((n, min(depth, int(n_pos.max(initial=0)))))
     order = np.lexsort((-grade, pair_q))  # by query, grades descending
-    slot = np.arange(len(order)) - np.repeat(np.cumsum(n_rel) - n_rel, n_rel)
+    slot = np.arange(len(order)) - np.repeat(np.cumsum(n_pos) - n_pos, n_pos)
     keep = slot < ideal.shape[1]
     ideal[pair_q[order][keep], slot[keep]] = grade[order][keep]
 
-    table = RankedGains(qids, gains, ideal, n_rel, lens, first_rel, in_run)
+    table = RankedGains(qids, gains, relevant, ideal, n_rel, lens, first_rel, in_run)
     info = {
         "n_queries": n,
         "n_unjudged_run_queries": n_unjudged,

@@ -4,8 +4,9 @@ Validate → per query → aggregate. A run and its qrels are turned once into a
 table (arrays over the judged queries); every metric is a small vectorised function of that table.
 
 Inputs
-    qrels  ``{query_id: {doc_id: grade}}``, integer grades, ``grade > 0`` = relevant (as trec_eval's
-           default ``relevance_level=1``). Negative grades count as 0 gain, as in trec_eval.
+    qrels  ``{query_id: {doc_id: grade}}``, integer grades, ``grade ≥ relevance_level`` = relevant (default
+           1, i.e. ``grade > 0``; trec_eval's ``-l N``). nDCG's gains are the positive grades whatever the
+           level, as in trec_eval. Negative grades count as 0 gain, as in trec_eval.
     run    ``{query_id: [doc_id, ...]}`` in rank order, or ``{query_id: {doc_id: score}}``. Scores are
            ranked as trec_eval ranks them: score descending, ties by doc id *descending* (byte order of
            the UTF-8 ids = Python's str order), e.g. docs "a" and "b" tied at 1.0 → "b" is rank 1.
@@ -16,8 +17,9 @@ Inputs
 Where ragnb differs from trec_eval, on purpose
     * A query in qrels but missing from the run scores 0 on every metric; trec_eval drops it, which
       silently raises the mean. ``_info["n_missing_from_run"]`` counts them.
-    * A query whose qrels have no relevant doc (all grades ≤ 0) is undefined → NaN, excluded from the
-      mean and counted in ``n_failed``; trec_eval scores it 0.
+    * A query whose qrels have no relevant doc (no grade ≥ the relevance level) is undefined → NaN on every
+      metric, nDCG too, excluded from the mean and counted in ``n_failed``; trec_eval scores it 0 (and, with
+      ``-l 2``, still gives its grade-1 docs nDCG gain).
     * Queries in the run but not in qrels are not judged (as in trec_eval); ``_info`` counts them.
     * ``doc_*@k`` metrics (see docs/metrics.md, Retrieval) take the top k chunks, map them to documents and
       deduplicate; ``doc_precision@k`` divides by the number of unique documents among them, not by k.
@@ -59,7 +61,7 @@ def _defined(t: RankedGains, values: np.ndarray) -> np.ndarray:
 
 
 def _rel_in_top(t: RankedGains, k: int) -> np.ndarray:
-    return (t.gains[:, :k] > 0).sum(axis=1)
+    return t.relevant[:, :k].sum(axis=1)
 
 
 def _dcg(g: np.ndarray, k: int) -> np.ndarray:
@@ -308,12 +310,14 @@ def per_query(
     metrics: list[str] = DEFAULT_METRICS,
     *,
     chunk_to_doc: Mapping[str, str] | None = None,
+    relevance_level: int = 1,
 ) -> tuple[pd.DataFrame, dict]:
     """Per-query values: (DataFrame indexed by query id with one column per metric, info counts).
 
     ``doc_*@k`` metrics are computed on ``to_doc_run(run, chunk_to_doc, top_chunks=k)``, ``doc_mrr`` and
     ``docrank_*@k`` on ``to_doc_run(run, chunk_to_doc)``, all with ``to_doc_qrels(qrels, chunk_to_doc)``;
-    the others on ``run`` and ``qrels`` as given.
+    the others on ``run`` and ``qrels`` as given. ``relevance_level``: the lowest grade that is relevant
+    (trec_eval's ``-l``; see :func:`ragnb.metrics.ranked_gains.rank_gains`).
     """
     parsed = _parse(metrics)
     columns: dict[str, np.ndarray] = {}
@@ -326,7 +330,7 @@ def per_query(
         else:
             doc_qrels = doc_qrels if doc_qrels is not None else to_doc_qrels(qrels, chunk_to_doc)
             r, q = to_doc_run(run, chunk_to_doc, top_chunks=cut), doc_qrels
-        table, counts = rank_gains(r, q, _max_k(wanted))
+        table, counts = rank_gains(r, q, _max_k(wanted), relevance_level)
         index = table.query_ids
         info = info or counts  # every level judges the same queries, so their counts agree
         for canon, metric, k in wanted:
@@ -343,16 +347,18 @@ def evaluate(
     chunk_to_doc: Mapping[str, str] | None = None,
     n_boot: int = 1000,
     seed: int = 0,
+    relevance_level: int = 1,
 ) -> tuple[pd.DataFrame, dict]:
     """Score ``run`` against ``qrels``: (per-query DataFrame, summary).
 
     summary = ``{metric: aggregate(values)}`` (mean, bootstrap ci95 with ``n_boot`` resamples, n,
     n_valid, n_failed) plus ``"_info"``: n_queries (judged), n_unjudged_run_queries (in the run but
-    not in qrels: excluded), n_missing_from_run (scored 0), n_no_relevant (NaN).
+    not in qrels: excluded), n_missing_from_run (scored 0), n_no_relevant (NaN). ``relevance_level``: the
+    lowest relevant grade (trec_eval's ``-l``, default 1).
     """
     if not isinstance(n_boot, numbers.Integral) or n_boot < 1:
         raise ValueError(f"n_boot must be a positive integer (bootstrap resamples), got {n_boot!r}")
-    frame, info = per_query(run, qrels, metrics, chunk_to_doc=chunk_to_doc)
+    frame, info = per_query(run, qrels, metrics, chunk_to_doc=chunk_to_doc, relevance_level=relevance_level)
     summary: dict = {c: aggregate(frame[c].to_numpy(), n_boot=n_boot, seed=seed) for c in frame.columns}
     summary["_info"] = info
     return frame, summary

@@ -2,7 +2,10 @@
 
 Everything is validated before anything is written; a bad row raises ``ValueError`` naming the file,
 the line and the field. Nothing is guessed: dates are ISO 8601 (or follow an explicit ``date_format``),
-scores are integers 1–5, ids are strings or integers. Rows are inserted in one transaction; an id already
+scores are integers 1–5, ids are strings or integers of at most :data:`ragnb.store.schema.ID_MAX_CHARS`
+characters (a float id — how pandas stores an integer column with gaps — is refused, never rounded), a url is
+http(s) or has no scheme (:func:`ragnb.datasets.urls.check_url`), and a JSON ``NaN`` is an error, not a
+missing value. Rows are inserted in one transaction; an id already
 stored with the same text is skipped (loading the same file twice adds nothing) but takes the file's url, one
 stored with a different text is an error unless ``update=True``. Rows without an id get a stable one derived from content.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 from dataclasses import dataclass, field as dc_field
 import re
 from datetime import datetime, timezone
@@ -20,9 +24,10 @@ from typing import Any, Iterator
 import pandas as pd
 import sqlalchemy as sa
 
+from ragnb.datasets.urls import check_url
 from ragnb.io import is_json_lines, iter_json_records, read_text
 from ragnb.store.engine import Database
-from ragnb.store.schema import ensure_schema
+from ragnb.store.schema import ID_MAX_CHARS, ensure_schema
 
 # Accepted spellings of each field in input files (first match wins); --map overrides.
 CHUNK_ALIASES = {
@@ -79,7 +84,7 @@ def read_records(path: Path) -> Iterator[tuple[str, dict]]:
         except Exception as exc:  # pyarrow raises its own types for a corrupt or truncated file
             raise ValueError(f"{path}: cannot read the Parquet file ({type(exc).__name__}: {exc}); "
                              "check that it is complete") from None
-        for i, rec in enumerate(df.to_dict("records")):
+        for i, rec in enumerate(_frame_records(df)):
             yield f"{path}:{i + 1}", rec
     else:
         raise ValueError(f"{path}: unsupported file type; use .jsonl, .jsonl.gz, .csv or .parquet (or a folder of .md/.txt)")
@@ -110,8 +115,15 @@ def _csv_records(path: Path) -> Iterator[tuple[str, dict]]:
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise ValueError(f"{path}: cannot parse CSV with delimiter {sep!r} ({exc}); check quoting and the "
                          "header line") from None
-    for i, rec in enumerate(df.to_dict("records")):
+    for i, rec in enumerate(_frame_records(df)):
         yield f"{path}:{i + 2}", rec
+
+
+def _frame_records(df: pd.DataFrame) -> list[dict]:
+    """The rows of a CSV/Parquet frame. A missing cell is None, except in a float column: its NaN stays a float,
+    so that an id column pandas stored as floats is refused (:func:`_check_id`) rather than read as missing."""
+    cols = {c: s if s.dtype.kind == "f" else s.astype(object).where(s.notna(), None) for c, s in df.items()}
+    return pd.DataFrame(cols, index=df.index, columns=df.columns).to_dict("records")
 
 
 def _columns(records: list[tuple[str, dict]]) -> list[str]:
@@ -147,8 +159,8 @@ def check_columns(path: Path, kind: str, columns: list[str], mapping: dict[str, 
 def _pick(rec: dict, field: str, aliases: dict, mapping: dict) -> Any:
     if field in mapping:
         return rec.get(mapping[field])
-    for name in aliases[field]:
-        if name in rec and not _missing(rec[name]):
+    for name in aliases[field]:  # a float NaN is a value here: an id column of floats is refused, not skipped
+        if name in rec and rec[name] is not None and rec[name] is not pd.NA and rec[name] is not pd.NaT:
             return rec[name]
     return None
 
@@ -196,6 +208,11 @@ def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = No
         for name in ("id", "url", "answer", "user_id", "session_id"):
             if name in row:
                 row[name] = _as_text(row[name])
+        for name in ("id", "user_id", "session_id"):
+            if row.get(name) is not None:
+                check_id_length(row[name], where, name)
+        if row["url"] is not None:
+            check_url(row["url"], f"{where}: field 'url'")
         _check_no_nul(row, where)
         if kind == "questions":
             row["score"] = _parse_score(row["score"], where)
@@ -218,13 +235,27 @@ def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = No
 
 
 def _check_id(value: Any, where: str, name: str) -> None:
-    """Ids are text or integers; a list, object or boolean would be stored as its Python spelling."""
-    if _missing(value) or isinstance(value, str):
+    """Ids are text or integers; a list, object or boolean would be stored as its Python spelling, and a float is
+    not turned into an id (1.0 → "1" would be a guess: it is how pandas stores an integer column with gaps)."""
+    if value is None or value is pd.NA or isinstance(value, str):
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            isinstance(value, float) and not value.is_integer()):
+    if isinstance(value, float):
+        shown = "NaN" if math.isnan(value) else repr(value)
+        raise ValueError(f"{where}: field '{name}' = {shown} is a float; ids must be text or integers, and a float "
+                         f"is not turned into one. pandas stores an integer column with gaps as floats (17 → 17.0, "
+                         f"a gap → NaN): convert it before writing the file, e.g. df['{name}'] = "
+                         f"df['{name}'].astype('Int64') (or .astype(str)), or give the ids as text")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{where}: field '{name}' = {value!r:.60} is a {type(value).__name__}; "
                          "ids must be text or integers")
+
+
+def check_id_length(value: str, where: str, name: str = "id") -> None:
+    """Refuse an id longer than :data:`ragnb.store.schema.ID_MAX_CHARS` (a btree key has a size limit)."""
+    if len(value) > ID_MAX_CHARS:
+        raise ValueError(f"{where}: field '{name}' is {len(value):,} characters long ({value[:40]!r}…); ids may have "
+                         f"at most {ID_MAX_CHARS} characters — is the id column really the text column? Use short "
+                         "ids, or leave the id out to have one derived from the content")
 
 
 def _check_no_nul(row: dict, where: str) -> None:
@@ -291,26 +322,6 @@ def chunk_text(text: str, chunk_size: int, overlap: int) -> list[str]:
         if start + chunk_size >= len(words):
             break
     return out
-
-
-def folder_records(folder: Path, chunk_size: int = 200, overlap: int = 40,
-                   url_template: str | None = None) -> list[dict]:
-    """Chunk every .md/.txt file under ``folder``: id = ``<page id>#n`` (page id = front-matter ``id``, else the
-    relative path), url = front-matter ``url``, else ``url_template`` filled in, else the relative path
-    (see :mod:`ragnb.store.markdown`)."""
-    from ragnb.store.markdown import check_url_template, page_files, read_page
-
-    template = check_url_template(url_template)
-    rows, pages = [], {}
-    for f in page_files(folder):
-        prefix, url, body = read_page(folder, f, template)
-        if prefix in pages:
-            raise ValueError(f"{f}: front matter 'id' = {prefix!r} is also the id of {pages[prefix]}; page ids "
-                             "must be unique")
-        pages[prefix] = f
-        for n, piece in enumerate(chunk_text(body, chunk_size, overlap)):
-            rows.append({"id": f"{prefix}#{n}", "url": url, "text": piece, "_where": f"{f} chunk {n}"})
-    return rows
 
 
 def _changed_rows(conn: Any, table: sa.Table, text_col: str, rows: list[dict]) -> list[dict]:
@@ -409,7 +420,7 @@ def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str]
     """Validate then load ``path`` (file or, for chunks, a folder) into the chunk or question table.
     ``date_format``: strftime pattern of ``created_at`` (ISO 8601 otherwise); ``update``: overwrite rows
     whose id is stored with a different text (an error otherwise); ``url_template``: a folder's page URLs
-    (:mod:`ragnb.store.markdown`)."""
+    (:mod:`ragnb.store.markdown`, which chunks a folder and lists its pages without text in ``warnings``)."""
     if kind not in REQUIRED:
         raise ValueError(f"kind must be 'chunks' or 'questions', got {kind!r}")
     p = Path(path)
@@ -421,12 +432,15 @@ def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str]
         if mapping:
             raise ValueError(f"{p}: --map applies to files; a folder's pages take their url from front matter "
                              "or --url-template")
-        rows = folder_records(p, chunk_size, overlap, url_template)
     elif url_template is not None:
         raise ValueError(f"--url-template applies to a folder of pages; {p} is a file — name its URL column "
                          "with --map url=COLUMN")
     warnings: list[str] = []
-    if not p.is_dir():
+    if p.is_dir():
+        from ragnb.store.markdown import folder_records
+
+        rows = folder_records(p, chunk_size, overlap, url_template, warnings)
+    else:
         rows = normalize_records(p, kind, mapping, date_format, warnings)
     moved = _moved_urls(db, kind, rows)
     # A new url never invalidates a vector, so it is taken without --update (how a wiki reloaded with

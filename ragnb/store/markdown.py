@@ -15,6 +15,12 @@ table has no column for them. The front matter is never part of a chunk's text.
 
 The chunk url of a page without a front-matter ``url`` comes from the URL template, whose placeholders are
 :data:`PLACEHOLDERS`; without a template it is the relative path (``ops/vpn.md``), as before.
+
+Refused, naming the file: a front-matter ``url`` (or a template) whose scheme is not http(s) (``javascript:``
+… — :func:`ragnb.datasets.urls.check_url`); a key repeated in the front matter; a template that gives two pages
+the same URL (one without a placeholder, or ``{stem}`` for two ``vpn.md``): they would be one page to every
+URL-based metric. A page without text (an empty file, front matter only) is skipped with a warning; a folder
+in which no page has text is an error.
 """
 
 from __future__ import annotations
@@ -22,11 +28,14 @@ from __future__ import annotations
 import re
 import string
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import quote
 
 import yaml
 
-from ragnb.io import read_text
+from ragnb.datasets.urls import check_url
+from ragnb.io import load_yaml, read_text
+from ragnb.store.loaders import check_id_length, chunk_text
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 FRONT_MATTER_KEYS = ("url", "title", "id")
@@ -57,7 +66,11 @@ def check_url_template(template: str | None) -> str | None:
     if unknown or not template.strip():
         known = ", ".join(f"{{{k}}} ({v})" for k, v in PLACEHOLDERS.items())
         raise ValueError(f"--url-template {template!r}: unknown placeholder(s) {unknown}; use {known}")
-    return template
+    return check_url(template, "--url-template")
+
+
+def has_placeholder(template: str) -> bool:
+    return any(f is not None for _, f, _, _ in string.Formatter().parse(template))
 
 
 def split_front_matter(text: str, path: Path) -> tuple[dict, str]:
@@ -71,7 +84,7 @@ def split_front_matter(text: str, path: Path) -> tuple[dict, str]:
         raise ValueError(f"{path}:1: front matter opened with '---' is never closed; add a '---' line after it "
                          "(or remove the first line if it is not front matter)")
     try:
-        meta = yaml.safe_load("".join(lines[1:end]))
+        meta = load_yaml("".join(lines[1:end]), path, first_line=2)  # after the opening '---'; keys once
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 2  # +1: 0-based, +1: the opening '---'
@@ -96,7 +109,7 @@ def split_front_matter(text: str, path: Path) -> tuple[dict, str]:
 def page_url(rel: Path, meta: dict, body: str, template: str | None) -> str:
     """The chunk url of a page: front-matter ``url``, else ``template`` filled in, else the relative path."""
     if meta.get("url") is not None:
-        return str(meta["url"]).strip()
+        return str(meta["url"]).strip()  # checked by read_page, which knows the file
     if template is None:
         return rel.as_posix()
     path = rel.with_suffix("").as_posix()
@@ -116,9 +129,68 @@ def page_files(folder: Path) -> list[Path]:
     return files
 
 
-def read_page(folder: Path, f: Path, template: str | None) -> tuple[str, str, str]:
-    """(chunk id prefix, url, body text) of one page."""
+class Page(NamedTuple):
+    """One page of a folder: its chunk id prefix, url and body text; ``templated``: the url came from the URL
+    template; ``front_matter``: the file starts with front matter."""
+
+    prefix: str
+    url: str
+    body: str
+    templated: bool
+    front_matter: bool
+
+
+def read_page(folder: Path, f: Path, template: str | None) -> Page:
+    """The :class:`Page` of file ``f``; a front-matter url that is not http(s) or relative is a ValueError."""
     rel = f.relative_to(folder)
-    meta, body = split_front_matter(read_text(f, "text file"), f)
+    text = read_text(f, "text file")
+    meta, body = split_front_matter(text, f)
     prefix = str(meta["id"]).strip() if meta.get("id") is not None else rel.as_posix()
-    return prefix, page_url(rel, meta, body, template), body
+    url = page_url(rel, meta, body, template)
+    if meta.get("url") is not None:
+        check_url(url, f"{f}: front matter 'url'")
+    return Page(prefix, url, body, template is not None and meta.get("url") is None,
+                len(body) < len(text.lstrip("\ufeff")))
+
+
+def folder_records(folder: Path, chunk_size: int = 200, overlap: int = 40, url_template: str | None = None,
+                   warnings: list[str] | None = None) -> list[dict]:
+    """Chunk every .md/.txt file under ``folder``: id = ``<page id>#n`` (page id = front-matter ``id``, else the
+    relative path), url = front-matter ``url``, else ``url_template`` filled in, else the relative path
+    (see the module docstring). A page without text (an empty file, front matter only) is skipped with
+    a line in ``warnings``; a folder without any text, or a template that gives two pages one URL, is an error."""
+    template = check_url_template(url_template)
+    rows, pages, templated, empty = [], {}, {}, []
+    files = page_files(folder)
+    for f in files:
+        page = read_page(folder, f, template)
+        if page.prefix in pages:
+            raise ValueError(f"{f}: front matter 'id' = {page.prefix!r} is also the id of {pages[page.prefix]}; "
+                             "page ids must be unique")
+        pages[page.prefix] = f
+        pieces = chunk_text(page.body, chunk_size, overlap)
+        if not pieces:
+            empty.append(f"{f}: {'only front matter, no text' if page.front_matter else 'empty file'}")
+            continue
+        if page.templated:
+            _check_distinct_url(templated, page.url, f, template)
+        for n, piece in enumerate(pieces):
+            check_id_length(f"{page.prefix}#{n}", f"{f} chunk {n}")
+            rows.append({"id": f"{page.prefix}#{n}", "url": page.url, "text": piece, "_where": f"{f} chunk {n}"})
+    if not rows:
+        raise ValueError(f"{folder}: none of its {len(files)} page file(s) has any text (e.g. {empty[0]}); "
+                         "nothing to load — check that the files were exported with their content")
+    if warnings is not None:
+        warnings += [f"{e}; skipped" for e in empty]
+    return rows
+
+
+def _check_distinct_url(seen: dict[str, Path], url: str, f: Path, template: str) -> None:
+    """Two pages given one URL by the template would be one page to every URL-based metric: an error."""
+    if url in seen:
+        why = ("it has no placeholder, so every page gets the same URL" if not has_placeholder(template)
+               else "its placeholders do not tell these pages apart")
+        raise ValueError(f"{f}: --url-template {template!r} gives this page the URL {url!r}, as it does "
+                         f"{seen[url]}: {why}. Pages sharing a URL are one page to every URL-based metric; use a "
+                         "placeholder that differs per page, e.g. {path}, or put url: in the pages' front matter")
+    seen[url] = f

@@ -18,6 +18,11 @@ from ragnb.store.engine import Database
 
 META_TABLE = "ragnb_embedding_space"
 
+# The longest id (chunk, question, user and session ids) ragnb loads. Ids are btree primary keys, whose entries
+# hold at most 2,704 bytes (a third of an 8 kB page): 512 characters of at most 4 UTF-8 bytes each always fit,
+# and no page path, wiki page id or log id comes near it. A longer id is an error, never truncated.
+ID_MAX_CHARS = 512
+
 
 def _split(qualified: str) -> tuple[str | None, str]:
     schema, _, name = qualified.rpartition(".")
