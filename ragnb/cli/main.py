@@ -368,8 +368,11 @@ def demo(
                 _report(ref)
         result = run_notebooks([t.name for t in TIERS], {"language": language}, params_file=file, run_id=run_id,
                                standalone=standalone)
-    except ValueError as exc:
-        _fail(exc)
+    except ValueError as exc:  # a full disk is no input error: exit 1, as for a failed notebook
+        from ragnb.cli.common import EXIT_FAILED, EXIT_USAGE
+        from ragnb.io import DiskFullError
+
+        _fail(exc, EXIT_FAILED if isinstance(exc, DiskFullError) else EXIT_USAGE)
     finally:
         warmup.stop(warm_ups)
     _report(result)
