@@ -341,6 +341,7 @@ def demo(
     from ragnb.datasets.demo import DEMO_MODELS, ensure_demo
     from ragnb.rag.embeddings import get_encoder
     from ragnb.runs import warmup
+    from ragnb.runs.record import check_run_id
     from ragnb.runs.runner import run_notebooks
     from ragnb.spec import TIERS
 
@@ -348,6 +349,8 @@ def demo(
     try:
         if language not in DEMO_MODELS:
             raise ValueError(f"--language {language!r}; the demo has {', '.join(DEMO_MODELS)}")
+        if run_id is not None:  # before minutes of loading and embedding, not after
+            check_run_id(run_id)
         models = DEMO_MODELS[language]
         db, stats = ensure_demo(language, [get_encoder(m) for m in models], progress=sys.stderr.isatty())
         typer.echo(f"demo database {db.display_url}")

@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from ragnb.io import DISK_FULL_FIX, atomic_write_text, format_bytes, read_text
+from ragnb.io import DISK_FULL_FIX, atomic_write_text, disk_full_error, format_bytes, is_disk_full, read_text
 
 SCHEME = "file://"
 _CELL = re.compile(r" \(cell In \[\d*\]\)")  # where a notebook's error happened (runner._error_text)
@@ -59,6 +59,17 @@ def output_uri(path: str | Path) -> str:
             papermill_io.register(SCHEME, AtomicFileHandler())
             _done = True
     return Path(path).resolve().as_uri()
+
+
+def make_folder(folder: Path) -> Path:
+    """``mkdir -p folder``, a full disk (a folder needs a block on most filesystems) as :class:`DiskFullError`."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full_error(folder) from None
+        raise
+    return folder
 
 
 def set_aside(metrics: Path) -> None:

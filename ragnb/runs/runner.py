@@ -33,7 +33,7 @@ from ragnb.runs import kernel_imports, warmup
 from ragnb.runs.prestart import KernelStarter, enabled as prestart_enabled, kernel_name_of
 from ragnb.runs.progress import RunProgress, expected_durations, follow
 from ragnb.runs.render import BackgroundRenders, render_into
-from ragnb.runs.files import disk_full_detail, output_uri, resume_message, set_aside
+from ragnb.runs.files import disk_full_detail, make_folder, output_uri, resume_message, set_aside
 from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id, run_folder
 from ragnb.runs.summary import run_summary
 from ragnb.runs.collect import RECORD_FILE, collect_reports, previous_record
@@ -402,8 +402,7 @@ def run_notebooks(
 
     run_id = check_run_id(run_id) if run_id is not None else new_run_id()
     out_root = Path(outputs).resolve() if outputs is not None else config.outputs_dir()
-    run_dir = run_folder(out_root, run_id)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = make_folder(run_folder(out_root, run_id))
     with run_lock(run_dir, run_id):  # before reading what the run finished: another runner may still add to it
         run = _Run.start(run_id, out_root, kernel_name=kernel_name, log=log, merged=merged, declared=declared)
         run.standalone = standalone
