@@ -1,6 +1,7 @@
 """Small shared readers, writers and parsers: each exists once here and everything else imports it.
 
-* strict JSON (:func:`to_jsonable`, :func:`dumps_strict`) and atomic files (:func:`atomic_write_text`);
+* strict JSON (:func:`to_jsonable`, :func:`dumps_strict`) and atomic files (:func:`atomic_write`, ``_text``,
+  ``_bytes``), with a full disk as one message (:class:`DiskFullError`);
 * text files, plain or gzip, with errors that name the file (:func:`read_text`);
 * JSON / JSON Lines records with the place of each one for messages (:func:`iter_json_records`), NaN refused
   (:func:`loads_strict`); YAML with repeated keys refused (:func:`load_yaml`);
@@ -9,12 +10,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
 import gzip
 import json
 import math
 import os
 import re
+import shutil
 import tempfile
 import zlib
 from pathlib import Path
@@ -72,30 +76,100 @@ def dumps_strict(obj: Any, indent: int | None = 2, default: Callable[[Any], Any]
     return json.dumps(to_jsonable(obj, default), indent=indent, ensure_ascii=False, allow_nan=False)
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write via a temp file in the same folder, fsync, then ``os.replace``: readers never see half a file."""
+class DiskFullError(ValueError):
+    """No space left on a device (ENOSPC) or over a disk quota (EDQUOT), as one message: the file, its folder,
+    the space it needed where known and the space free. A ValueError, so every command prints it as a message."""
+
+
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# how the error's text says so: the OS's words (as other libraries and a notebook's error show them), and ours
+_DISK_FULL_TEXTS = (*(os.strerror(e).lower() for e in sorted(DISK_FULL_ERRNOS)), "disk full: ")
+DISK_FULL_FIX = "nothing half-written was kept; free some space on that disk and run again"
+
+
+def is_disk_full(exc: BaseException | str) -> bool:
+    """Whether ``exc`` is a full disk or quota: a :class:`DiskFullError`, an ``OSError`` with errno ENOSPC or
+    EDQUOT, or (libraries such as pyarrow, or an error's text from a notebook kernel) a text saying so."""
+    if isinstance(exc, DiskFullError):
+        return True
+    if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+        return True
+    text = str(exc).lower()
+    return any(t in text for t in _DISK_FULL_TEXTS)
+
+
+def format_bytes(n: float) -> str:
+    """``512 B``, ``3.2 kB``, ``4.6 MB``, ``1.5 GB`` (decimal units, as ``df -H`` shows them)."""
+    if n < 1000:
+        return f"{n:.0f} B"
+    power = min(int(math.log10(n)) // 3, 3)
+    return f"{n / 1000 ** power:.1f} {'kMG'[power - 1]}B"
+
+
+def disk_full_error(path: str | Path, needed: int | None = None, at_least: bool = False) -> DiskFullError:
+    """The message for a write of ``path`` that ran out of space: the folder, the space needed (``at_least``:
+    only a lower bound is known) and the space free now."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        free = format_bytes(shutil.disk_usage(path.parent if path.parent.exists() else path.anchor).free)
+    except OSError:
+        free = "unknown"
+    need = f"{'at least ' if at_least else ''}{format_bytes(needed)} needed, " if needed else ""
+    return DiskFullError(f"disk full: cannot write {path.name} in {path.parent} ({need}{free} free); "
+                         f"{DISK_FULL_FIX}")
+
+
+def _fsync(path: str | Path, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not directory:  # some filesystems cannot fsync a folder; a file's data must reach the disk
+            raise
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | Path, writer: Callable[[Path], Any], size: int | None = None,
+                 durable: bool = True) -> Path:
+    """Write ``path`` through ``writer(temp_path)`` (e.g. ``lambda p: df.to_csv(p)``) into a temp file in the same
+    folder, fsync, then ``os.replace``: readers never see half a file, and a failed write (a full disk)
+    leaves the previous file as it was. A full disk or quota raises :class:`DiskFullError` (``size``: the
+    bytes being written, for its message). ``durable=False`` skips the fsyncs (~10 ms each): still never half a
+    file, but a power cut may lose the newest version — for a file saved again and again. Returns ``path``."""
+    path = Path(path)
+    tmp: Path | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        tmp = Path(name)
+        writer(tmp)
+        if durable:
+            _fsync(tmp)  # the data reaches the disk before the rename makes it visible
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        written = tmp.stat().st_size if tmp is not None and tmp.exists() else 0
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        if is_disk_full(exc) and not isinstance(exc, DiskFullError):
+            raise disk_full_error(path, size or written or None, at_least=size is None) from None
         raise
-    try:  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
+    if durable:
+        with contextlib.suppress(OSError):
+            _fsync(path.parent, directory=True)  # make the rename itself durable
     return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, durable: bool = True) -> Path:
+    """:func:`atomic_write` of ``data``."""
+    return atomic_write(path, lambda p: p.write_bytes(data), size=len(data), durable=durable)
+
+
+def atomic_write_text(path: str | Path, text: str, durable: bool = True) -> Path:
+    """:func:`atomic_write` of ``text`` as UTF-8."""
+    return atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,9 +16,11 @@ def test_run_id_format_and_order():
     assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", a)
     assert check_run_id(a) == a
     assert sorted(["20240101-000000-ffff", "20231231-235959-0000"])[0].startswith("2023")
-    for bad in ["../etc", "a/b", "", "x" * 200, " run"]:
+    for bad in ["../etc", "a/b", "x" * 200, " run"]:
         with pytest.raises(ValueError, match="folder name"):
             check_run_id(bad)
+    with pytest.raises(ValueError, match=r"run id '' is empty \(an unset variable such as \$RUN_ID\?\)"):
+        check_run_id("")
 
 
 def test_git_info_outside_a_repo(tmp_path, monkeypatch):

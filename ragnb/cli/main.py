@@ -347,6 +347,7 @@ def demo(
     from ragnb.datasets.demo import DEMO_MODELS, ensure_demo
     from ragnb.rag.embeddings import get_encoder
     from ragnb.runs import warmup
+    from ragnb.runs.record import check_run_id
     from ragnb.runs.runner import run_notebooks
     from ragnb.spec import TIERS
 
@@ -354,6 +355,8 @@ def demo(
     try:
         if language not in DEMO_MODELS:
             raise ValueError(f"--language {language!r}; the demo has {', '.join(DEMO_MODELS)}")
+        if run_id is not None:  # before minutes of loading and embedding, not after
+            check_run_id(run_id)
         models = DEMO_MODELS[language]
         db, stats = ensure_demo(language, [get_encoder(m) for m in models], progress=sys.stderr.isatty())
         typer.echo(f"demo database {db.display_url}")
@@ -374,8 +377,11 @@ def demo(
                 _report(ref)
         result = run_notebooks([t.name for t in TIERS], {"language": language}, params_file=file, run_id=run_id,
                                standalone=standalone)
-    except ValueError as exc:
-        _fail(exc)
+    except ValueError as exc:  # a full disk is no input error: exit 1, as for a failed notebook
+        from ragnb.cli.common import EXIT_FAILED, EXIT_USAGE
+        from ragnb.io import DiskFullError
+
+        _fail(exc, EXIT_FAILED if isinstance(exc, DiskFullError) else EXIT_USAGE)
     finally:
         warmup.stop(warm_ups)
     _report(result)

@@ -9,7 +9,7 @@ import click
 import typer
 import yaml
 
-from ragnb.cli.common import EXIT_ATTENTION, EXIT_FAILED, ClickCommand
+from ragnb.cli.common import EXIT_ATTENTION, EXIT_FAILED, ClickCommand, fail
 
 
 STANDALONE_HELP = ("Self-contained HTML reports (plotly.js inside each, ~5 MB) to e-mail one file; by default "
@@ -119,7 +119,7 @@ def run_command(notebooks: tuple[str, ...], parameters: tuple[tuple[str, str], .
 
     Relative paths in parameters are read from the current folder and checked before the first notebook starts.
     """
-    from ragnb.io import comma_list
+    from ragnb.io import DiskFullError, comma_list
     from ragnb.runs.runner import run_notebooks
 
     if list_notebooks:
@@ -136,6 +136,8 @@ def run_command(notebooks: tuple[str, ...], parameters: tuple[tuple[str, str], .
                                judge_models=comma_list(judge_models, "--judge-models") or None,
                                generation_models=comma_list(generation_models, "--generation-models") or None,
                                standalone=standalone)
+    except DiskFullError as exc:  # not a usage error: the notebook that failed runs again on a resume
+        fail(exc, EXIT_FAILED)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     report_run(result, fail_on)

@@ -22,10 +22,12 @@ def _outputs(outputs: Optional[Path]) -> Path:
 
 
 def _runs(outputs: Path) -> list[dict]:
+    from ragnb.runs.delete import settle_deletions
     from ragnb.runs.history import sort_runs
     from ragnb.runs.record import RUNS_FILE, load_runs
 
     try:
+        settle_deletions(outputs)  # a delete interrupted by a crash: its record and folder agree again
         return sort_runs(load_runs(outputs / RUNS_FILE))
     except ValueError as exc:
         fail(exc)
@@ -69,10 +71,11 @@ def runs_show(run_id: str = typer.Argument(..., help="A run id (`ragnb runs list
               as_json: bool = typer.Option(False, "--json", help="Print the whole run record as JSON.")) -> None:
     """One run: status, summary, each notebook with its status and duration, and where its reports are."""
     from ragnb.runs.history import find_run
+    from ragnb.runs.record import check_run_id, run_folder
 
     folder = _outputs(outputs)
     try:
-        run = find_run(_runs(folder), run_id)
+        run = find_run(_runs(folder), check_run_id(run_id))  # "" or "../x" is refused as such, not "unknown"
     except ValueError as exc:
         fail(exc)
     if as_json:
@@ -87,32 +90,38 @@ def runs_show(run_id: str = typer.Argument(..., help="A run id (`ragnb runs list
             took = f"{report['duration_s']:.1f} s" if report.get("duration_s") is not None else "—"
             error = f" — {report['error']}" if report.get("error") else ""
             typer.echo(f"  {report.get('name') or report.get('stem')}: {report.get('status')} ({took}){error}")
-    index = folder / "runs" / run_id / "index.html"
+    index = run_folder(folder, run_id) / "index.html"
     typer.echo(str(index) if index.exists() else f"(no run folder in {folder / 'runs'})")
 
 
 @runs_app.command("delete")
-def runs_delete(run_id: str = typer.Argument(..., help="A run id (`ragnb runs list`)."), outputs: Optional[Path] = _OUTPUTS,
+def runs_delete(run_ids: Optional[list[str]] = typer.Argument(None, help="Run ids (`ragnb runs list`); several "
+                                                              "ids delete several runs."),
+                all_runs: bool = typer.Option(False, "--all", help="Delete every run: all records and run folders."),
+                outputs: Optional[Path] = _OUTPUTS,
                 yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")) -> None:
-    """Remove a run from benchmark_runs.json (rewritten atomically) and delete its run folder."""
-    from ragnb.runs.history import delete_run, find_run
-    from ragnb.runs.record import RUNS_FILE
-    from ragnb.runs.runner import run_lock
+    """Remove runs from benchmark_runs.json and delete their run folders, together (a run still executing is
+    refused). Deleting every run needs --all; an empty id is an error, never "all"."""
+    from ragnb.runs.delete import delete_runs, plan
+    from ragnb.runs.record import RUNS_DIR, RUNS_FILE
 
+    if run_ids and all_runs:
+        fail("give run ids or --all, not both")
+    if not run_ids and not all_runs:
+        fail("name the runs to delete (`ragnb runs list`), or pass --all to delete every run")
     folder = _outputs(outputs)
-    run_dir = folder / "runs" / run_id
-    if not run_dir.is_dir():
-        try:
-            find_run(_runs(folder), run_id)
-        except ValueError as exc:
-            fail(exc)
-    confirm(f"delete run {run_id} from {folder / RUNS_FILE} and its folder {run_dir}?", yes)
     try:
-        if run_dir.is_dir():
-            with run_lock(run_dir, run_id):  # a run still writing into its folder is not deleted under it
-                removed = delete_run(folder, run_id)
-        else:
-            removed = delete_run(folder, run_id)
+        doomed = plan(folder, None if all_runs else list(run_ids or []))
+    except ValueError as exc:
+        fail(exc)
+    if not doomed:
+        typer.echo(f"no runs recorded in {folder}: nothing to delete")
+        return
+    what = (f"all {len(doomed)} run(s)" if all_runs else
+            f"run{'s' if len(doomed) > 1 else ''} {', '.join(d.run_id for d in doomed)}")
+    confirm(f"delete {what} from {folder / RUNS_FILE} and {folder / RUNS_DIR}?", yes)
+    try:
+        removed = delete_runs(folder, None if all_runs else [d.run_id for d in doomed])
     except ValueError as exc:
         fail(exc)
     print_json(removed)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb import config, spec
-from ragnb.runs.record import RUNS_FILE
+from ragnb.runs.record import RUNS_DIR, RUNS_FILE, run_folder
 
 ID_COLUMNS = ("item_id", "id")  # per-item key column, in order of preference
 EXTRA_KEYS = ("mode",)  # tier_judge has one row per (mode, item)
@@ -75,7 +75,7 @@ def resolve_outputs(outputs: str, output_dir: str | Path | None = None) -> Path:
         return Path(outputs).resolve()
     if output_dir:
         run_dir = Path(output_dir).resolve()
-        if run_dir.parent.name == "runs" and (run_dir.parent.parent / RUNS_FILE).is_file():
+        if run_dir.parent.name == RUNS_DIR and (run_dir.parent.parent / RUNS_FILE).is_file():
             return run_dir.parent.parent
     return config.outputs_dir()
 
@@ -89,11 +89,13 @@ def per_item_path(outputs: str | Path, run_id: str, stem: str, record: dict | No
     """``<outputs>/runs/<run_id>/<stem>.per_item.parquet`` (exact floats) or ``.csv``; for a multi-model
     sweep (``record["model_runs"]``), whose top-level blocks are the first combination's, that combination's
     folder. None if no file exists."""
-    run_dir = Path(outputs) / "runs" / str(run_id)
+    run_dir = run_folder(outputs, str(run_id))  # an id from benchmark_runs.json names no path outside runs/
     folders = [run_dir]
     model_runs = (record or {}).get("model_runs") or []
     if model_runs and isinstance(model_runs[0], dict) and model_runs[0].get("folder"):
-        folders.append(run_dir / str(model_runs[0]["folder"]))
+        sub = Path(str(model_runs[0]["folder"]))  # models/<combination>, inside the run folder
+        if not sub.is_absolute() and ".." not in sub.parts:
+            folders.append(run_dir / sub)
     for folder in folders:
         for suffix in (".per_item.parquet", ".per_item.csv"):
             path = folder / f"{stem}{suffix}"
@@ -180,35 +182,3 @@ def floats(series: pd.Series) -> np.ndarray:
 
 def is_numeric(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series)
-
-
-# --------------------------------------------------------------------------------------------
-# Deleting a run
-# --------------------------------------------------------------------------------------------
-
-
-def delete_run(outputs: str | Path, run_id: str, timeout: float = 120.0) -> dict:
-    """Remove run ``run_id`` from ``<outputs>/benchmark_runs.json`` (under the file's lock, written atomically,
-    like :func:`ragnb.runs.record.append_run_record`) and delete its folder ``<outputs>/runs/<run_id>``.
-    ValueError when neither exists. Returns what was removed."""
-    import shutil
-
-    from filelock import FileLock
-
-    from ragnb.io import atomic_write_text, dumps_strict
-    from ragnb.runs.record import load_runs
-
-    outputs = Path(outputs)
-    path, folder = outputs / RUNS_FILE, outputs / "runs" / run_id
-    with FileLock(str(path) + ".lock", timeout=timeout):
-        runs = load_runs(path)
-        kept = [r for r in runs if str(r.get("id")) != run_id]
-        if len(kept) == len(runs) and not folder.is_dir():
-            find_run(runs, run_id)  # raises, listing the known ids
-        if len(kept) != len(runs):
-            atomic_write_text(path, dumps_strict(kept) + "\n")
-    had_folder = folder.is_dir()
-    if had_folder:
-        shutil.rmtree(folder)
-    return {"run_id": run_id, "record_removed": len(kept) != len(runs),
-            "folder_removed": str(folder) if had_folder else None, "runs_left": len(kept)}

@@ -42,14 +42,28 @@ def new_run_id() -> str:
     return f"{stamp}-{secrets.token_hex(2)}"
 
 
+RUNS_DIR = "runs"  # the outputs folder's folder of run folders: <outputs>/runs/<run_id>/
+_RUN_ID_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+_NEW_ID = "`ragnb run` without --run-id makes a new timestamped one"
+
+
 def check_run_id(run_id: str) -> str:
-    """A run id becomes a folder name: allow only letters, digits, ``-``, ``_`` and ``.``."""
-    if not isinstance(run_id, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", run_id):
+    """``run_id`` if it can name a run folder: 1–100 ASCII letters, digits, ``-``, ``_`` and ``.``, starting with a
+    letter or digit — so never empty, ``.``, ``..``, hidden, or holding a path separator. ValueError otherwise."""
+    if isinstance(run_id, str) and not run_id.strip():
+        raise ValueError(f"run id {run_id!r} is empty (an unset variable such as $RUN_ID?); give a run id such as "
+                         f"'20250101-120000-ab12' (`ragnb runs list` lists them; {_NEW_ID})")
+    if not isinstance(run_id, str) or not _RUN_ID_CHARS.fullmatch(run_id):
         raise ValueError(
-            f"run id {run_id!r} is not usable as a folder name; use letters, digits, '-', '_' or '.' "
-            "(or omit it to get a new timestamped id)"
+            f"run id {run_id!r} is not usable as a folder name; use 1–100 letters, digits, '-', '_' or '.', "
+            f"starting with a letter or digit (no '/', no '..'; {_NEW_ID})"
         )
     return run_id
+
+
+def run_folder(outputs: str | Path, run_id: str) -> Path:
+    """``<outputs>/runs/<run_id>``, after :func:`check_run_id` — the one way a run id becomes a path."""
+    return Path(outputs) / RUNS_DIR / check_run_id(run_id)
 
 
 def _git(cwd: Path, *args: str) -> str | None:

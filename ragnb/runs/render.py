@@ -13,9 +13,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
+from ragnb.runs.files import set_aside
+
 
 def render_into(report: dict, out_ipynb: Path, html: Path, assets_root: Path | None, error_text: Callable) -> bool:
-    """Render ``out_ipynb`` to ``html``; on failure mark ``report`` failed with the reason. True when it worked."""
+    """Render ``out_ipynb`` to ``html``; on failure mark ``report`` failed with the reason (and set its metrics JSON
+    aside: a failed notebook is never done). True when it worked."""
     from ragnb.reports.html import notebook_to_html
 
     try:
@@ -23,6 +26,7 @@ def render_into(report: dict, out_ipynb: Path, html: Path, assets_root: Path | N
     except Exception as exc:
         report["error"] = (report["error"] + "\n" if report["error"] else "") + f"HTML rendering failed: {error_text(exc)}"
         report["status"] = "failed"
+        set_aside(out_ipynb.with_name(f"{report['stem']}.metrics.json"))  # so that a resume runs it again
         return False
     return True
 

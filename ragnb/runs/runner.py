@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import ragnb
 from ragnb import config, spec
-from ragnb.io import atomic_write_text, dumps_strict
+from ragnb.io import DiskFullError, atomic_write_text, dumps_strict, is_disk_full
 from ragnb.reports.html import notebook_to_html, write_index
 from ragnb.runs.params import (Notebook, database_readers, declared_params, load_params_file, merge_params, resolve,
                                resolve_paths)
@@ -33,7 +33,8 @@ from ragnb.runs import kernel_imports, warmup
 from ragnb.runs.prestart import KernelStarter, enabled as prestart_enabled, kernel_name_of
 from ragnb.runs.progress import RunProgress, expected_durations, follow
 from ragnb.runs.render import BackgroundRenders, render_into
-from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id
+from ragnb.runs.files import disk_full_detail, make_folder, output_uri, resume_message, set_aside
+from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id, run_folder
 from ragnb.runs.summary import run_summary
 from ragnb.runs.collect import RECORD_FILE, collect_reports, previous_record
 from ragnb.runs.sweep import SWEEP_PARAMS, SweepStep, check_sweep, model_combos, plan_sweep
@@ -136,7 +137,7 @@ def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: 
     log(f"[{nb.name}] executing {nb.path} → {out_ipynb}")
     start = time.monotonic()
     try:
-        pm.execute_notebook(str(nb.path), str(out_ipynb), parameters=params, kernel_name=kernel_name,
+        pm.execute_notebook(str(nb.path), output_uri(out_ipynb), parameters=params, kernel_name=kernel_name,
                             cwd=str(cwd), progress_bar=False, log_output=False,
                             kernel_manager_class=RunKernelManager, **({"km": km} if km is not None else {}))
         if not metrics.exists():
@@ -144,8 +145,7 @@ def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: 
                                f"result.write(output_dir, {nb.stem!r}) (ragnb.tiers.result.TierResult)")
     except Exception as exc:  # a failed notebook must not stop the others
         report.update(status="failed", error=_error_text(exc))
-        if metrics.exists():  # written before the failure: move it so that a resume re-runs the notebook
-            metrics.replace(metrics.with_name(f"{nb.stem}.metrics.failed.json"))
+        set_aside(metrics)  # written before the failure: a resume must run the notebook again
         log(f"[{nb.name}] FAILED: {report['error']}")
     finally:
         if km is not None and starter is not None:  # nbclient leaves a kernel it did not start running
@@ -153,7 +153,7 @@ def _execute(nb: Notebook, params: dict, run_dir: Path, cwd: Path, kernel_name: 
                 kernel_imports.record(km, nb.stem)
             starter.stop(km)
     report["duration_s"] = round(time.monotonic() - start, 2)
-    if out_ipynb.exists():
+    if out_ipynb.exists() and not is_disk_full(report["error"] or ""):  # no room for a report
         if renders is not None:
             renders.submit(report, nb.name, out_ipynb, html, assets_root, _error_text)
         else:
@@ -190,10 +190,14 @@ class _Run:
     @classmethod
     def start(cls, run_id: str, out_root: Path, kernel_name: str | None,
               log: Callable[[str], None], merged: dict, declared: dict) -> _Run:
-        run_dir = out_root / "runs" / run_id
+        run_dir = run_folder(out_root, run_id)
         previous = previous_record(run_dir)
         reports = {r.get("key") or r["stem"]: r for r in previous.get("reports") or []
                    if isinstance(r, dict) and r.get("stem")}
+        for report in reports.values():  # e.g. its HTML failed on a full disk after the metrics were written
+            rel = Path(str(report.get("metrics") or f"{report['stem']}.metrics.json"))
+            if report.get("status") == "failed" and not rel.is_absolute() and ".." not in rel.parts:
+                set_aside(run_dir / rel)
         return cls(run_id, run_dir, out_root, Path.cwd(), kernel_name, log, merged, declared, previous=previous,
                    reports=reports, all_params=dict(previous.get("params") or {}))
 
@@ -221,6 +225,9 @@ class _Run:
             self.all_params[key] = nb_params
         self.reports[key] = report
         self.save_progress()
+        if report["status"] == "failed" and is_disk_full(report["error"] or ""):
+            # every next notebook would fail the same way: stop here, with one message
+            raise DiskFullError(disk_full_detail(label or nb.name, report["error"], out_dir))
 
     def _execute_with_progress(self, nb: Notebook, nb_params: dict, out_dir: Path, name: str) -> dict:
         assets = None if self.standalone else self.run_dir  # reports share the run folder's plotly.js
@@ -271,8 +278,13 @@ class _Run:
 
     def settle_renders(self) -> None:
         """Wait for the HTML reports being rendered; save the record again when one of them failed."""
+        errors = {key: report.get("error") for key, report in self.reports.items()}
         if self.renders is not None and self.renders.settle(self.log):
             self.save_progress()
+            for key, report in self.reports.items():
+                if report.get("error") != errors[key] and is_disk_full(report["error"] or ""):
+                    raise DiskFullError(disk_full_detail(report.get("name") or key, report["error"],
+                                                          self.run_dir))
 
     def run_combination(self, step: SweepStep) -> None:
         """One combination of a sweep (:func:`ragnb.runs.sweep.plan_sweep`): its notebooks into
@@ -388,10 +400,9 @@ def run_notebooks(
     if combos:
         check_sweep(combos, swept, nbs)
 
-    run_id = check_run_id(run_id) if run_id else new_run_id()
+    run_id = check_run_id(run_id) if run_id is not None else new_run_id()
     out_root = Path(outputs).resolve() if outputs is not None else config.outputs_dir()
-    run_dir = out_root / "runs" / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = make_folder(run_folder(out_root, run_id))
     with run_lock(run_dir, run_id):  # before reading what the run finished: another runner may still add to it
         run = _Run.start(run_id, out_root, kernel_name=kernel_name, log=log, merged=merged, declared=declared)
         run.standalone = standalone
@@ -459,6 +470,8 @@ def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list
             run.execute(nb)
         if post:
             record, report_list = run.finish()
+    except DiskFullError as exc:
+        raise DiskFullError(resume_message(str(exc), run.run_id)) from None
     finally:
         run.renders.close(run.log)
         warmup.stop(warm_ups)

@@ -3,30 +3,16 @@ calls): strict JSON, atomic files, the JSON last so that its presence marks a fi
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import warnings
 from pathlib import Path
 
 import pandas as pd
 
 from ragnb.config import check_no_secrets
-from ragnb.io import atomic_write_text, dumps_strict
+from ragnb.io import atomic_write, atomic_write_text, dumps_strict
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-def _atomic_write_with(path: Path, writer) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        writer(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_metrics(output_dir: str | Path, name: str, metrics: dict, per_item: pd.DataFrame | None = None) -> Path:
@@ -49,8 +35,8 @@ def write_metrics(output_dir: str | Path, name: str, metrics: dict, per_item: pd
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     if per_item is not None:
-        _atomic_write_with(out / f"{name}.per_item.csv", lambda p: per_item.to_csv(p, index=False))
-        _atomic_write_with(out / f"{name}.per_item.parquet", lambda p: _to_parquet(per_item, p))
+        atomic_write(out / f"{name}.per_item.csv", lambda p: per_item.to_csv(p, index=False))
+        atomic_write(out / f"{name}.per_item.parquet", lambda p: _to_parquet(per_item, p))
     return atomic_write_text(out / f"{name}.metrics.json", text)
 
 
@@ -62,7 +48,7 @@ def with_item_ids(df: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index(names="item_id")
 
 
-def _to_parquet(df: pd.DataFrame, path: str) -> None:
+def _to_parquet(df: pd.DataFrame, path: str | Path) -> None:
     try:
         df.to_parquet(path, index=False)
     except (TypeError, ValueError, ImportError) as exc:

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from ragnb.datasets.fingerprint import opened
+from ragnb.io import atomic_write
 from ragnb.tiers.payload import with_item_ids, write_metrics
 
 
@@ -67,8 +68,8 @@ class TierResult:
             # what this notebook scored and searched (content fingerprints): runs are compared only on equal ones
             payload["provenance"] = provenance
         for key, table in self.tables.items():
-            Path(output_dir).mkdir(parents=True, exist_ok=True)
-            with_item_ids(table).to_csv(Path(output_dir) / f"{name}.{key}.csv", index=False)
+            atomic_write(Path(output_dir) / f"{name}.{key}.csv",
+                         lambda p, t=with_item_ids(table): t.to_csv(p, index=False))
         return write_metrics(output_dir, name, payload, per_item=self.item_table())
 
 
