@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from ragnb.datasets.annotation_csv import Place
 from ragnb.datasets.real_questions import CONTEXT_SEPARATOR, _chunks_by_page
 from ragnb.datasets.schema import DatasetItem
-from ragnb.datasets.urls import page_id
+from ragnb.datasets.urls import UNSAFE_URL_SCHEMES, page_id, url_scheme
 from ragnb.io import natural_key
 
 
@@ -73,7 +73,7 @@ class ChunkLookup:
     def example_url(self, scheme: str | None = None) -> str | None:
         """The url of the first chunk (natural id order) that has one (with ``scheme`` when given)."""
         return next((self.urls[c] for c in sorted(self.urls, key=natural_key)
-                     if self.urls[c] and (scheme is None or _scheme(self.urls[c]) == scheme)), None)
+                     if self.urls[c] and (scheme is None or url_scheme(self.urls[c]) == scheme)), None)
 
 
 class LazyLookup:
@@ -166,18 +166,6 @@ def review_chunks(it: DatasetItem, rv: dict, ids: list[str], fixed: dict[str, bo
     _narrow_context(it, data, new, chunks, where, adjusted)
 
 
-# Never a page address: these run code or embed content when a report renders the url as a link.
-_NEVER_SCHEMES = frozenset({"javascript", "vbscript", "data"})
-
-
-def _scheme(url: str) -> str:
-    """The url's scheme, lower-cased ("" for a relative path or a url that does not parse)."""
-    try:
-        return urlsplit(url.strip()).scheme.lower()
-    except ValueError:  # e.g. an unbalanced "[" in the host
-        return ""
-
-
 def _check_url(url: str, place: Place, chunks: LazyLookup) -> None:
     """A corrected url is an http(s) address with a host, or has the corpus's own form: its scheme (``file:``
     only where the corpus's urls are ``file:``), or for a relative path, one of its pages."""
@@ -195,7 +183,7 @@ def _check_url(url: str, place: Place, chunks: LazyLookup) -> None:
         if not parts.netloc:
             raise ValueError(f"{place.of('confluence_url')}: {url!r} has no host; {fix}")
         return
-    if scheme in _NEVER_SCHEMES:
+    if scheme in UNSAFE_URL_SCHEMES:
         raise ValueError(f"{place.of('confluence_url')}: {url!r} is a {scheme}: url, not a page address; {fix}, "
                          "or restore the exported url")
     lookup = chunks.get(str(place), f"checking the corrected confluence_url {url!r}")

@@ -13,6 +13,17 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 _PAGES_SEGMENT = re.compile(r"/pages/(\d+)(?:/|$)")
 PAGE_URL_SCHEMES = ("http", "https")
+# Never a page address: these run code or embed content when a report renders the url as a link.
+UNSAFE_URL_SCHEMES = frozenset({"javascript", "vbscript", "data"})
+
+
+def url_scheme(url: str) -> str:
+    """The url's scheme, lower-cased, read as a browser reads it ("" for a relative path or a url that does not
+    parse)."""
+    try:
+        return urlsplit(url.strip()).scheme.lower()
+    except ValueError:  # e.g. an unbalanced "[" in the host
+        return ""
 
 
 def check_url(url: str, where: str) -> str:
@@ -21,7 +32,7 @@ def check_url(url: str, where: str) -> str:
     ``mailto:`` …) is a ValueError starting with ``where`` (e.g. ``"log.csv:4: field 'url'"``): reports turn URLs
     into links, and such a link runs code or opens a local file when clicked. The scheme is read as a browser
     reads it (urlsplit drops tabs, newlines and leading control characters), so ``java\tscript:`` is refused too."""
-    scheme = urlsplit(url).scheme.lower()
+    scheme = url_scheme(url)
     if scheme and scheme not in PAGE_URL_SCHEMES:
         raise ValueError(f"{where} = {url[:80]!r} is a '{scheme}:' URL; a page URL must start with http:// or "
                          "https://, or be a path relative to the corpus such as ops/vpn.md (a host with a port "
