@@ -92,7 +92,7 @@ def _attention_lines(attention: list, blocks: dict) -> list[str]:
         by_tier.setdefault(key, []).append((name, value))
     lines = []
     for key, items in list(by_tier.items())[:MAX_TIER_LINES]:
-        parts = [_attention_part(name, value, key, blocks[key]) for name, value in items[:MAX_LISTED]]
+        parts = [attention_text(name, value, key, blocks[key]) for name, value in items[:MAX_LISTED]]
         more = f"; {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else ""
         lines.append(f"Needs attention — {_label(key)}: {'; '.join(parts)}{more}.")
     rest = list(by_tier)[MAX_TIER_LINES:]
@@ -102,7 +102,7 @@ def _attention_lines(attention: list, blocks: dict) -> list[str]:
     return lines
 
 
-def _attention_part(name: str, value: Any, key: str, block: Any) -> str:
+def attention_text(name: str, value: Any, key: str | None, block: Any) -> str:
     """``name = value < bound``, or, for a value in a better band that does not beat its trivial baselines,
     ``name = value — <why>`` (:func:`ragnb.spec.grade_of`)."""
     bounds = spec.thresholds_of(name, key, block)
