@@ -74,6 +74,7 @@ def test_a_judge_below_the_majority_class_is_never_graded_good(tmp_path, monkeyp
     half = 1.96 * math.sqrt(var / 62)
     assert lo == pytest.approx(-3 / 62 - half, abs=0.015) and hi == pytest.approx(-3 / 62 + half, abs=0.015)
     assert lo < 0 < hi and b["beats"] is False
+    assert b["accuracy_ci95"] == acc["ci95"]  # the rule reads the interval the table shows
     assert b["reason"].startswith("accuracy 0.855 does not beat always answering 'show' (0.903) beyond chance: "
                                   "paired difference -0.048, 95% CI ")
 

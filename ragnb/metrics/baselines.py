@@ -30,14 +30,16 @@ from ragnb.metrics.stats import bootstrap_ci
 
 
 def accuracy_baselines(t: np.ndarray, p: np.ndarray, n_boot: int = 1000, seed: int = 0,
-                       labels: tuple[str, str] = ("positive", "negative")) -> dict[str, Any]:
+                       labels: tuple[str, str] = ("positive", "negative"),
+                       accuracy_ci95: Sequence[float] | None = None) -> dict[str, Any]:
     """Baselines of binary verdicts ``p`` against labels ``t`` (1.0 / 0.0 arrays of the *valid* items, aligned).
 
     Returns ``{"majority_label", "majority_class", "constant": {label: accuracy}, "random_at_base_rate",
     "difference", "difference_ci95", "accuracy_ci95", "beats", "reason", "n"}``: ``difference`` = judge
     accuracy − majority-class accuracy on the same items with its paired bootstrap CI; ``beats`` True / False /
     None (undecided: no CI); ``reason`` a sentence saying why it does not beat them ("" when it does).
-    ``labels``: the names of the positive and negative answers (``("show", "no-show")``).
+    ``labels``: the names of the positive and negative answers (``("show", "no-show")``); ``accuracy_ci95``: the
+    CI the report shows for accuracy (so the rule reads the same interval), else bootstrapped here.
     """
     t, p = np.asarray(t, dtype=float), np.asarray(p, dtype=float)
     if t.shape != p.shape or np.isnan(t).any() or np.isnan(p).any():
@@ -53,7 +55,7 @@ def accuracy_baselines(t: np.ndarray, p: np.ndarray, n_boot: int = 1000, seed: i
     correct = (p == t).astype(float)
     diff = correct - (t == majority).astype(float)
     diff_ci = list(bootstrap_ci(diff, n_boot=n_boot, seed=seed))
-    acc_ci = list(bootstrap_ci(correct, n_boot=n_boot, seed=seed))
+    acc_ci = list(accuracy_ci95) if accuracy_ci95 is not None else list(bootstrap_ci(correct, n_boot=n_boot, seed=seed))
     random = rate ** 2 + (1 - rate) ** 2
     out = {"majority_label": labels[0] if majority else labels[1], "majority_class": max(rate, 1 - rate),
            "constant": {labels[0]: rate, labels[1]: 1 - rate}, "random_at_base_rate": random,

@@ -264,7 +264,8 @@ def binary_report(y_true: Sequence, y_pred: Sequence, n_boot: int = 1000, seed: 
     ok = ~np.isnan(p)
     tv, pv = t[ok], p[ok]
     metrics = _binary_metrics(tv, pv, int(t.size), n_boot, seed)
-    metrics["accuracy"]["baselines"] = accuracy_baselines(tv, pv, n_boot=n_boot, seed=seed, labels=labels)
+    metrics["accuracy"]["baselines"] = accuracy_baselines(tv, pv, n_boot=n_boot, seed=seed, labels=labels,
+                                                          accuracy_ci95=metrics["accuracy"]["ci95"])
     n_valid = int(ok.sum())
     return {
         "metrics": metrics,
