@@ -189,3 +189,37 @@ def test_judge_pipeline_accuracy_is_a_registered_metric():
     assert registry.direction("judge_pipeline_accuracy") == "higher"
     assert registry.get("judge_pipeline_accuracy").value_range == (0.0, 1.0)
     assert spec.canonical_metric("accuracy", "tier_judge_pipeline_metrics") == "judge_pipeline_accuracy"
+
+
+def test_run_pages_and_the_ci_gate_name_the_baseline_not_beaten(tmp_path, monkeypatch):
+    from ragnb.cli.run import attention_lines
+    from ragnb.reports.html import _metric_rows
+
+    items, verdicts = pipeline_items({"tp": 51, "fn": 5, "fp": 4, "tn": 2})
+    res = judging.run_tier_judge_pipeline(items, LookupJudge(verdicts), n_boot=2000)
+    rec = record_of(res.metrics(), tmp_path, monkeypatch)
+    reason = res.summary["accuracy"]["baselines"]["reason"]
+    [line] = attention_lines(rec)  # what `ragnb run --fail-on attention` prints before exiting 3
+    assert line.startswith("Tier Judge Pipeline: accuracy = 0.855 (95% CI ") and line.endswith(f" — {reason}")
+    page = _metric_rows(rec)
+    assert "does not beat always answering &#x27;show&#x27; (0.903) beyond chance" in page
+
+
+def test_tier_judge_shows_baselines_and_no_degenerate_threshold():
+    # The offline judge (word overlap) scores answers that copy their context high — here humans marked those as
+    # not grounded and the paraphrases as grounded, so no cut of the scores beats chance.
+    copies = [f"The office in city {i} opens at {i} o'clock." for i in range(6)]
+    items = [JudgePipelineItem(id=f"c{i}", question="When does it open?", answer=text, context=text,
+                               ground_truth_show=False) for i, text in enumerate(copies)]
+    items += [JudgePipelineItem(id=f"p{i}", question="When does it open?", answer=f"Mornings, roughly {i}.",
+                                context=text, ground_truth_show=True) for i, text in enumerate(copies)]
+    res = judging.run_tier_judge(items, None, n_boot=200)
+    cal = res.summary["by_mode"][res.summary["primary_mode"]]["calibration"]
+    best = cal["best_threshold"]
+    assert best["degenerate"] and cal["at_best_threshold"] is None
+    assert judging.best_threshold_line(best).startswith("No useful threshold by Youden's J: ")
+    rows = judging.judge_table(res.summary).set_index("metric")["value"]
+    assert rows["baseline: always 'show'"] == pytest.approx(0.5) and rows["baseline: always 'no-show'"] == 0.5
+    acc = cal["at_threshold"]["metrics"]["accuracy"]
+    assert rows[f"accuracy − always {acc['baselines']['majority_label']!r} (paired)"] == pytest.approx(
+        acc["mean"] - 0.5)
