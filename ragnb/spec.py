@@ -189,3 +189,52 @@ def thresholds_of(name: str, record_key: str | None = None, block: Any = None) -
     if canonical in LLM_JUDGED and is_offline(block):
         return None
     return THRESHOLDS.get(canonical)
+
+
+# --------------------------------------------------------------------------- the grade rule
+
+STATUSES = ("attention", "good", "excellent")  # worst first
+
+
+@dataclass(frozen=True)
+class Grade:
+    """A metric's grade: ``status`` "excellent" / "good" / "attention", or None (not graded); ``reason`` says
+    why it is not graded, or why it is "attention" although its value lies in a better band ("" otherwise)."""
+
+    status: str | None
+    reason: str = ""
+    rule: str = ""  # the step that decided against the band: "says_nothing", "baselines" or ""
+
+
+def grade_of(bounds: tuple[float, float] | None, value: Any) -> Grade:
+    """The grade rule — the one place the run record, the executive summary and the reports read
+    (docs/metrics.md, Thresholds and Baselines):
+
+    1. no threshold or no value → not graded;
+    2. an aggregate that says nothing here (constant, or fewer than 10 valid items:
+       :func:`ragnb.metrics.stats.degenerate_reason`) → not graded, with that reason;
+    3. the band: value > ``excellent_above`` → excellent, < ``attention_below`` → attention, else good
+       (a value equal to a bound is good);
+    4. an aggregate that carries ``baselines`` (an accuracy: :mod:`ragnb.metrics.baselines`) is good or excellent
+       only if it beats them with its CI; otherwise it is attention with their reason (undecided, without a CI:
+       not graded).
+    """
+    from ragnb.metrics.stats import degenerate_reason
+    from ragnb.runs.record import metric_value
+
+    v = metric_value(value)
+    if bounds is None or v is None:
+        return Grade(None)
+    reason = degenerate_reason(value)
+    if reason:
+        return Grade(None, reason, "says_nothing")
+    excellent_above, attention_below = bounds
+    status = "excellent" if v > excellent_above else "attention" if v < attention_below else "good"
+    baselines = value.get("baselines") if isinstance(value, dict) else None
+    if status != "attention" and isinstance(baselines, dict):
+        beats = baselines.get("beats")
+        if beats is None:
+            return Grade(None, str(baselines.get("reason") or "not compared with its trivial baselines"), "baselines")
+        if not beats:
+            return Grade("attention", str(baselines.get("reason")), "baselines")
+    return Grade(status)

@@ -93,6 +93,11 @@ def test_auc_and_youden_equal_sklearn_on_random_scores(trial):
     assert ours["youden_j"] == pytest.approx(j[best], abs=EPS)
     assert (ours["tpr"], ours["fpr"]) == pytest.approx((tpr[best], fpr[best]), abs=EPS)
     at = score_report(y, s, n_boot=0)["at_best_threshold"]
+    degenerate = j[best] <= EPS or (tpr[best] == fpr[best] and tpr[best] in (0.0, 1.0))
+    assert bool(ours["degenerate"]) == degenerate
+    if degenerate:  # no cut beats chance: no threshold is reported as a result
+        assert at is None
+        return
     ref = sklearn_binary(y, (s >= thr[best]).astype(int))
     for name in BINARY_METRICS:
         assert_same(at["metrics"][name]["mean"], ref[name], name)

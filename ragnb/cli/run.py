@@ -58,7 +58,8 @@ def describe_notebooks(nb_dir: Path | None = None) -> str:
 
 def attention_lines(record: dict) -> list[str]:
     """One line per graded metric of the run in the attention band (the record's own grading:
-    :func:`ragnb.runs.record.record_statuses`): label, metric, value with CI, and the threshold."""
+    :func:`ragnb.runs.record.record_statuses`): label, metric, value with CI, and the threshold — or the trivial
+    baseline it does not beat (:func:`ragnb.spec.grade_of`)."""
     from ragnb import spec
     from ragnb.runs.record import format_aggregate, record_statuses
 
@@ -70,8 +71,9 @@ def attention_lines(record: dict) -> list[str]:
         block = (record.get("other_metrics") or {}).get(key[6:]) if other else record.get(key)
         bounds = spec.thresholds_of(name, None if other else key, block)
         label = key[6:] if other else spec.label_of(key)
-        below = f" < {bounds[1]:g}" if bounds else ""
-        out.append(f"{label}: {name} = {format_aggregate(value)}{below}")
+        grade = spec.grade_of(bounds, value)
+        why = f" — {grade.reason}" if grade.rule == "baselines" else (f" < {bounds[1]:g}" if bounds else "")
+        out.append(f"{label}: {name} = {format_aggregate(value)}{why}")
     return out
 
 

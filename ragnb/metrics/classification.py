@@ -238,7 +238,15 @@ def _binary_metrics(t: np.ndarray, p: np.ndarray, n_total: int, n_boot: int, see
     return out
 
 
-def binary_report(y_true: Sequence, y_pred: Sequence, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+def valid_pairs(y_true: Sequence, y_pred: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """(labels, verdicts) as 1.0 / 0.0 arrays over the items with a verdict (a failed one is left out)."""
+    t, p = _pair(y_true, y_pred)
+    ok = ~np.isnan(p)
+    return t[ok], p[ok]
+
+
+def binary_report(y_true: Sequence, y_pred: Sequence, n_boot: int = 1000, seed: int = 0,
+                  labels: tuple[str, str] = ("positive", "negative")) -> dict[str, Any]:
     """Calibration report of binary judge verdicts against human labels.
 
     Returns ``{"metrics": {name: {mean, ci95, n, n_valid, n_failed, reason, n_boot_valid}}, "confusion":
@@ -246,12 +254,19 @@ def binary_report(y_true: Sequence, y_pred: Sequence, n_boot: int = 1000, seed: 
     metrics of :func:`metrics_from_counts` (accuracy, balanced_accuracy, precision, recall, f1,
     cohen_kappa). Failed predictions (None/NaN) are excluded and counted in ``n_failed``; ``mean`` is the
     value on all valid items, ``ci95`` the percentile bootstrap over items (``n_boot`` resamples, ``seed``).
+    ``metrics["accuracy"]["baselines"]`` compares accuracy with the trivial baselines on the same items
+    (:func:`ragnb.metrics.baselines.accuracy_baselines`; ``labels`` name the positive and negative answers);
+    the grade rule (:func:`ragnb.spec.grade_of`) reads it.
     """
+    from ragnb.metrics.baselines import accuracy_baselines
+
     _check_boot(n_boot, seed)
     t, p = _pair(y_true, y_pred)
     ok = ~np.isnan(p)
     tv, pv = t[ok], p[ok]
     metrics = _binary_metrics(tv, pv, int(t.size), n_boot, seed)
+    metrics["accuracy"]["baselines"] = accuracy_baselines(tv, pv, n_boot=n_boot, seed=seed, labels=labels,
+                                                          accuracy_ci95=metrics["accuracy"]["ci95"])
     n_valid = int(ok.sum())
     return {
         "metrics": metrics,
@@ -311,7 +326,8 @@ def youden_threshold(y_true: Sequence, scores: Sequence) -> dict[str, float]:
 
     Candidates are the distinct scores (the finite thresholds of scikit-learn's
     ``roc_curve(drop_intermediate=False)``); ties in J go to the highest threshold (the most conservative
-    "show" rule). Returns ``{"threshold", "youden_j", "tpr", "fpr"}``; NaN values when one class is absent.
+    "show" rule). Returns ``{"threshold", "youden_j", "tpr", "fpr", "degenerate"}``; NaN values when one class
+    is absent; ``degenerate`` says why the threshold is no result (:func:`degenerate_threshold`), "" otherwise.
     """
     t, s = _pair(y_true, scores, "scores", scores=True)
     ok = ~np.isnan(s)
@@ -321,7 +337,8 @@ def youden_threshold(y_true: Sequence, scores: Sequence) -> dict[str, float]:
 def _youden(t: np.ndarray, s: np.ndarray) -> dict[str, float]:
     n_pos, n_neg = float(t.sum()), float(t.size - t.sum())
     if n_pos == 0 or n_neg == 0:
-        return {"threshold": math.nan, "youden_j": math.nan, "tpr": math.nan, "fpr": math.nan}
+        return {"threshold": math.nan, "youden_j": math.nan, "tpr": math.nan, "fpr": math.nan,
+                "degenerate": "undefined: the labels hold one class only"}
     order = np.argsort(-s, kind="stable")
     s_sorted, t_sorted = s[order], t[order]
     # last index of each run of equal scores: counts there are "score >= that value"
@@ -331,15 +348,32 @@ def _youden(t: np.ndarray, s: np.ndarray) -> dict[str, float]:
     tpr, fpr = tps / n_pos, fps / n_neg
     j = tpr - fpr
     best = int(np.argmax(j))  # first maximum = highest threshold among ties
-    return {"threshold": float(s_sorted[last[best]]), "youden_j": float(j[best]),
-            "tpr": float(tpr[best]), "fpr": float(fpr[best])}
+    out = {"threshold": float(s_sorted[last[best]]), "youden_j": float(j[best]),
+           "tpr": float(tpr[best]), "fpr": float(fpr[best])}
+    return {**out, "degenerate": degenerate_threshold(out)}
+
+
+def degenerate_threshold(best: dict[str, float]) -> str:
+    """Why a best threshold is no result ("" when it is one): J ≤ 0 (no cut does better than chance), or a cut
+    that answers positive for every item (TPR = FPR = 1) or for none (TPR = FPR = 0)."""
+    j, tpr, fpr = best.get("youden_j", math.nan), best.get("tpr", math.nan), best.get("fpr", math.nan)
+    if any(math.isnan(v) for v in (j, tpr, fpr)):
+        return "undefined: the labels hold one class only"
+    if tpr == fpr == 1.0:
+        return f"the cut {best['threshold']:.3f} answers positive for every item (TPR = FPR = 1): no threshold separates the labels"
+    if tpr == fpr == 0.0:
+        return f"the cut {best['threshold']:.3f} answers positive for no item (TPR = FPR = 0)"
+    if j <= 0:
+        return f"Youden's J = {j:.3f} ≤ 0: no cut of these scores does better than chance"
+    return ""
 
 
 def score_report(y_true: Sequence, scores: Sequence, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Calibration report of continuous judge scores (higher = more likely positive) against human labels.
 
     Returns ``{"roc_auc": {mean, ci95, n, n_valid, n_failed, reason, n_boot_valid}, "best_threshold":
-    {threshold, youden_j, tpr, fpr}, "at_best_threshold": binary_report(...) of ``score ≥ threshold``,
+    {threshold, youden_j, tpr, fpr, degenerate}, "at_best_threshold": binary_report(...) of ``score ≥ threshold``
+    (None when the threshold is degenerate),
     "n", "n_valid", "n_failed"}``. ROC-AUC as in :func:`roc_auc`, CI by bootstrap over items; threshold as
     in :func:`youden_threshold`. Missing scores (failed calls) are excluded and counted.
 
@@ -360,7 +394,7 @@ def score_report(y_true: Sequence, scores: Sequence, n_boot: int = 1000, seed: i
         reason = "no valid scores" if n_valid == 0 else "y_true has only one class among the valid items; AUC needs both"
     best = _youden(tv, sv)
     at_best = None
-    if not math.isnan(best["threshold"]):
+    if not best["degenerate"]:  # a degenerate cut (everything positive, J ≤ 0) is no result to report
         pred = np.where(ok, s >= best["threshold"], np.nan)
         at_best = binary_report(t, pred, n_boot=n_boot, seed=seed)
     return {"roc_auc": _entry(auc, reason, ci, nb, n, n_valid), "best_threshold": best,

@@ -48,6 +48,12 @@ declare("error_rate", "judge", kind="llm", value_range=(0.0, 1.0), higher_is_bet
 error_rate = n_failed / n over the judgements (failed: no judge model gave a valid verdict); NaN when n = 0.
 Undefined items (blank input, no call) are not errors.""")
 
+declare("judge_pipeline_accuracy", "classification", kind="classification", value_range=(0.0, 1.0),
+        higher_is_better=True, computed_by="ragnb.tiers.judging:run_tier_judge_pipeline", formula="""
+The production show/no-show judge's accuracy (TP + TN) / n against ground_truth_show — the ``accuracy`` of the
+Tier Judge Pipeline block, graded 0.95 / 0.85 and only good or excellent when it beats the trivial baselines on
+the same items with its CI (docs/metrics.md, Baselines).""")
+
 declare("majority_class_accuracy", "classification", kind="classification", value_range=(0.5, 1.0),
         higher_is_better=True, computed_by="ragnb.tiers.judging:run_tier_judge_pipeline", formula="""
 Accuracy of always answering the more common label: max(p, 1 − p), p = share of positive labels in y_true.

@@ -362,3 +362,29 @@ def evaluate(
     summary: dict = {c: aggregate(frame[c].to_numpy(), n_boot=n_boot, seed=seed) for c in frame.columns}
     summary["_info"] = info
     return frame, summary
+
+
+def cutoff_curve(
+    run: Run,
+    qrels: Qrels,
+    bases: tuple[str, ...] = ("hit_rate",),
+    top_k: int = 10,
+    *,
+    chunk_to_doc: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """The registered cut-off metrics ``base@k`` for k = 1..top_k, as a table reports them: one row per k, one
+    column per base (the mean over the valid queries, as :func:`evaluate`'s ``mean``) and ``n_valid``.
+
+    A chart of ``hit_rate`` against k reads this, so its points at k = 1, 5, 10 are the table's ``hit_rate@1``,
+    ``@5``, ``@10``: the same per-query values (:func:`per_query`), the same queries (a query without a relevant
+    doc is undefined, excluded and not drawn as a miss).
+    """
+    if not isinstance(top_k, numbers.Integral) or top_k < 1:
+        raise ValueError(f"top_k = {top_k!r}; a curve needs a cut-off ≥ 1")
+    names = [canonical_name(parse_name(f"{b}@{k}")[0].name, k) for b in bases for k in range(1, top_k + 1)]
+    frame, _ = per_query(run, qrels, names, chunk_to_doc=chunk_to_doc)
+    out = pd.DataFrame({"k": np.arange(1, top_k + 1)})
+    for base in bases:
+        out[base] = [aggregate(frame[f"{base}@{k}"].to_numpy(), n_boot=0)["mean"] for k in out["k"]]
+    out["n_valid"] = int(frame[names[0]].notna().sum()) if len(frame) else 0
+    return out

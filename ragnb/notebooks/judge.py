@@ -88,9 +88,7 @@ report.show(judging.score_by_label_figure(rows, threshold=show_threshold, title=
 report.show(judging.roc_figure(curves, threshold=show_threshold))
 report.show(judging.confusion_figure(cal["at_threshold"]["confusion"],
                                      f"score ≥ {show_threshold:g} vs. human label ({primary})"))
-best = cal["best_threshold"]
-print(f"Best threshold by Youden's J ({primary}): {best['threshold']:.3f} — "
-      f"TPR {best['tpr']:.3f}, FPR {best['fpr']:.3f}.")
+print(judging.best_threshold_line(cal["best_threshold"], primary))
 
 # %% [markdown]
 # ## Repeatability: first vs. second judgement of each item

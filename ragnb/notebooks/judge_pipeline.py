@@ -77,6 +77,7 @@ report.header("About this run", {**info, "dataset": dataset.name, "items": len(d
               "embedding_model": encoder.name if encoder else "not used"})
 for note in result.notes:
     print("Note:", note)
+print(judging.grade_line(summary))
 report.show_table(judging.pipeline_table(summary), max_rows=40)
 
 # %% [markdown]
@@ -88,9 +89,7 @@ if sut is None:
     report.show(judging.score_by_label_figure(result.per_item, "score", show_threshold, "Faithfulness by human label"))
     report.show(judging.roc_figure({"faithfulness": (result.per_item["ground_truth_show"], result.per_item["score"])},
                                    threshold=show_threshold))
-    best = summary["score_calibration"]["best_threshold"]
-    print(f"Best threshold by Youden's J: {best['threshold']:.3f} (TPR {best['tpr']:.3f}, FPR {best['fpr']:.3f}); "
-          "chosen on these items, so optimistic — validate it on other data before using it.")
+    print(judging.best_threshold_line(summary["score_calibration"]["best_threshold"]))
 
 # %% [markdown]
 # ## Latency per judged item

@@ -53,7 +53,6 @@ from ragnb.datasets.corpus import open_corpora
 from ragnb.store.vectors import fetch_texts
 from ragnb.tiers.model_comparison import models_table, run_models, verdict_table
 from ragnb.tiers.real_users import COMPARED, EVALUATED, by_score_table, metrics_table, run_real_users
-from ragnb.tiers.tier1 import hit_rate_curve
 
 corpora = open_corpora(corpus, language, embedding_model, embedding_models)
 ctx = corpora[0]  # the primary model: its metrics are the report's headline
@@ -119,9 +118,8 @@ report.show(charts.metric_bars(result.summary, doc_names, "Page-level metrics (r
 chunk_names = [n for n in ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "ndcg@5", "ndcg@10") if n in result.summary]
 report.show(charts.metric_bars(result.summary, chunk_names, "Chunk-level metrics (every chunk of the logged page is relevant)"))
 evaluated = result.per_item[result.per_item["status"] == EVALUATED]
-if len(evaluated):
-    page_ranks = evaluated.assign(first_relevant_rank=evaluated["first_relevant_doc_rank"])
-    report.show(charts.hit_rate_curve(hit_rate_curve(evaluated, top_k), hit_rate_curve(page_ranks, top_k)))
+if result.hit_rates is not None:
+    report.show(charts.hit_rate_curve(result.hit_rates))
 
 # %% [markdown]
 # ## Metrics by user score

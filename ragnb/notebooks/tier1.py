@@ -47,7 +47,7 @@ from ragnb.metrics.stats import summary_frame
 from ragnb.store.vectors import fetch_texts
 from ragnb.datasets.corpus import open_corpora, open_dataset
 from ragnb.tiers.model_comparison import models_table, run_models, verdict_table
-from ragnb.tiers.tier1 import COMPARED, hit_rate_curve, run_tier1
+from ragnb.tiers.tier1 import COMPARED, run_tier1
 
 corpora = open_corpora(corpus, language, embedding_model, embedding_models)
 ctx = corpora[0]  # the primary model: its metrics are the report's headline
@@ -103,7 +103,7 @@ report.show(charts.metric_bars(result.summary, doc_names, "Document-level metric
 # ## Hit rate at each cut-off, and whether the similarity score separates good from bad first hits
 
 # %%
-report.show(charts.hit_rate_curve(hit_rate_curve(result.per_item, top_k)))
+report.show(charts.hit_rate_curve(result.hit_rates))
 report.show(charts.score_distribution(result.per_item))
 
 # %% [markdown]

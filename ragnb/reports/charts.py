@@ -23,12 +23,17 @@ def explained_variance(cumulative: np.ndarray, threshold: float = 0.95) -> go.Fi
     return fig
 
 
-def hit_rate_curve(curve: pd.DataFrame, doc_curve: pd.DataFrame | None = None) -> go.Figure:
-    fig = go.Figure(go.Scatter(x=curve["k"], y=curve["hit_rate"], mode="lines+markers", name="chunk"))
-    if doc_curve is not None:
-        fig.add_trace(go.Scatter(x=doc_curve["k"], y=doc_curve["hit_rate"], mode="lines+markers", name="document"))
-    fig.update_layout(title="Hit rate @k", xaxis_title="k", yaxis_title="share of questions with a relevant hit",
-                      yaxis_range=[0, 1.02], height=380)
+def hit_rate_curve(curve: pd.DataFrame) -> go.Figure:
+    """Hit rate against k from :func:`ragnb.metrics.retrieval.cutoff_curve` (a tier result's ``hit_rates``): the
+    ``hit_rate`` column (chunk level) and, when present, ``doc_hit_rate`` (document level) — the table's values at
+    its cut-offs, over the same questions (those with a ground truth: ``n_valid``)."""
+    names = {"hit_rate": "chunk", "doc_hit_rate": "document"}
+    fig = go.Figure([go.Scatter(x=curve["k"], y=curve[col], mode="lines+markers", name=label)
+                     for col, label in names.items() if col in curve])
+    n = int(curve["n_valid"].iloc[0]) if "n_valid" in curve and len(curve) else None
+    fig.update_layout(title="Hit rate @k" + (f" (n = {n} questions with a ground truth)" if n is not None else ""),
+                      xaxis_title="k", yaxis_title="share of questions with a relevant hit", yaxis_range=[0, 1.02],
+                      height=380)
     return fig
 
 

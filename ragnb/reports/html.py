@@ -213,9 +213,11 @@ def _metric_rows(record: dict) -> str:
                 continue
             # A flagged aggregate is never graded: a grey "says nothing here" badge instead of a status colour.
             status = SAYS_NOTHING if degenerate_reason(value) else block_status(name, value, key, block)
+            grade = spec.grade_of(spec.thresholds_of(name, key, block), value)
+            why = f" {escape(grade.reason)}" if grade.rule == "baselines" else ""  # e.g. worse than always "show"
             rows.append(
                 f"<tr><td>{escape(label)}</td><td><code>{escape(name)}</code></td>"
-                f'<td class="num">{escape(format_aggregate(value))}</td><td>{_badge(status)}</td></tr>'
+                f'<td class="num">{escape(format_aggregate(value))}</td><td>{_badge(status)}{why}</td></tr>'
             )
     if not rows:
         return "<p>No metrics were recorded.</p>"

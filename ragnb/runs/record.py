@@ -104,7 +104,7 @@ def git_info(cwd: str | Path = ".") -> dict[str, str | None]:
 # Status (thresholds of ragnb.spec; see docs/metrics.md, Thresholds)
 # --------------------------------------------------------------------------------------------
 
-STATUS_ORDER = ("attention", "good", "excellent")
+STATUS_ORDER = spec.STATUSES  # worst first
 
 
 def metric_value(value: Any) -> float | None:
@@ -121,17 +121,8 @@ def metric_value(value: Any) -> float | None:
 
 
 def _grade(bounds: tuple[float, float] | None, value: Any) -> str | None:
-    v = metric_value(value)
-    # A constant aggregate, or one of fewer than 10 items, says nothing here: it is never graded
-    # (docs/metrics.md, Conventions) — so it never decides the overall status either.
-    if bounds is None or v is None or degenerate_reason(value) is not None:
-        return None
-    excellent_above, attention_below = bounds
-    if v > excellent_above:
-        return "excellent"
-    if v < attention_below:
-        return "attention"
-    return "good"
+    # The rule (bands, never grading what says nothing here, the trivial baselines) is ragnb.spec.grade_of.
+    return spec.grade_of(bounds, value).status
 
 
 def status_of(metric: str, value: Any, tier_key: str | None = None) -> str | None:
@@ -161,14 +152,16 @@ def block_status(name: str, value: Any, tier_key: str, block: Any) -> str | None
     return _grade(spec.thresholds_of(name, tier_key, block), value)
 
 
-def ungraded_degenerate(metrics_by_tier: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(tier_key, metric, reason) for every thresholded metric left ungraded because it says nothing here."""
+def ungraded_degenerate(metrics_by_tier: dict[str, Any], rule: str = "says_nothing") -> list[tuple[str, str, str]]:
+    """(tier_key, metric, reason) for every thresholded metric left ungraded by ``rule`` of
+    :func:`ragnb.spec.grade_of`: "says_nothing" (constant, or too few items) or "baselines" (no CI to compare
+    it with its trivial baselines)."""
     out = []
     for tier_key, block in (metrics_by_tier or {}).items():
         for name, value in iter_aggregates(block):
-            reason = degenerate_reason(value)
-            if reason and spec.thresholds_of(name, tier_key, block) is not None:
-                out.append((tier_key, name, reason))
+            grade = spec.grade_of(spec.thresholds_of(name, tier_key, block), value)
+            if grade.status is None and grade.rule == rule:
+                out.append((tier_key, name, grade.reason))
     return out
 
 

@@ -3,13 +3,15 @@
 The summary has at most about eight lines, in this order:
 
 1. status — the overall status and how many graded metrics decided it, which notebooks ran on what;
-2. needs attention — one line per tier (at most three) with each metric below its lower threshold: value,
-   95% CI, n and the threshold;
+2. needs attention — one line per tier (at most three) with each metric below its lower threshold (value,
+   95% CI, n and the threshold), or graded attention because it does not beat its trivial baselines (and why:
+   :func:`ragnb.spec.grade_of`);
 3. change — against the most recent earlier run on the same data (:func:`ragnb.runs.compare.same_data`), the
    metrics that changed significantly (paired tests, Holm-adjusted — :mod:`ragnb.runs.significance`), or "no
    significant change";
 4. not computed — failed notebooks, metrics left ungraded because they say nothing here (constant, too few
-   items), and blocks whose LLM-judge metrics came from the offline fallback instead of an LLM.
+   items) or could not be compared with their trivial baselines, and blocks whose LLM-judge metrics came from the
+   offline fallback instead of an LLM.
 
 Every number goes through one formatter, :func:`ragnb.runs.record.fmt_number`.
 """
@@ -72,7 +74,11 @@ def _status_line(record: dict, blocks: dict, graded: list, attention: list) -> s
     if failures:
         why = f"{len(failures)} notebook{'s' if len(failures) != 1 else ''} failed ({', '.join(map(str, failures))})"
     elif attention:
-        why = f"{len(attention)} of {len(graded)} graded metrics below their threshold"
+        capped = sum(spec.grade_of(spec.thresholds_of(n, k, blocks[k]), v).rule == "baselines" for k, n, v in attention)
+        why = f"{len(attention) - capped} of {len(graded)} graded metrics below their threshold"
+        if capped:
+            why = (f"{capped} of {len(graded)} graded metrics not better than a trivial baseline"
+                   + (f", {why}" if capped < len(attention) else ""))
     elif graded:
         why = f"every graded metric ({len(graded)}) is good or excellent"
     else:
@@ -86,8 +92,7 @@ def _attention_lines(attention: list, blocks: dict) -> list[str]:
         by_tier.setdefault(key, []).append((name, value))
     lines = []
     for key, items in list(by_tier.items())[:MAX_TIER_LINES]:
-        parts = [f"{name} = {format_aggregate(value)} < {fmt_number(spec.thresholds_of(name, key, blocks[key])[1])}"
-                 for name, value in items[:MAX_LISTED]]
+        parts = [attention_text(name, value, key, blocks[key]) for name, value in items[:MAX_LISTED]]
         more = f"; {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else ""
         lines.append(f"Needs attention — {_label(key)}: {'; '.join(parts)}{more}.")
     rest = list(by_tier)[MAX_TIER_LINES:]
@@ -95,6 +100,16 @@ def _attention_lines(attention: list, blocks: dict) -> list[str]:
         n = sum(len(by_tier[k]) for k in rest)
         lines.append(f"Needs attention also: {n} metrics in {', '.join(_label(k) for k in rest)} (see Key metrics).")
     return lines
+
+
+def attention_text(name: str, value: Any, key: str | None, block: Any) -> str:
+    """``name = value < bound``, or, for a value in a better band that does not beat its trivial baselines,
+    ``name = value — <why>`` (:func:`ragnb.spec.grade_of`)."""
+    bounds = spec.thresholds_of(name, key, block)
+    grade = spec.grade_of(bounds, value)
+    if grade.rule == "baselines":
+        return f"{name} = {format_aggregate(value)} — {grade.reason}"
+    return f"{name} = {format_aggregate(value)} < {fmt_number(bounds[1])}"
 
 
 def _undefined(blocks: dict) -> list[tuple[str, str]]:
@@ -127,6 +142,9 @@ def _not_computed_line(record: dict, blocks: dict) -> str | None:
     ungraded = [(k, n) for k, n, _ in ungraded_degenerate(blocks)]
     if ungraded:
         parts.append(f"says nothing here (constant, or fewer than 10 items) — {_listed(ungraded)}")
+    undecided = [(k, n) for k, n, _ in ungraded_degenerate(blocks, rule="baselines")]
+    if undecided:
+        parts.append(f"not graded: no CI to compare with its trivial baselines — {_listed(undecided)}")
     undefined = _undefined(blocks)
     if undefined:
         parts.append(f"undefined (no valid item) — {_listed(undefined)}")

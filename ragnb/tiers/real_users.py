@@ -41,9 +41,12 @@ SCORES = (1, 2, 3, 4, 5)
 @dataclass
 class RealUsersResult(TierResult):
     """``per_item``: one row per selected question — status, page, metrics (NaN unless evaluated);
-    ``summary``: canonical metric name → aggregate; no_url_share, unmatched_url_share, questions, …"""
+    ``summary``: canonical metric name → aggregate; no_url_share, unmatched_url_share, questions, …;
+    ``hit_rates``: ``hit_rate`` and ``doc_hit_rate`` at k = 1..top_k over the evaluated questions
+    (:func:`ragnb.metrics.retrieval.cutoff_curve`: the table's values at its cut-offs), None when none is."""
 
     retrieval: RetrievalResult | None = field(default=None, kw_only=True)
+    hit_rates: pd.DataFrame | None = field(default=None, kw_only=True)
 
 
 def page_of(url) -> str | None:
@@ -169,10 +172,12 @@ def run_real_users(
     if dropped:
         notes.append(f"top_k = {top_k}: metrics with a larger cut-off were not computed ({', '.join(dropped)}).")
     evaluated = [q for q in qids if q in qrels]
+    curve = None
     if evaluated:
-        per_metric, summary = rm.evaluate({q: run[q] for q in evaluated}, qrels, metrics,
-                                          chunk_to_doc=pages, n_boot=n_boot, seed=seed)
+        scored_run = {q: run[q] for q in evaluated}
+        per_metric, summary = rm.evaluate(scored_run, qrels, metrics, chunk_to_doc=pages, n_boot=n_boot, seed=seed)
         summary.pop("_info", None)
+        curve = rm.cutoff_curve(scored_run, qrels, ("hit_rate", "doc_hit_rate"), top_k, chunk_to_doc=pages)
     else:
         per_metric = pd.DataFrame(columns=metrics, dtype=float)
         summary = {m: aggregate(np.array([]), n_boot=n_boot) for m in metrics}
@@ -202,7 +207,8 @@ def run_real_users(
         hint = url_match_warning(url_match(log["url"].tolist(), list(chunk_urls.values())))
         if hint:
             notes.append(hint)
-    return RealUsersResult(per_query, summary, notes, lead={"tier": "real_users"}, retrieval=result)
+    return RealUsersResult(per_query, summary, notes, lead={"tier": "real_users"}, retrieval=result,
+                           tables={} if curve is None else {"hit_rate_curve": curve}, hit_rates=curve)
 
 
 def _per_question(log: pd.DataFrame, qids: list[str], status: pd.DataFrame, per_metric: pd.DataFrame,

@@ -26,9 +26,12 @@ DOC_METRICS = ("doc_hit_rate@1", "doc_hit_rate@5", "doc_mrr", "doc_recall@5", "d
 @dataclass
 class Tier1Result(TierResult):
     """``per_item``: one row per question (metric values, rank of the first relevant chunk, retrieved ids);
-    ``summary``: canonical metric name → aggregate dict, plus ``info``."""
+    ``summary``: canonical metric name → aggregate dict, plus ``info``; ``hit_rates``: ``hit_rate`` (and with
+    chunk URLs ``doc_hit_rate``) at k = 1..top_k from :func:`ragnb.metrics.retrieval.cutoff_curve`, the numbers
+    the table shows at k = 1, 5, 10 (also written as ``<stem>.hit_rate_curve.csv``)."""
 
     retrieval: RetrievalResult | None = field(default=None, kw_only=True)
+    hit_rates: pd.DataFrame | None = field(default=None, kw_only=True)
 
 
 def _usable(metrics: tuple[str, ...], top_k: int) -> tuple[list[str], list[str]]:
@@ -104,9 +107,11 @@ def run_tier1(
     per_query["first_relevant_rank"] = _first_relevant_rank(run, qrels).reindex(per_query.index)
     per_query["retrieved"] = pd.Series([" ".join(ids) for ids in result.ids], index=qids)
     per_query["top1_score"] = pd.Series([float(s[0]) if len(s) else np.nan for s in result.scores], index=qids)
+    curve = rm.cutoff_curve(run, qrels, ("hit_rate",) if chunk_urls is None else ("hit_rate", "doc_hit_rate"),
+                            top_k, chunk_to_doc=chunk_to_doc)
     return Tier1Result(per_query, summary, notes, lead={"tier": "tier_1"},
                        meta={"dataset": dataset.name, "embedding_model": encoder.name, **encoder_meta(encoder)},
-                       retrieval=result)
+                       tables={"hit_rate_curve": curve}, retrieval=result, hit_rates=curve)
 
 
 def _first_relevant_rank(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> pd.Series:
@@ -116,9 +121,3 @@ def _first_relevant_rank(run: dict[str, list[str]], qrels: dict[str, dict[str, i
         ranks[qid] = next((i + 1 for i, d in enumerate(ranked) if rels.get(d, 0) > 0), np.nan)
     return pd.Series(ranks, dtype=float)
 
-
-def hit_rate_curve(per_query: pd.DataFrame, top_k: int) -> pd.DataFrame:
-    """Share of questions whose first relevant chunk is within rank k, for k = 1..top_k."""
-    ranks = per_query["first_relevant_rank"].to_numpy()
-    ks = np.arange(1, top_k + 1)
-    return pd.DataFrame({"k": ks, "hit_rate": [(ranks <= k).mean() for k in ks]})

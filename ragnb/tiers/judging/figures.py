@@ -42,6 +42,7 @@ def judge_table(summary: dict) -> pd.DataFrame:
         rows.append(_row("roc_auc", cal["roc_auc"], mode=mode))
         for name in _CAL:
             rows.append(_row(f"{name}@{cal['threshold']:g}", cal["at_threshold"]["metrics"][name], mode=mode))
+        rows += baseline_rows(cal["at_threshold"]["metrics"]["accuracy"], mode=mode)
         if "agreement" in b:
             a = b["agreement"]
             rows.append(_row("models_share_within_delta", a["share_within_delta"], mode=mode))
@@ -49,13 +50,52 @@ def judge_table(summary: dict) -> pd.DataFrame:
     return _frame(rows)
 
 
+def baseline_rows(accuracy: dict, **extra: Any) -> list[dict]:
+    """Rows of the trivial baselines an accuracy is compared with (:mod:`ragnb.metrics.baselines`): each constant
+    answer, random answers at the base rate, and the paired difference from the majority class with its CI."""
+    b = accuracy.get("baselines") if isinstance(accuracy, dict) else None
+    if not b or not b.get("n"):
+        return []
+    rows = [_row(f"baseline: always {label!r}", value, **extra) for label, value in b["constant"].items()]
+    rows.append(_row("baseline: random at the base rate", b["random_at_base_rate"], **extra))
+    rows.append(_row(f"accuracy − always {b['majority_label']!r} (paired)",
+                     {"mean": b["difference"], "ci95": b["difference_ci95"], "n": b["n"], "n_valid": b["n"],
+                      "n_failed": 0}, **extra))
+    return rows
+
+
 def pipeline_table(summary: dict) -> pd.DataFrame:
-    """Tier Judge Pipeline: the original metrics with CIs, then counts and latency."""
-    rows = [_row(n, summary[n]) for n in ("accuracy", "precision", "recall", "f1_score", "balanced_accuracy",
-                                            "cohen_kappa", "roc_auc") if n in summary]
-    rows += [_row(n, summary[n]) for n in ("majority_class_accuracy", "tp", "fp", "fn", "tn", "n", "n_valid",
-                                            "n_failed", "avg_latency_ms", "p50_latency_ms", "p95_latency_ms")]
+    """Tier Judge Pipeline: the original metrics with CIs, the trivial baselines of accuracy, counts, latency."""
+    rows = [_row(n, summary[n]) for n in ("accuracy", "balanced_accuracy", "cohen_kappa", "precision", "recall",
+                                            "f1_score", "roc_auc") if n in summary]
+    rows += baseline_rows(summary["accuracy"])
+    # majority_class_accuracy is the baseline row of the commoner label
+    rows += [_row(n, summary[n]) for n in ("tp", "fp", "fn", "tn", "n", "n_valid", "n_failed", "avg_latency_ms",
+                                            "p50_latency_ms", "p95_latency_ms")]
     return _frame(rows)
+
+
+def grade_line(summary: dict, record_key: str = "tier_judge_pipeline_metrics", metric: str = "accuracy") -> str:
+    """The grade the run record gives ``metric`` of this block, and why (:func:`ragnb.spec.grade_of`)."""
+    from ragnb import spec
+
+    bounds = spec.thresholds_of(metric, record_key, summary)
+    grade = spec.grade_of(bounds, summary.get(metric))
+    if bounds is None:
+        return f"{metric}: not graded (no threshold)."
+    band = f"excellent > {bounds[0]:g}, attention < {bounds[1]:g}"
+    if grade.status is None:
+        return f"{metric}: not graded — {grade.reason or 'no value'} ({band})."
+    return f"{metric}: {grade.status.upper()} ({band})" + (f" — {grade.reason}." if grade.reason else ".")
+
+
+def best_threshold_line(best: dict, label: str = "") -> str:
+    """The best threshold by Youden's J as a result, or why there is none (a degenerate cut is not shown as one)."""
+    where = f" ({label})" if label else ""
+    if best.get("degenerate"):
+        return f"No useful threshold by Youden's J{where}: {best['degenerate']}."
+    return (f"Best threshold by Youden's J{where}: {best['threshold']:.3f} — TPR {best['tpr']:.3f}, FPR "
+            f"{best['fpr']:.3f}; chosen on these items, so optimistic — validate it on other data before using it.")
 
 
 def _label_of(df: pd.DataFrame) -> pd.Series:

@@ -26,8 +26,8 @@ from ragnb.metrics.fallback import OFFLINE_LABEL
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.tiers.judging.choice import LLM_BACKEND, OFFLINE_BACKEND, parse_list
 from ragnb.datasets.judge_items import JudgePipelineItem, check_items, require_context
-from ragnb.tiers.judging.scoring import (OFFLINE_MODE, resolve_show_threshold, dataset_meta, outcomes,
-                                         score_pass)
+from ragnb.tiers.judging.scoring import (OFFLINE_MODE, SHOW_LABELS, resolve_show_threshold, dataset_meta,
+                                         outcomes, score_pass)
 from ragnb.tiers.result import TierResult
 
 
@@ -162,7 +162,9 @@ def run_tier_judge_pipeline(
         TP/FP/FN/TN; latency avg/p50/p95 per judged item (ms). The threshold (see docs/metrics.md, Conventions) applies
         to accuracy.
     ``majority_class_accuracy`` is what always answering the more common label would score — on skewed
-    labels, accuracy alone flatters a judge. The baseline also reports how its scores separate the classes
+    labels, accuracy alone flatters a judge: ``accuracy["baselines"]`` compares it item by item with the trivial
+    baselines (:mod:`ragnb.metrics.baselines`), and accuracy is graded good only if it beats them with its CI
+    (:func:`ragnb.spec.grade_of`). The baseline also reports how its scores separate the classes
     (``roc_auc``, ``score_calibration`` with the best threshold by Youden's J).
     """
     items_in, items = items, check_items(items)
@@ -271,7 +273,7 @@ def _summary(y_true: list[bool], v: dict[str, list], baseline: bool, judge_label
     """The pipeline metrics with CIs, counts and latency (+ the baseline's score calibration); adds notes."""
     pred_arr = [math.nan if p is None else float(p) for p in v["predicted"]]
     flat = cls.judge_pipeline_metrics(y_true, pred_arr, latencies_ms=v["latency"], n_boot=n_boot, seed=seed)
-    m = cls.binary_report(y_true, pred_arr, n_boot=n_boot, seed=seed)["metrics"]
+    m = cls.binary_report(y_true, pred_arr, n_boot=n_boot, seed=seed, labels=SHOW_LABELS)["metrics"]
     p = float(np.mean(y_true))
     summary: dict[str, Any] = {
         "accuracy": m["accuracy"], "precision": m["precision"], "recall": m["recall"], "f1_score": m["f1"],
@@ -294,10 +296,11 @@ def _summary(y_true: list[bool], v: dict[str, list], baseline: bool, judge_label
     if flat["n_failed"]:
         notes.append(f"{flat['n_failed']} of {flat['n']} items got no verdict (see the error column); they are "
                      "excluded from the metrics, not counted as wrong.")
-    if summary["accuracy"]["mean"] <= max(p, 1 - p):
-        notes.append(f"Accuracy {summary['accuracy']['mean']:.3f} is not above the {max(p, 1 - p):.3f} that always "
-                     f"answering {'show' if p > 0.5 else 'no-show'} would get on these labels; read balanced "
-                     "accuracy, κ and F1.")
+    baselines = summary["accuracy"]["baselines"]
+    if baselines["beats"] is not True:
+        notes.append(f"Not graded good: {baselines['reason']}; balanced accuracy "
+                     f"{summary['balanced_accuracy']['mean']:.3f} and κ {summary['cohen_kappa']['mean']:.3f} "
+                     "(0.5 and 0 for any trivial answer) say how far the judge is above chance.")
     return summary
 
 

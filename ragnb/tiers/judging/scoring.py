@@ -24,6 +24,7 @@ from ragnb.datasets.judge_items import JudgePipelineDataset, JudgePipelineItem
 # report shows the best threshold on labelled data to tune it.
 DEFAULT_SHOW_THRESHOLD = 0.5
 OFFLINE_MODE = "offline-fallback"
+SHOW_LABELS = ("show", "no-show")  # names of the positive and negative verdict in baselines and reports
 
 
 def resolve_show_threshold(value: Any, offline: bool) -> float:

@@ -25,8 +25,8 @@ from ragnb.metrics.fallback import OFFLINE_LABEL
 from ragnb.tiers.itemlog import ItemLog, fingerprint
 from ragnb.tiers.judging.choice import LLM_BACKEND, OFFLINE_BACKEND, parse_list
 from ragnb.datasets.judge_items import JudgePipelineItem, check_items, require_context
-from ragnb.tiers.judging.scoring import (OFFLINE_MODE, agg, resolve_show_threshold, dataset_meta,
-                                         outcomes, score_pass)
+from ragnb.tiers.judging.scoring import (OFFLINE_MODE, SHOW_LABELS, agg, resolve_show_threshold,
+                                         dataset_meta, outcomes, score_pass)
 from ragnb.tiers.result import TierResult
 
 
@@ -42,7 +42,7 @@ def _calibration(y_true: list[bool], scores: np.ndarray, threshold: float, n_boo
     """Scores vs. human labels: ROC-AUC + Youden threshold (score_report) and, at the fixed ``threshold``
     (not tuned on these items, so not optimistic), binary_report of ``score ≥ threshold``."""
     pred = np.where(np.isnan(scores), np.nan, (scores >= threshold).astype(float))
-    at_threshold = cls.binary_report(y_true, pred, n_boot=n_boot, seed=seed)
+    at_threshold = cls.binary_report(y_true, pred, n_boot=n_boot, seed=seed, labels=SHOW_LABELS)
     sr = cls.score_report(y_true, scores, n_boot=n_boot, seed=seed)
     best = sr["at_best_threshold"]
     return {
