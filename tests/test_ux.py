@@ -405,10 +405,12 @@ def test_load_inputs_from_the_configured_db(monkeypatch, encoder):
     embed_table(db, "questions", encoder, progress=False)
     inputs = load_inputs(corpus="db", sessions="db")
     assert inputs.queries.index.tolist() == ["1", "2", "3", "4"] and inputs.cache.index.tolist() == ["1", "3"]
-    assert inputs.annotations is None and inputs.sessions.turns.index.tolist() == ["1", "2", "3"]
+    assert inputs.sessions.turns.index.tolist() == ["1", "2", "3"]
+    assert inputs.annotations["source"].tolist() == ["db"] * 3 and "needs_context" not in inputs.annotations
+    assert set(inputs.annotations["label"]) == {f"question log {connect().display_url}"}
     assert not any("SIMULATED" in n for n in inputs.notes)
     r = run_tier_ux(inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
-                    None, n_boot=20)
+                    None, n_boot=20, embedding_model=inputs.embedding_model)
     v = _unit(encoder.encode([x["question"] for x in rows]))
     sims = v @ v[[0, 2]].T
     sims[0, 0] = sims[2, 1] = -np.inf  # a logged question never hits itself
@@ -418,7 +420,11 @@ def test_load_inputs_from_the_configured_db(monkeypatch, encoder):
     assert list(r.summary["per_source"]) == ["db"]
     s1 = float(v[0] @ v[1])
     assert r.summary["context_preservation"]["mean"] == pytest.approx(s1, abs=1e-6)
-    assert r.summary["context_preservation"]["n_failed"] == 1  # s2 has one turn
+    cp = r.summary["context_preservation"]  # s2 has one turn: not applicable, not failed
+    assert (cp["n"], cp["n_failed"], cp["n_not_applicable"]) == (1, 0, 1)
+    # no cited urls: τ is MiniLM's default, reported as uncalibrated
+    assert r.summary["tau"] == 0.85 and r.summary["tau_calibrated"] is False and r.summary["tau_calibration"] is None
+    assert "all-MiniLM model family" in r.summary["tau_source"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -479,6 +485,21 @@ def test_notebook_matches_numpy_recomputation(tmp_path, encoder):
     assert m["cache_hit_rate"]["mean"] == pytest.approx(float((best > 0.85).mean()))
     per_query = pd.read_csv(run_dir / "tier_ux.per_query.csv")
     np.testing.assert_allclose(per_query["max_similarity"], best, atol=1e-5)
+    # the demo questions and log cite Wikipedia articles: each hit is checked against them
+    from ragnb.datasets.urls import page_id
+
+    match = cache["url"].to_numpy()[sims.argmax(axis=1)]
+    same = np.array([np.nan if page_id(u) is None else float(page_id(it.confluence_url) == page_id(u))
+                     for it, u in zip(items, match)])
+    hit = best > 0.85
+    judged = hit & ~np.isnan(same)
+    prec = m["cache_hit_precision"]
+    assert (prec["n"], prec["n_valid"], prec["n_no_page"]) == (int(hit.sum()), int(judged.sum()), int((hit & ~judged).sum()))
+    assert prec["mean"] == pytest.approx(float(same[judged].mean()))
+    assert m["tau"] == 0.85 and m["tau_calibrated"] is False and m["tau_calibration"]["target_precision"] == 0.9
+    assert m["break_threshold_calibrated"] is False
+    curve = pd.read_csv(run_dir / "tier_ux.tau_curve.csv")
+    assert len(curve) == m["tau_calibration"]["n_candidates"] and curve["tau"].is_monotonic_increasing
     assert m["cache"]["n_self_in_cache"] == int((same_id | same_text).any(axis=1).sum()) > 0
     excluded = m["cache"]["self_matches_excluded"]
     assert excluded["same_id"] == int(same_id.sum()) and excluded["same_source_id"] == 0
@@ -580,7 +601,7 @@ def test_dataset_from_real_questions_never_hits_itself(monkeypatch, tmp_path, en
     assert inputs.queries.index.tolist() == [f"rq-{i}" for i in "123456"]
     assert inputs.queries["source_id"].tolist() == list("123456") and inputs.cache.index.tolist() == ["1", "3", "5"]
     r = run_tier_ux(inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
-                    None, n_boot=20)
+                    None, tau=0.85, n_boot=20)
     pq = r.per_query
     # No question is matched with itself: not by log id, not by the same text.
     assert not any(pq["best_cache_id"] == inputs.queries["source_id"])
@@ -743,3 +764,91 @@ def test_break_threshold_calibrated_on_unrelated_pairs():
                       embedding_model="multilingual-e5-small").summary
     assert one["break_threshold"] == model_defaults("multilingual-e5-small").break_threshold == 0.8
     assert one["break_threshold_calibrated"] is False and "fewer than two sessions" in one["break_threshold_source"]
+
+
+@pytest.mark.slow
+def test_bilingual_wiki_log_with_the_multilingual_model(monkeypatch, tmp_path):
+    """The team wiki's question log (cited page URLs in browser forms, sessions, near-duplicates and look-alikes)
+    in the configured database, embedded with the bundled multilingual-e5-small: at the seed's τ = 0.85 many hits
+    match a question on another page; each is labelled so, the precision says how many, and the calibrated τ is the
+    one an independent recomputation (numpy + the rows' page labels, no URL parsing) finds."""
+    from team_wiki import UX_LOG_ROWS, UX_PAGE, ux_log
+
+    from ragnb.rag.embeddings import get_encoder
+    from ragnb.store.engine import connect
+    from ragnb.store.loaders import insert_rows
+    from ragnb.store.vectors import embed_table
+    from ragnb.tiers.ux import load_inputs, run_tier_ux
+    from ragnb.tiers.ux_figures import summary_rows
+
+    monkeypatch.setenv("RAGNB_EMBEDDED_DB", "ux_team_wiki")
+    e5 = get_encoder("multilingual-e5-small")
+    db = connect()
+    insert_rows(db, "questions", ux_log())
+    embed_table(db, "questions", e5, progress=False)
+    inputs = load_inputs(corpus="db", sessions="db", embedding_model="multilingual-e5-small")
+    assert inputs.embedding_model == "multilingual-e5-small"
+    args = (inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
+            inputs.annotations)
+    seed_tau = run_tier_ux(*args, tau=0.85, n_boot=200, embedding_model=inputs.embedding_model)
+    auto = run_tier_ux(*args, n_boot=200, embedding_model=inputs.embedding_model)
+
+    # peer: every logged question against the score-5 rows other than itself
+    ids = [r[0] for r in UX_LOG_ROWS]
+    cached = [i for i, r in enumerate(UX_LOG_ROWS) if r[4] == 5]
+    v = _unit(e5.encode_queries([r[2] for r in UX_LOG_ROWS]))
+    sims = v @ v[cached].T
+    for row, i in enumerate(ids):
+        for col, j in enumerate(cached):
+            if ids[j] == i:
+                sims[row, col] = -np.inf
+    best, match = sims.max(axis=1), [ids[cached[k]] for k in sims.argmax(axis=1)]
+    same = np.array([np.nan if UX_PAGE[q] is None or UX_PAGE[m] is None else float(UX_PAGE[q] == UX_PAGE[m])
+                     for q, m in zip(ids, match)])
+    pq = seed_tau.per_query
+    assert pq.index.tolist() == ids and pq["best_cache_id"].tolist() == match
+    np.testing.assert_allclose(pq["max_similarity"], best, atol=1e-5)
+    np.testing.assert_array_equal(pq["same_page"], same)  # URL forms (www., /, #anchor, case) normalised away
+
+    def peer(t):
+        hit = best > t
+        judged = hit & ~np.isnan(same)
+        return int(hit.sum()), int(judged.sum()), int((same[judged] == 1).sum())
+
+    n_hits, n_judged, n_same = peer(0.85)
+    s = seed_tau.summary
+    assert s["cache_hit_rate"]["mean"] == pytest.approx(n_hits / len(ids))
+    assert (s["cache_hit_precision"]["n"], s["cache_hit_precision"]["n_valid"]) == (n_hits, n_judged)
+    assert s["cache_hit_precision"]["mean"] == pytest.approx(n_same / n_judged)
+    assert s["cache"]["n_hits_other_page"] == n_judged - n_same >= 5  # e5 at the seed's τ: many wrong-page hits
+    # other-page matches are no longer plain hits: "How do I delete a service?" would get the deploy answer
+    assert pq.loc["u22", "best_cache_question"] == "How do I deploy a service?"
+    assert pq.loc["u22", "hit"] == 1.0 and pq.loc["u22", "match"] == "other page"
+    assert set(pq.loc[pq["match"] == "other page"].index) == {i for i, h, sm in zip(ids, best > 0.85, same)
+                                                               if h and sm == 0}
+
+    # the calibrated τ: brute force over every observed similarity, the smallest with precision ≥ 0.9
+    reach = [t for t in sorted(set(best)) if 0 < t < 1 and peer(t)[1] and peer(t)[2] / peer(t)[1] >= 0.9 - 1e-12]
+    cal = s["tau_calibration"]
+    assert cal["tau"] == pytest.approx(reach[0], abs=1e-6) and cal["tau"] > 0.85
+    t_hits, t_judged, t_same = peer(reach[0])
+    assert (cal["n_hits"], cal["n_judged"], cal["n_same_page"]) == (t_hits, t_judged, t_same)
+    a = auto.summary
+    assert a["tau"] == cal["tau"] and a["tau_calibrated"] is True
+    assert a["cache_hit_precision"]["mean"] >= 0.9 and a["cache_hit_precision"]["n_valid"] == t_judged
+    assert a["cache_hit_rate"]["mean"] == pytest.approx(t_hits / len(ids))
+
+    # sessions of the log: a truthful scope, and one-turn sessions are not applicable, never failed
+    one_turn = sum(1 for sid in {r[1] for r in UX_LOG_ROWS} if sum(r[1] == sid for r in UX_LOG_ROWS) == 1)
+    cp = a["context_preservation"]
+    assert one_turn == 9 and (cp["n"], cp["n_failed"], cp["n_not_applicable"]) == (5, 0, 9)
+    table = summary_rows(a)
+    scopes = set(table["scope"]) - {"all"}
+    assert len(scopes) == 1 and scopes.pop().startswith("question log postgresql") and "(?)" not in "".join(table["scope"])
+    assert a["break_threshold_calibrated"] is True and 0.7 < a["break_threshold"] < 0.95  # e5's scale, not 0.3
+    written = json.loads(auto.write(tmp_path, "tier_ux").read_text(encoding="utf-8"))
+    assert written["tau_calibrated"] is True and written["tau_calibration"]["tau"] == cal["tau"]
+    assert written["cache_hit_precision"]["n_valid"] == t_judged
+    curve = pd.read_csv(tmp_path / "tier_ux.tau_curve.csv")
+    assert curve["tau"].to_numpy() == pytest.approx(auto.tau_curve["tau"].to_numpy())
+    db.dispose()

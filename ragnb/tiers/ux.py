@@ -285,8 +285,14 @@ def _session_notes(overall: dict, per_source: dict, breaks: dict, model: str) ->
         notes.append(f"break_threshold = {t:g} is {breaks['source']}; the number depends on the model: {scale}.")
     if rate.get("constant") and cons["n"]:
         side = "below" if rate["mean"] == 0 else "above"
-        notes.append(f"context_break_rate is {rate['mean']:g} for every pair: break_threshold = {t:g} lies {side} "
-                     f"every consecutive similarity ({cons['min']:.3f}–{cons['max']:.3f}) — it says nothing about "
-                     "continuity with this model" + ("" if breaks["calibrated"] else
-                                                     "; set break_threshold = 0 to calibrate it on the log") + ".")
+        head = (f"context_break_rate is {rate['mean']:g} for every pair: break_threshold = {t:.4g} lies {side} every "
+                f"consecutive similarity ({cons['min']:.3f}–{cons['max']:.3f})")
+        if breaks["calibrated"]:
+            notes.append(head + (" — no turn is as unrelated to the previous one as questions of different sessions "
+                                 "typically are" if side == "below" else
+                                 " — every turn is as unrelated to the previous one as questions of different "
+                                 "sessions typically are") + ".")
+        else:
+            notes.append(head + " — it says nothing about continuity with this model; set break_threshold = 0 to "
+                         "calibrate it on the log.")
     return notes
