@@ -122,6 +122,7 @@ def _calibration_block(cal: TauCalibration | None) -> dict | None:
 def _info(per_query, queries, cache, q_pages, c_pages, excluded: dict, exclude_same_id: bool) -> dict:
     excluded = dict(excluded)
     kinds = per_query["match"].value_counts()
+    spread = similarity_quantiles(per_query["max_similarity"])
     return {"n_queries": len(per_query), "n_cache": len(cache), "n_hits": int(np.nansum(per_query["hit"])),
             "n_hits_same_page": int(kinds.get(SAME, 0)), "n_hits_other_page": int(kinds.get(OTHER, 0)),
             "n_hits_no_page": int(kinds.get(NO_PAGE, 0)),
@@ -130,9 +131,8 @@ def _info(per_query, queries, cache, q_pages, c_pages, excluded: dict, exclude_s
             "exclude_same_id": exclude_same_id,
             # queries that had at least one cache entry left out as themselves (kept for older readers)
             "n_self_in_cache": int(excluded.pop("queries")), "self_matches_excluded": excluded,
-            "max_similarity": similarity_quantiles(per_query["max_similarity"]),
-            "max_similarity_p50": similarity_quantiles(per_query["max_similarity"])["p50"],
-            "max_similarity_p95": similarity_quantiles(per_query["max_similarity"])["p95"]}
+            # the model's nearest-neighbour similarities, beside τ (p50/p95 also flat, for older readers)
+            "max_similarity": spread, "max_similarity_p50": spread["p50"], "max_similarity_p95": spread["p95"]}
 
 
 def _notes(summary: dict, cal: TauCalibration | None, model: str, oracle: bool) -> list[str]:
