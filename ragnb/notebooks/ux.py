@@ -27,7 +27,7 @@
 #
 # Similarity thresholds depend on the embedding model (multilingual-e5 puts almost any two questions of one wiki
 # above 0.8, all-MiniLM-L6-v2 rarely), so τ is calibrated on the cited pages for a target precision and the
-# break threshold on the similarity of questions from different sessions; a threshold that cannot be calibrated
+# break threshold on the similarities of questions from different sessions; a threshold that cannot be calibrated
 # is reported as such, beside the model's similarity distribution.
 #
 # Every mean comes with a bootstrap 95% confidence interval (over questions, hits, resp. sessions) and the counts
@@ -43,7 +43,7 @@ max_questions: int = 0  # check only the first N questions against the cache (0:
 cache_score: int = 5  # user score that puts a logged question into the cache
 tau: float = 0.0  # cache hit when the best cosine similarity is strictly above τ in (0, 1]; 0: calibrated (see target_precision)
 target_precision: float = 0.9  # τ 0: the smallest τ whose hits cite their match's page this often, else the model's default
-break_threshold: float = 0.0  # a turn breaks context below this similarity to the previous turn; 0: median of unrelated pairs
+break_threshold: float = 0.0  # a turn breaks context below this similarity to the previous turn; 0: calibrated on pairs of different sessions
 max_sessions: int = 0  # analyse only the first N sessions, by time of their first turn (0: all)
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals

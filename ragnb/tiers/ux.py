@@ -5,7 +5,7 @@
 - ``context_preservation`` / ``multi_turn_consistency``: mean cosine of consecutive questions, per session,
   then over sessions (the original definition defines both the same way);
 - "questions that broke context": consecutive turns less similar than ``break_threshold`` (by default the
-  median similarity of questions from different sessions: the model's own scale); where a human flag says
+  90th percentile of similarities of questions from different sessions: the model's own scale); where a human flag says
   which turns needed earlier context (TREC CAsT), how well low similarity finds them.
 """
 
@@ -20,8 +20,8 @@ import pandas as pd
 from ragnb.metrics.classification import binary_report, score_report
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.ux import context_preservation, multi_turn_consistency
-from ragnb.metrics.ux_thresholds import (TARGET_PRECISION, check_target_precision, model_defaults,
-                                         similarity_quantiles, unrelated_pair_similarities)
+from ragnb.metrics.ux_thresholds import (BREAK_QUANTILE, TARGET_PRECISION, check_target_precision,
+                                         model_defaults, similarity_quantiles, unrelated_pair_similarities)
 from ragnb.datasets.sessions import SOURCES, SessionLog
 from ragnb.tiers.result import TierResult
 from ragnb.tiers.ux_cache import PER_QUERY_COLUMNS, cache_part
@@ -62,10 +62,10 @@ def check_break_threshold(value: float) -> float:
 
 
 def choose_break_threshold(value: float | None, sessions: SessionLog, model: str) -> dict:
-    """The break threshold and where it came from: ``value`` as given (not calibrated); else (None) the median
-    cosine of questions from different sessions — a turn breaks context when it is no closer to the previous
-    turn than two questions of different conversations typically are, on this model's scale; else (fewer than
-    two sessions) the model family's default, not calibrated."""
+    """The break threshold and where it came from: ``value`` as given (not calibrated); else (None) the
+    :data:`BREAK_QUANTILE` quantile of the cosines of questions from different sessions — a turn breaks context
+    when it is no closer to the previous turn than 9 in 10 pairs of questions of different conversations, on
+    this model's scale; else (fewer than two sessions) the model family's default, not calibrated."""
     unrelated = unrelated_pair_similarities(sessions.vectors, sessions.turns["session_id"].tolist())
     baseline = similarity_quantiles(unrelated)
     out = {"unrelated_pairs": baseline}
@@ -73,8 +73,9 @@ def choose_break_threshold(value: float | None, sessions: SessionLog, model: str
         return {"break_threshold": check_break_threshold(value), "calibrated": False,
                 "source": "given as a parameter, not calibrated", **out}
     if baseline["n"]:
-        return {"break_threshold": baseline["p50"], "calibrated": True,
-                "source": f"median cosine of {baseline['n']} pairs of questions from different sessions", **out}
+        return {"break_threshold": float(np.quantile(unrelated, BREAK_QUANTILE)), "calibrated": True,
+                "source": f"{BREAK_QUANTILE:.0%} quantile of the cosines of {baseline['n']} pairs of questions from "
+                          "different sessions", **out}
     d = model_defaults(model)
     return {"break_threshold": d.break_threshold, "calibrated": False,
             "source": f"default for the {d.family} model family ({d.basis}), uncalibrated: fewer than two "
@@ -205,7 +206,8 @@ def run_tier_ux(
 
     Thresholds (docs/metrics.md, Tier UX, Thresholds): ``tau`` None = the smallest τ whose precision on the
     cited pages reaches ``target_precision``, else the default of ``embedding_model``'s family (reported as
-    uncalibrated); ``break_threshold`` None = the median similarity of questions from different sessions. A
+    uncalibrated); ``break_threshold`` None = the 90% quantile of the similarities of questions from different
+    sessions. A
     given value is used as is and reported as not calibrated.
 
     Either part may be None (skipped, with a note). CIs: bootstrap over questions (cache hit rate), over hits
@@ -276,11 +278,12 @@ def _session_notes(overall: dict, per_source: dict, breaks: dict, model: str) ->
                      "confidence interval across sessions (the per-turn chart shows its spread).")
     t, cons, unrel = breaks["break_threshold"], breaks["consecutive_pairs"], breaks["unrelated_pairs"]
     scale = (f"with {model or 'this model'}, consecutive questions have cosine {cons['p05']:.3f}–{cons['p95']:.3f} "
-             f"(5th–95th percentile) and questions of different sessions a median of {unrel['p50']:.3f}")
+             f"(5th–95th percentile), questions of different sessions {unrel['p50']:.3f} (median) and "
+             f"{unrel['p90']:.3f} (90th percentile)")
     rate = overall["context_break_rate"]
     if breaks["calibrated"]:
         notes.append(f"break_threshold = {t:.4f}: the {breaks['source']} — a break is a turn no closer to the "
-                     f"previous one than two unrelated questions typically are ({scale}).")
+                     f"previous one than 9 in 10 pairs of questions from different conversations ({scale}).")
     else:
         notes.append(f"break_threshold = {t:g} is {breaks['source']}; the number depends on the model: {scale}.")
     if rate.get("constant") and cons["n"]:
@@ -289,9 +292,9 @@ def _session_notes(overall: dict, per_source: dict, breaks: dict, model: str) ->
                 f"consecutive similarity ({cons['min']:.3f}–{cons['max']:.3f})")
         if breaks["calibrated"]:
             notes.append(head + (" — no turn is as unrelated to the previous one as questions of different sessions "
-                                 "typically are" if side == "below" else
+                                 "usually are" if side == "below" else
                                  " — every turn is as unrelated to the previous one as questions of different "
-                                 "sessions typically are") + ".")
+                                 "sessions usually are") + ".")
         else:
             notes.append(head + " — it says nothing about continuity with this model; set break_threshold = 0 to "
                          "calibrate it on the log.")
