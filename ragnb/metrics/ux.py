@@ -188,7 +188,10 @@ def cache_hit_rate(
     query_pages: Sequence | None = None,
     cache_pages: Sequence | None = None,
 ) -> CacheHits:
-    """docs/metrics.md, Tier UX: CacheHitRate = (1/|Q|) Σ_{q∈Q} 1[ max_{c∈Cache∖self(q)} cos(e_q, e_c) > τ ], τ = 0.85.
+    """docs/metrics.md, Tier UX: CacheHitRate = (1/|Q|) Σ_{q∈Q} 1[ max_{c∈Cache∖self(q)} cos(e_q, e_c) > τ ].
+
+    τ defaults to 0.85, the original value, chosen for all-MiniLM-L6-v2; similarities are model-specific, so Tier
+    UX calibrates τ on the pages the questions cite (:mod:`ragnb.metrics.ux_thresholds`).
 
     The comparison is strict: a maximum similarity exactly equal to τ is *not* a hit. The cache is the
     set of logged questions users rated 5; each query keeps its best match (``max_similarity``,
