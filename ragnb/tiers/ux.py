@@ -171,8 +171,8 @@ def _session_part(sessions: SessionLog, annotations, break_threshold, n_boot, se
         ts = turns[turns["source"] == src]
         langs = [x for x in pd.unique(ps["language"]) if isinstance(x, str)]
         labels = [x for x in pd.unique(ts["label"]) if isinstance(x, str)] if "label" in ts else []
-        per_source[str(src)] = {"language": langs[0] if len(langs) == 1 else (langs or None),
-                                "label": labels[0] if labels else SOURCES.get(str(src), {}).get("label", "question log"),
+        label = labels[0] if labels else SOURCES.get(str(src), {}).get("label", "question log")
+        per_source[str(src)] = {"language": langs[0] if len(langs) == 1 else (langs or None), "label": label,
                                 **block(ps, ts)}
     return per_session, turns, overall, per_source
 

@@ -54,7 +54,8 @@ def _choose_tau(tau: float | None, calibration: TauCalibration | None, model: st
     if tau is not None:
         return check_tau(tau), "given as a parameter, not calibrated", False
     if calibration is not None and calibration.tau is not None:
-        return calibration.tau, f"calibrated on the cited pages for precision ≥ {calibration.target_precision:g}", True
+        target = calibration.target_precision
+        return calibration.tau, f"calibrated on the cited pages for precision ≥ {target:g}", True
     d = model_defaults(model)
     return d.tau, f"default for the {d.family} model family ({d.basis}), uncalibrated", False
 
