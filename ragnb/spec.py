@@ -88,7 +88,7 @@ TIERS: tuple[TierSpec, ...] = (
              aliases={"accuracy": "judge_pipeline_accuracy"}),
     TierSpec("rag_metrics", "rag_metrics", None, "RAG metrics"),
     TierSpec("ux", "tier_ux", "tier_ux_metrics", "Tier UX",
-             headline=("cache_hit_rate", "context_preservation", "multi_turn_consistency")),
+             headline=("cache_hit_rate", "cache_hit_precision", "context_preservation")),
     TierSpec("real_users", "real_users", "real_user_metrics", "Real users"),
     TierSpec("utilization", "utilization", "utilization_metrics", "Chunk utilization",
              headline=("total_chunks", "used_chunks", "unused_chunks")),

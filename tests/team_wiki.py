@@ -120,3 +120,48 @@ def wiki_body(rel: str) -> str:
     """The page's text without its front matter (cut here by hand: everything after the closing '---')."""
     text = WIKI[rel]
     return text.split("\n---\n", 1)[1] if text.startswith("---\n") else text
+
+
+# Tier UX on the bilingual wiki: a question log whose questions cite its pages (in the forms users copy from the
+# browser), in sessions, with near-duplicates citing the same page (good cache hits) and look-alike questions
+# citing other pages (a cache would serve them the wrong answer). PAGE is each row's page as a plain label, so
+# tests can judge a match without ragnb's URL normalisation. With multilingual-e5-small most questions have a
+# cached neighbour above 0.85, many of them on another page.
+_VPN, _VAC = BASE + "/display/OPS/VPN", BASE + "/ru/hr/отпуск"
+_DEPLOY, _ROLLBACK = BASE + "/en/dev/deploy", BASE + "/en/dev/rollback"
+_PWD, _RESTORE = BASE + "/it/password", BASE + "/data/restore-table"
+UX_LOG_ROWS = [  # id, session, question, cited url, user score, page label
+    ("u01", "a", "How do I reset my password?", _PWD, 5, "pwd"),
+    ("u02", "a", "And how do I request VPN access?", _VPN + "#форма", 5, "vpn"),
+    ("u03", "a", "Which VPN client do I install?", _VPN, 4, "vpn"),
+    ("u04", "b", "How can I reset my password?", _PWD + "/", 3, "pwd"),
+    ("u05", "c", "How do I restore a deleted table?", _RESTORE, 2, "restore"),
+    ("u06", "c", "Can a dropped table be recovered from backup?", _RESTORE, 5, "restore"),
+    ("u07", "d", "Как получить доступ к VPN?", "http://www.wiki.example.com/display/OPS/VPN", 5, "vpn"),
+    ("u08", "d", "Как мне получить доступ к VPN?", _VPN, 4, "vpn"),
+    ("u09", "e", "Сколько дней отпуска в год?", _VAC, 5, "vacation"),
+    ("u10", "e", "Сколько дней отпуска мне положено?", _VAC + "/", 4, "vacation"),
+    ("u11", "e", "Как подать заявку на отпуск?", _VAC, 3, "vacation"),
+    ("u12", "f", "How do I deploy a service?", _DEPLOY, 5, "deploy"),
+    ("u13", "f", "How do I deploy my service to production?", _DEPLOY, 4, "deploy"),
+    ("u14", "f", "How do I roll back a release?", _ROLLBACK + "#steps", 5, "rollback"),
+    ("u15", "g", "How to roll back a failed deployment?", "https://WIKI.example.com/en/dev/rollback", 3, "rollback"),
+    ("u16", "h", "How do I request a new laptop?", BASE + "/it/laptop", 2, "laptop"),
+    ("u17", "i", "Where can I find the deploy logs?", BASE + "/en/dev/logs", 4, "logs"),
+    ("u18", "j", "I forgot my password, how do I reset it?", _PWD, 4, "pwd"),
+    ("u19", "k", "Where is the canteen menu?", None, 1, None),
+    ("u20", "l", "Где меню столовой?", None, 5, None),
+    ("u21", "m", "Как подать заявку на VPN?", _VPN, 3, "vpn"),
+    ("u22", "n", "How do I delete a service?", BASE + "/en/dev/decommission", 2, "decommission"),
+]
+UX_PAGE = {r[0]: r[5] for r in UX_LOG_ROWS}
+
+
+def ux_log() -> list[dict]:
+    """UX_LOG_ROWS as question-log rows (one minute apart, in id order) for ``insert_rows(db, "questions", …)``."""
+    from datetime import datetime, timedelta, timezone
+
+    t0 = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)
+    return [{"id": i, "session_id": s, "question": q, "url": url, "score": score, "answer": "See the wiki.",
+             "user_id": f"user-{s}", "created_at": t0 + timedelta(minutes=n)}
+            for n, (i, s, q, url, score, _page) in enumerate(UX_LOG_ROWS)]

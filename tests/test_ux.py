@@ -124,7 +124,7 @@ def test_context_preservation_hand_computed():
     sessions = {
         "A": np.array([[1.0, 0.0], [3.0, 4.0], [0.0, 1.0]]),  # cos 0.6, 0.8 → 0.7
         "B": np.array([[1.0, 0.0], [-2.0, 0.0]]),  # cos −1 → −1
-        "C": np.array([[1.0, 1.0]]),  # one turn: no pair → NaN, counted as failed
+        "C": np.array([[1.0, 1.0]]),  # one turn: no pair → NaN, counted as not applicable (never failed)
     }
     r = context_preservation(sessions)
     ps = r.per_session
@@ -132,15 +132,18 @@ def test_context_preservation_hand_computed():
     assert ps.loc["B", "mean_similarity"] == pytest.approx(-1.0)
     assert math.isnan(ps.loc["C", "mean_similarity"]) and ps.loc["C", "n_pairs"] == 0 and ps.loc["C", "n_turns"] == 1
     # averaged per session, then over sessions: (0.7 − 1) / 2, not the mean over the 3 pairs (0.6+0.8−1)/3
-    assert r.value == pytest.approx(-0.15) and r.n_failed == 1
+    assert r.value == pytest.approx(-0.15) and r.n_not_applicable == 1
     assert r.pairs.to_dict("list") == {"session_id": ["A", "A", "B"], "turn": [1, 2, 1],
                                        "similarity": pytest.approx([0.6, 0.8, -1.0])}
-    agg = aggregate(ps["mean_similarity"], n_boot=10)
-    assert agg["mean"] == pytest.approx(-0.15) and (agg["n"], agg["n_failed"]) == (3, 1)
+    from ragnb.tiers.ux import continuity
+
+    agg = continuity(ps["mean_similarity"].to_numpy(), n_boot=10, seed=0)
+    assert agg["mean"] == pytest.approx(-0.15)
+    assert (agg["n"], agg["n_valid"], agg["n_failed"], agg["n_not_applicable"]) == (2, 2, 0, 1)
     # a list of sessions gets positional ids; one-turn-only input → NaN overall
     assert context_preservation([sessions["A"]]).per_session.index.tolist() == ["0"]
     only = context_preservation({"x": np.ones((1, 2))})
-    assert math.isnan(only.value) and only.n_failed == 1
+    assert math.isnan(only.value) and only.n_not_applicable == 1
 
 
 def test_multi_turn_consistency_is_context_preservation():
@@ -158,8 +161,10 @@ def test_multi_turn_consistency_is_context_preservation():
 
 
 def test_registered_ux_metrics_and_bad_sessions():
-    assert registry.names("ux") == ["cache_hit_rate", "context_break_rate", "context_preservation",
-                                    "multi_turn_consistency"]
+    assert registry.names("ux") == ["cache_hit_precision", "cache_hit_rate", "context_break_rate",
+                                    "context_preservation", "multi_turn_consistency"]
+    prec = registry.REGISTRY["cache_hit_precision"]
+    assert (prec.kind, prec.direction, prec.value_range) == ("classification", "higher", (0.0, 1.0))
     metric, k = registry.parse_name("multi_turn_consistency")
     assert metric.fn is multi_turn_consistency and k is None and "docs/metrics.md, Tier UX" in metric.doc
     assert ">" in registry.REGISTRY["cache_hit_rate"].doc and "τ" in registry.REGISTRY["cache_hit_rate"].doc
@@ -204,7 +209,9 @@ def test_run_tier_ux_small():
     assert r.per_query.loc["q2", "best_cache_question"] == "c one"
     s2 = (0.0 + 1 / math.sqrt(2)) / 2
     assert s["context_preservation"]["mean"] == pytest.approx((0.7 + s2) / 2)
-    assert s["context_preservation"]["n"] == 3 and s["context_preservation"]["n_failed"] == 1
+    # s3 has one turn: continuity does not apply to it — not applicable, never failed
+    cp = s["context_preservation"]
+    assert (cp["n"], cp["n_valid"], cp["n_failed"], cp["n_not_applicable"]) == (2, 2, 0, 1)
     assert s["multi_turn_consistency"] == s["context_preservation"]
     # breaks: similarity < 0.5 → only s2:1 (0.0); first turns are NA, not breaks
     assert r.breaks.index.tolist() == ["s2:1"] and r.breaks.iloc[0]["previous_question"] == "question s2:0"
@@ -220,13 +227,21 @@ def test_run_tier_ux_small():
     assert det["at_break_threshold"]["confusion"] == {"tp": 1, "fp": 0, "fn": 1, "tn": 2}
     rutie = s["per_source"]["rutie"]
     assert rutie["n_one_turn_sessions"] == 1 and math.isnan(rutie["context_preservation"]["mean"])
+    assert (rutie["context_preservation"]["n"], rutie["context_preservation"]["n_not_applicable"]) == (0, 1)
     assert "needs_context_detection" not in rutie
-    assert any("single turn" in n for n in r.notes) and any("equal by definition" in n for n in r.notes)
+    assert any("single turn" in n and "not applicable, not as failed" in n for n in r.notes)
+    assert any("equal by definition" in n for n in r.notes)
+    # both thresholds were given: reported as such, not as calibrated
+    assert (s["tau"], s["tau_calibrated"], s["break_threshold"], s["break_threshold_calibrated"]) == (0.6, False, 0.5, False)
+    assert s["tau_calibration"] is None  # no cited pages: nothing to calibrate τ against
+    assert any("τ = 0.6 is not calibrated" in n and "depends on the model" in n for n in r.notes)
     no_ci = run_tier_ux(queries, Q, cache, C, _log(rows, vecs), ann, tau=0.6, break_threshold=0.5, n_boot=0).summary
     assert no_ci["context_preservation"]["mean"] == s["context_preservation"]["mean"]
     assert all(math.isnan(x) for x in no_ci["cache_hit_rate"]["ci95"])
     table = summary_rows(s)
     assert set(table["scope"]) == {"all", "cast (en)", "rutie (ru)"}
+    row = table[(table["scope"] == "rutie (ru)") & (table["metric"] == "context_preservation")].iloc[0]
+    assert (row["n"], row["n_failed"], row["not_applicable"]) == (0, 0, 1)
     # the charts build from these frames
     from ragnb.tiers.ux_figures import cache_similarity_histogram, similarity_by_flag_chart, similarity_chart
 
@@ -390,10 +405,12 @@ def test_load_inputs_from_the_configured_db(monkeypatch, encoder):
     embed_table(db, "questions", encoder, progress=False)
     inputs = load_inputs(corpus="db", sessions="db")
     assert inputs.queries.index.tolist() == ["1", "2", "3", "4"] and inputs.cache.index.tolist() == ["1", "3"]
-    assert inputs.annotations is None and inputs.sessions.turns.index.tolist() == ["1", "2", "3"]
+    assert inputs.sessions.turns.index.tolist() == ["1", "2", "3"]
+    assert inputs.annotations["source"].tolist() == ["db"] * 3 and "needs_context" not in inputs.annotations
+    assert set(inputs.annotations["label"]) == {f"question log {connect().display_url}"}
     assert not any("SIMULATED" in n for n in inputs.notes)
     r = run_tier_ux(inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
-                    None, n_boot=20)
+                    None, n_boot=20, embedding_model=inputs.embedding_model)
     v = _unit(encoder.encode([x["question"] for x in rows]))
     sims = v @ v[[0, 2]].T
     sims[0, 0] = sims[2, 1] = -np.inf  # a logged question never hits itself
@@ -403,7 +420,11 @@ def test_load_inputs_from_the_configured_db(monkeypatch, encoder):
     assert list(r.summary["per_source"]) == ["db"]
     s1 = float(v[0] @ v[1])
     assert r.summary["context_preservation"]["mean"] == pytest.approx(s1, abs=1e-6)
-    assert r.summary["context_preservation"]["n_failed"] == 1  # s2 has one turn
+    cp = r.summary["context_preservation"]  # s2 has one turn: not applicable, not failed
+    assert (cp["n"], cp["n_failed"], cp["n_not_applicable"]) == (1, 0, 1)
+    # no cited urls: τ is MiniLM's default, reported as uncalibrated
+    assert r.summary["tau"] == 0.85 and r.summary["tau_calibrated"] is False and r.summary["tau_calibration"] is None
+    assert "all-MiniLM model family" in r.summary["tau_source"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -464,6 +485,22 @@ def test_notebook_matches_numpy_recomputation(tmp_path, encoder):
     assert m["cache_hit_rate"]["mean"] == pytest.approx(float((best > 0.85).mean()))
     per_query = pd.read_csv(run_dir / "tier_ux.per_query.csv")
     np.testing.assert_allclose(per_query["max_similarity"], best, atol=1e-5)
+    # the demo questions and log cite Wikipedia articles: each hit is checked against them
+    from ragnb.datasets.urls import page_id
+
+    match = cache["url"].to_numpy()[sims.argmax(axis=1)]
+    same = np.array([np.nan if page_id(u) is None else float(page_id(it.confluence_url) == page_id(u))
+                     for it, u in zip(items, match)])
+    hit = best > 0.85
+    judged = hit & ~np.isnan(same)
+    prec = m["cache_hit_precision"]
+    assert (prec["n"], prec["n_valid"]) == (int(hit.sum()), int(judged.sum()))
+    assert prec["n_no_page"] == int((hit & ~judged).sum())
+    assert prec["mean"] == pytest.approx(float(same[judged].mean()))
+    assert m["tau"] == 0.85 and m["tau_calibrated"] is False and m["tau_calibration"]["target_precision"] == 0.9
+    assert m["break_threshold_calibrated"] is False
+    curve = pd.read_csv(run_dir / "tier_ux.tau_curve.csv")
+    assert len(curve) == m["tau_calibration"]["n_candidates"] and curve["tau"].is_monotonic_increasing
     assert m["cache"]["n_self_in_cache"] == int((same_id | same_text).any(axis=1).sum()) > 0
     excluded = m["cache"]["self_matches_excluded"]
     assert excluded["same_id"] == int(same_id.sum()) and excluded["same_source_id"] == 0
@@ -565,7 +602,7 @@ def test_dataset_from_real_questions_never_hits_itself(monkeypatch, tmp_path, en
     assert inputs.queries.index.tolist() == [f"rq-{i}" for i in "123456"]
     assert inputs.queries["source_id"].tolist() == list("123456") and inputs.cache.index.tolist() == ["1", "3", "5"]
     r = run_tier_ux(inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
-                    None, n_boot=20)
+                    None, tau=0.85, n_boot=20)
     pq = r.per_query
     # No question is matched with itself: not by log id, not by the same text.
     assert not any(pq["best_cache_id"] == inputs.queries["source_id"])
@@ -589,4 +626,236 @@ def test_dataset_from_real_questions_never_hits_itself(monkeypatch, tmp_path, en
     assert int(ids_only.per_query["hit"].sum()) >= 4
     written = json.loads(r.write(tmp_path / "out", "tier_ux").read_text(encoding="utf-8"))
     assert written["cache"]["self_matches_excluded"] == {"same_id": 0, "same_source_id": 3, "same_text": 1}
+    db.dispose()
+
+
+# --------------------------------------------------------------------------------------------
+# Hits checked against the cited pages; τ calibrated for a target precision; the break threshold
+# --------------------------------------------------------------------------------------------
+
+# Unit vectors in 4-D: cache c1 = e1 (page A), c2 = e2 (page B), c3 = e3 (no cited page); each query is
+# a·e_target + b·e4 with (a, b) from a Pythagorean triple, so its best similarity is exactly a.
+_A, _B = "https://wiki.example.com/a", "https://wiki.example.com/b"
+_CACHE_URLS = ["http://www.wiki.example.com/a/#top", _B + "/", None]
+_QUERIES = [  # id, target cache row, (a, b), cited url → verdict of its best match
+    ("q1", 0, (84 / 85, 13 / 85), _A),         # 0.988 same page
+    ("q2", 2, (60 / 61, 11 / 61), _A),         # 0.984 match cites no page
+    ("q3", 0, (40 / 41, 9 / 41), _A + "#x"),   # 0.976 same page
+    ("q4", 1, (35 / 37, 12 / 37), _A),         # 0.946 other page
+    ("q5", 0, (56 / 65, 33 / 65), _A),         # 0.862 same page
+    ("q6", 1, (45 / 53, 28 / 53), _B),         # 0.849 same page
+    ("q7", 0, (0.8, 0.6), None),               # 0.8   query cites no page
+    ("q8", 1, (0.6, 0.8), _A),                 # 0.6   other page
+]
+
+
+def _page_inputs(urls=None):
+    qv = np.zeros((len(_QUERIES), 4))
+    for i, (_, target, (a, b), _) in enumerate(_QUERIES):
+        qv[i, target], qv[i, 3] = a, b
+    queries = pd.DataFrame({"question": [f"question {q[0]}" for q in _QUERIES],
+                            "url": urls or [q[3] for q in _QUERIES]}, index=[q[0] for q in _QUERIES])
+    cache = pd.DataFrame({"question": ["cached a", "cached b", "cached c"], "url": _CACHE_URLS},
+                         index=["c1", "c2", "c3"])
+    return queries, qv, cache, np.eye(3, 4)
+
+
+def test_hits_are_checked_against_the_cited_pages_and_tau_is_calibrated():
+    from ragnb.metrics.ux import cache_hit_precision
+    from ragnb.tiers.ux import run_tier_ux
+    from ragnb.tiers.ux_figures import summary_rows, tau_curve_chart
+
+    queries, qv, cache, cv = _page_inputs()
+    given = run_tier_ux(queries, qv, cache, cv, None, tau=0.85, n_boot=50)
+    s, pq = given.summary, given.per_query
+    # τ = 0.85 (strict): q1…q5 are hits; q4's match cites page B, q2's match cites none
+    assert pq["hit"].tolist() == [1, 1, 1, 1, 1, 0, 0, 0]
+    assert pq["match"].tolist() == ["same page", "no cited page", "same page", "other page", "same page", "", "", ""]
+    np.testing.assert_array_equal(pq["same_page"], [1, np.nan, 1, 0, 1, 1, np.nan, 0])  # whatever τ is
+    assert s["cache_hit_rate"]["mean"] == pytest.approx(5 / 8)
+    prec = s["cache_hit_precision"]  # 3 of the 4 judged hits; the hit on an unjudgeable match is left out, counted
+    assert prec["mean"] == pytest.approx(3 / 4)
+    assert (prec["n"], prec["n_valid"], prec["n_failed"], prec["n_no_page"]) == (5, 4, 1, 1)
+    assert prec["mean"] == cache_hit_precision(pq["same_page"], pq["hit"])
+    assert (s["tau"], s["tau_calibrated"], s["target_precision"]) == (0.85, False, 0.9)
+    info = s["cache"]
+    assert (info["n_hits"], info["n_hits_same_page"], info["n_hits_other_page"], info["n_hits_no_page"]) == (5, 3, 1, 1)
+    assert (info["n_queries_with_page"], info["n_cache_with_page"]) == (7, 2)
+    # Precision against τ changes only at the observed similarities; the smallest τ with precision ≥ 0.9 is
+    # 35/37 (q4's similarity: hits q1–q3, judged q1 and q3, both on the same page).
+    cal = s["tau_calibration"]
+    assert cal["tau"] == pytest.approx(35 / 37) and cal["reached"] is True and cal["in_sample"] is True
+    assert (cal["n_hits"], cal["n_judged"], cal["n_same_page"]) == (3, 2, 2)
+    assert cal["precision"] == 1.0 and cal["hit_rate"] == pytest.approx(3 / 8)
+    curve = given.tau_curve
+    assert curve["tau"].tolist() == pytest.approx([0.6, 0.8, 45 / 53, 56 / 65, 35 / 37, 40 / 41, 60 / 61, 84 / 85])
+    assert curve["n_hits"].tolist() == [7, 6, 5, 4, 3, 2, 1, 0]
+    assert curve["n_judged"].tolist() == [5, 5, 4, 3, 2, 1, 1, 0]
+    assert curve["precision"].tolist()[:7] == pytest.approx([4 / 5, 4 / 5, 3 / 4, 2 / 3, 1, 1, 1])
+    assert math.isnan(curve["precision"].iloc[7])
+    assert any("Calibrated τ = 0.9459" in n for n in given.notes)
+    assert any("1 another page" in n and "upper bound" in n for n in given.notes)
+
+    # τ left to ragnb: the calibrated one is used, and reported as calibrated
+    auto = run_tier_ux(queries, qv, cache, cv, None, n_boot=50)
+    a = auto.summary
+    assert a["tau"] == pytest.approx(35 / 37) and a["tau_calibrated"] is True and "calibrated" in a["tau_source"]
+    assert a["cache_hit_rate"]["mean"] == pytest.approx(3 / 8)
+    ap = a["cache_hit_precision"]
+    assert (ap["mean"], ap["n"], ap["n_valid"]) == (1.0, 3, 2)
+    # a lower target: precision 4/5 at τ = 0.6 is enough for 0.8 (reached exactly counts)
+    low = run_tier_ux(queries, qv, cache, cv, None, n_boot=0, target_precision=0.8).summary
+    assert low["tau"] == pytest.approx(0.6) and low["tau_calibration"]["n_hits"] == 7
+    # the figure's data is the table's
+    fig = tau_curve_chart(given.tau_curve, s["tau"], cal["tau"], 0.9)
+    assert [t.name for t in fig.data] == ["precision of hits (same page)", "hit rate"]
+    np.testing.assert_array_equal(fig.data[0].x, curve["tau"].to_numpy())
+    np.testing.assert_array_equal(np.asarray(fig.data[0].y, dtype=float), curve["precision"].to_numpy())
+    np.testing.assert_array_equal(np.asarray(fig.data[1].y, dtype=float), curve["hit_rate"].to_numpy())
+    rows = summary_rows(s).set_index("metric")
+    assert rows.loc["cache_hit_precision", "n_valid"] == 4 and rows.loc["cache_hit_precision", "n_failed"] == 1
+
+
+def test_no_tau_reaches_the_target_and_no_oracle():
+    from ragnb.tiers.ux import run_tier_ux
+
+    queries, qv, cache, cv = _page_inputs()
+    # every query cites a third page: no hit is ever right
+    wrong = run_tier_ux(queries.assign(url="https://wiki.example.com/c"), qv, cache, cv, None, n_boot=0,
+                        embedding_model="intfloat/multilingual-e5-small")
+    s = wrong.summary
+    assert s["tau_calibration"]["tau"] is None and s["tau_calibration"]["reached"] is False
+    assert "no τ reaches precision 0.9: the best is 0.000" in s["tau_calibration"]["reason"]
+    # then the model family's default is used, and said to be uncalibrated
+    assert s["tau"] == 0.95 and s["tau_calibrated"] is False and "e5 model family" in s["tau_source"]
+    assert s["model_defaults"]["family"] == "e5"
+    assert any("No calibrated τ: no τ reaches" in n for n in wrong.notes)
+    # no cited pages at all: no precision, no calibration; the distribution is shown and the model named
+    none = run_tier_ux(queries.drop(columns="url"), qv, cache.drop(columns="url"), cv, None, n_boot=0,
+                       embedding_model="some-new-model")
+    n = none.summary
+    assert n["tau_calibration"] is None and none.tau_curve.empty and "tau_curve" not in none.tables
+    assert n["tau"] == 0.85 and "unknown model family" in n["tau_source"] and "likely wrong" in n["tau_source"]
+    assert math.isnan(n["cache_hit_precision"]["mean"]) and n["cache_hit_precision"]["n_valid"] == 0
+    assert any("not calibrated" in x and "some-new-model" in x and "depends on the model" in x for x in none.notes)
+
+
+def test_break_threshold_calibrated_on_unrelated_pairs():
+    from ragnb.metrics.ux_thresholds import model_defaults
+    from ragnb.tiers.ux import run_tier_ux
+
+    # s1: (1,0)→(0,1): cos 0; s2: (0.6,0.8)→(0.8,0.6): cos 0.96. Pairs across sessions: 0.6, 0.6, 0.8, 0.8 →
+    # 90% quantile (linear interpolation, position 0.9 · 3 = 2.7) 0.8, so the first pair breaks context, the
+    # second does not.
+    vecs = [[1, 0], [0, 1], [0.6, 0.8], [0.8, 0.6]]
+    log = _log([("a", "s1", 0), ("b", "s1", 1), ("c", "s2", 0), ("d", "s2", 1)], vecs)
+    r = run_tier_ux(None, None, None, None, log, n_boot=0, embedding_model="all-MiniLM-L6-v2")
+    s = r.summary
+    assert s["break_threshold"] == pytest.approx(0.8) and s["break_threshold_calibrated"] is True
+    assert s["break_threshold_source"] == "90% quantile of the cosines of 4 pairs of questions from different sessions"
+    assert s["break_calibration"]["unrelated_pairs"]["n"] == 4
+    assert s["context_break_rate"]["mean"] == 0.5 and r.breaks.index.tolist() == ["b"]
+    # a fixed threshold below every consecutive similarity: a constant 0, flagged as saying nothing
+    fixed = run_tier_ux(None, None, None, None, log, n_boot=0, break_threshold=-0.5,
+                        embedding_model="all-MiniLM-L6-v2")
+    f = fixed.summary
+    assert f["break_threshold_calibrated"] is False and f["context_break_rate"]["mean"] == 0.0
+    assert any("context_break_rate is 0 for every pair" in n and "lies below every consecutive similarity" in n
+               and "set break_threshold = 0 to calibrate" in n for n in fixed.notes)
+    # one session: nothing unrelated to compare with → the family default, said to be uncalibrated
+    one = run_tier_ux(None, None, None, None, _log([("a", "s1", 0), ("b", "s1", 1)], vecs[:2]), n_boot=0,
+                      embedding_model="multilingual-e5-small").summary
+    assert one["break_threshold"] == model_defaults("multilingual-e5-small").break_threshold == 0.88
+    assert one["break_threshold_calibrated"] is False and "fewer than two sessions" in one["break_threshold_source"]
+
+
+@pytest.mark.slow
+def test_bilingual_wiki_log_with_the_multilingual_model(monkeypatch, tmp_path):
+    """The team wiki's question log (cited page URLs in browser forms, sessions, near-duplicates and look-alikes)
+    in the configured database, embedded with the bundled multilingual-e5-small: at the seed's τ = 0.85 many hits
+    match a question on another page; each is labelled so, the precision says how many, and the calibrated τ is the
+    one an independent recomputation (numpy + the rows' page labels, no URL parsing) finds."""
+    from team_wiki import UX_LOG_ROWS, UX_PAGE, ux_log
+
+    from ragnb.rag.embeddings import get_encoder
+    from ragnb.store.engine import connect
+    from ragnb.store.loaders import insert_rows
+    from ragnb.store.vectors import embed_table
+    from ragnb.tiers.ux import load_inputs, run_tier_ux
+    from ragnb.tiers.ux_figures import summary_rows
+
+    monkeypatch.setenv("RAGNB_EMBEDDED_DB", "ux_team_wiki")
+    e5 = get_encoder("multilingual-e5-small")
+    db = connect()
+    insert_rows(db, "questions", ux_log())
+    embed_table(db, "questions", e5, progress=False)
+    inputs = load_inputs(corpus="db", sessions="db", embedding_model="multilingual-e5-small")
+    assert inputs.embedding_model == "multilingual-e5-small"
+    args = (inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
+            inputs.annotations)
+    seed_tau = run_tier_ux(*args, tau=0.85, n_boot=200, embedding_model=inputs.embedding_model)
+    auto = run_tier_ux(*args, n_boot=200, embedding_model=inputs.embedding_model)
+
+    # peer: every logged question against the score-5 rows other than itself
+    ids = [r[0] for r in UX_LOG_ROWS]
+    cached = [i for i, r in enumerate(UX_LOG_ROWS) if r[4] == 5]
+    v = _unit(e5.encode_queries([r[2] for r in UX_LOG_ROWS]))
+    sims = v @ v[cached].T
+    for row, i in enumerate(ids):
+        for col, j in enumerate(cached):
+            if ids[j] == i:
+                sims[row, col] = -np.inf
+    best, match = sims.max(axis=1), [ids[cached[k]] for k in sims.argmax(axis=1)]
+    same = np.array([np.nan if UX_PAGE[q] is None or UX_PAGE[m] is None else float(UX_PAGE[q] == UX_PAGE[m])
+                     for q, m in zip(ids, match)])
+    pq = seed_tau.per_query
+    assert pq.index.tolist() == ids and pq["best_cache_id"].tolist() == match
+    np.testing.assert_allclose(pq["max_similarity"], best, atol=1e-5)
+    np.testing.assert_array_equal(pq["same_page"], same)  # URL forms (www., /, #anchor, case) normalised away
+
+    def peer(t):
+        hit = best > t
+        judged = hit & ~np.isnan(same)
+        return int(hit.sum()), int(judged.sum()), int((same[judged] == 1).sum())
+
+    n_hits, n_judged, n_same = peer(0.85)
+    s = seed_tau.summary
+    assert s["cache_hit_rate"]["mean"] == pytest.approx(n_hits / len(ids))
+    assert (s["cache_hit_precision"]["n"], s["cache_hit_precision"]["n_valid"]) == (n_hits, n_judged)
+    assert s["cache_hit_precision"]["mean"] == pytest.approx(n_same / n_judged)
+    assert s["cache"]["n_hits_other_page"] == n_judged - n_same >= 5  # e5 at the seed's τ: many wrong-page hits
+    # other-page matches are no longer plain hits: "How do I delete a service?" would get the deploy answer
+    assert pq.loc["u22", "best_cache_question"] == "How do I deploy a service?"
+    assert pq.loc["u22", "hit"] == 1.0 and pq.loc["u22", "match"] == "other page"
+    assert set(pq.loc[pq["match"] == "other page"].index) == {i for i, h, sm in zip(ids, best > 0.85, same)
+                                                               if h and sm == 0}
+
+    # the calibrated τ: brute force over every observed similarity, the smallest with precision ≥ 0.9
+    reach = [t for t in sorted(set(best)) if 0 < t < 1 and peer(t)[1] and peer(t)[2] / peer(t)[1] >= 0.9 - 1e-12]
+    cal = s["tau_calibration"]
+    assert cal["tau"] == pytest.approx(reach[0], abs=1e-6) and cal["tau"] > 0.85
+    t_hits, t_judged, t_same = peer(reach[0])
+    assert (cal["n_hits"], cal["n_judged"], cal["n_same_page"]) == (t_hits, t_judged, t_same)
+    a = auto.summary
+    assert a["tau"] == cal["tau"] and a["tau_calibrated"] is True
+    assert a["cache_hit_precision"]["mean"] >= 0.9 and a["cache_hit_precision"]["n_valid"] == t_judged
+    assert a["cache_hit_rate"]["mean"] == pytest.approx(t_hits / len(ids))
+
+    # sessions of the log: a truthful scope, and one-turn sessions are not applicable, never failed
+    one_turn = sum(1 for sid in {r[1] for r in UX_LOG_ROWS} if sum(r[1] == sid for r in UX_LOG_ROWS) == 1)
+    cp = a["context_preservation"]
+    assert one_turn == 9 and (cp["n"], cp["n_failed"], cp["n_not_applicable"]) == (5, 0, 9)
+    table = summary_rows(a)
+    scopes = set(table["scope"]) - {"all"}
+    assert len(scopes) == 1 and scopes.pop().startswith("question log postgresql")
+    assert "(?)" not in "".join(table["scope"])
+    # the break threshold on e5's scale (not 0.3): the two topic switches of the log break context — password →
+    # VPN and deploy → roll back — while the follow-ups on one page do not
+    assert a["break_threshold_calibrated"] is True and 0.8 < a["break_threshold"] < 0.95
+    assert auto.breaks.index.tolist() == ["u14", "u02"] and a["context_break_rate"]["mean"] == pytest.approx(2 / 8)
+    written = json.loads(auto.write(tmp_path, "tier_ux").read_text(encoding="utf-8"))
+    assert written["tau_calibrated"] is True and written["tau_calibration"]["tau"] == cal["tau"]
+    assert written["cache_hit_precision"]["n_valid"] == t_judged
+    curve = pd.read_csv(tmp_path / "tier_ux.tau_curve.csv")
+    assert curve["tau"].to_numpy() == pytest.approx(auto.tau_curve["tau"].to_numpy())
     db.dispose()

@@ -75,8 +75,9 @@ retrieval failed, the system gives no chunk ids or the item has no relevant chun
 
 declare("context_break_rate", "ux", kind="session", value_range=(0.0, 1.0), higher_is_better=False,
         computed_by="ragnb.tiers.ux:run_tier_ux", formula="""
-Share of consecutive turn pairs whose cosine similarity is below ``break_threshold`` (default 0.3):
-|{i : cos(e_{q_i}, e_{q_{i+1}}) < θ}| / |pairs| over all sessions' pairs.""")
+Share of consecutive turn pairs whose cosine similarity is below ``break_threshold`` θ:
+|{i : cos(e_{q_i}, e_{q_{i+1}}) < θ}| / |pairs| over all sessions' pairs. θ by default: the 90% quantile of the
+cosines of questions from different sessions (calibrated to the model), else the model family's default.""")
 
 declare("utilization_rate", "analysis", kind="ranking", value_range=(0.0, 1.0), higher_is_better=True,
         computed_by="ragnb.analysis.utilization:chunk_utilization", formula="""

@@ -5,7 +5,7 @@ clipped to [−1, 1]. A zero vector has no direction, so it is an error, not a s
 
 Undefined values are NaN and are counted by :func:`ragnb.metrics.stats.aggregate`, never dropped:
 an empty cache makes every query's hit undefined (not a miss), and a one-turn session has no consecutive
-pair (its context preservation is undefined, not 0 or 1).
+pair (its context preservation does not apply: NaN, counted as not applicable, not 0 or 1).
 """
 
 from __future__ import annotations
@@ -185,8 +185,13 @@ def cache_hit_rate(
     query_source_ids: Sequence | None = None,
     query_texts: Sequence | None = None,
     cache_texts: Sequence | None = None,
+    query_pages: Sequence | None = None,
+    cache_pages: Sequence | None = None,
 ) -> CacheHits:
-    """docs/metrics.md, Tier UX: CacheHitRate = (1/|Q|) Σ_{q∈Q} 1[ max_{c∈Cache∖self(q)} cos(e_q, e_c) > τ ], τ = 0.85.
+    """docs/metrics.md, Tier UX: CacheHitRate = (1/|Q|) Σ_{q∈Q} 1[ max_{c∈Cache∖self(q)} cos(e_q, e_c) > τ ].
+
+    τ defaults to 0.85, the original value, chosen for all-MiniLM-L6-v2; similarities are model-specific, so Tier
+    UX calibrates τ on the pages the questions cite (:mod:`ragnb.metrics.ux_thresholds`).
 
     The comparison is strict: a maximum similarity exactly equal to τ is *not* a hit. The cache is the
     set of logged questions users rated 5; each query keeps its best match (``max_similarity``,
@@ -201,6 +206,10 @@ def cache_hit_rate(
     Undefined cases are NaN, not 0: with an empty cache (or a cache that holds only the query itself) there
     is nothing to compare, so that query's hit is NaN, and the rate is taken over the queries that had
     something to compare (NaN if none); :func:`ragnb.metrics.stats.aggregate` counts them as failed.
+
+    ``query_pages`` / ``cache_pages`` (the page each question cites, as comparable keys; None = no page) add
+    the oracle column ``same_page``: 1.0 when the query and its best match cite the same page, 0.0 when they
+    cite different pages, NaN when either cites none — whatever τ is (see :func:`cache_hit_precision`).
     """
     tau = check_tau(tau)
     Q = unit_rows(query_vectors, "query_vectors", one_vector_ok=False)
@@ -208,7 +217,8 @@ def cache_hit_rate(
     qids = _ids(query_ids, Q.shape[0], "query_ids", unique=True)
     cids = _ids(cache_ids, C.shape[0], "cache_ids", unique=False)
     for name, values, n in (("query_source_ids", query_source_ids, Q.shape[0]),
-                            ("query_texts", query_texts, Q.shape[0]), ("cache_texts", cache_texts, C.shape[0])):
+                            ("query_texts", query_texts, Q.shape[0]), ("cache_texts", cache_texts, C.shape[0]),
+                            ("query_pages", query_pages, Q.shape[0]), ("cache_pages", cache_pages, C.shape[0])):
         if values is not None and len(values) != n:
             raise ValueError(f"{name} has {len(values)} entries for {n} vectors; give one per row")
     index = pd.Index(qids if qids is not None else range(Q.shape[0]), name="query_id")
@@ -236,9 +246,50 @@ def cache_hit_rate(
     n_excluded = [len(x) for x in excluded] if excluded else [0] * Q.shape[0]
     per_query = pd.DataFrame({"max_similarity": best_sim, "best_cache_id": best_id, "n_compared": n_compared,
                               "n_excluded": n_excluded, "excluded_by": reasons, "hit": hit}, index=index)
+    if query_pages is not None and cache_pages is not None:
+        per_query["same_page"] = same_page_flags(best_idx, query_pages, cache_pages)
     valid = hit[~np.isnan(hit)]
     rate = float(valid.mean()) if valid.size else math.nan
     return CacheHits(rate, per_query, tau, note, counts)
+
+
+def _page(value: object) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def same_page_flags(best_idx: Sequence[int], query_pages: Sequence, cache_pages: Sequence) -> np.ndarray:
+    """Per query: 1.0 when it and its best cache match (row ``best_idx[i]``, −1 = none) cite the same page,
+    0.0 when both cite a page and the pages differ, NaN when either cites none (None/NaN/blank) or there is
+    no match. Pages are compared as given: pass normalised page ids (:func:`ragnb.datasets.urls.page_id`)."""
+    out = np.full(len(best_idx), np.nan)
+    for i, j in enumerate(best_idx):
+        if j < 0:
+            continue
+        q, c = _page(query_pages[i]), _page(cache_pages[j])
+        if q is not None and c is not None:
+            out[i] = float(q == c)
+    return out
+
+
+@register("cache_hit_precision", FAMILY, kind="classification", value_range=(0.0, 1.0), higher_is_better=True)
+def cache_hit_precision(same_page: Sequence, hit: Sequence) -> float:
+    """docs/metrics.md, Tier UX: the share of cache hits that would serve an answer about the right page,
+
+        CacheHitPrecision = Σ_q 𝟙[hit(q) ∧ same_page(q)] / Σ_q 𝟙[hit(q) ∧ same_page(q) is known]
+
+    ``same_page(q)`` (1 / 0 / NaN): the query and its best cached question cite the same page
+    (:func:`same_page_flags`); ``hit(q)`` (1 / 0 / NaN): its similarity is above τ. Hits whose query or match
+    cites no page are left out of the denominator (and counted by the caller); NaN when no hit can be judged.
+    """
+    s = np.asarray(same_page, dtype=float).ravel()
+    h = np.asarray(hit, dtype=float).ravel()
+    if s.size != h.size:
+        raise ValueError(f"same_page has {s.size} entries but hit {h.size}; give one of each per query")
+    judged = (h == 1.0) & ~np.isnan(s)
+    return float(s[judged].mean()) if judged.any() else math.nan
 
 
 # --------------------------------------------------------------------------- sessions
@@ -259,10 +310,10 @@ def consecutive_cosines(turn_vectors) -> np.ndarray:
 class SessionScores:
     """Result of :func:`context_preservation` / :func:`multi_turn_consistency`."""
 
-    value: float  # mean over sessions of the per-session means (NaN sessions excluded, counted in n_failed)
+    value: float  # mean over sessions of the per-session means (one-turn sessions excluded, counted as not applicable)
     per_session: pd.DataFrame  # index session_id: n_turns, n_pairs, mean_similarity (NaN: one turn), min_similarity
     pairs: pd.DataFrame  # one row per consecutive pair: session_id, turn (position of the later turn, 0-based), similarity
-    n_failed: int  # sessions with fewer than 2 turns
+    n_not_applicable: int  # sessions with fewer than 2 turns: continuity is undefined by design, not a failure
 
 
 def _session_items(sessions) -> list[tuple[str, object]]:
@@ -285,8 +336,8 @@ def context_preservation(sessions: Mapping[str, np.ndarray] | Sequence[np.ndarra
 
     and overall = the mean over sessions of the per-session means ("averaged within the session, then
     over all sessions"): every session weighs the same, however many turns it has. A session with one turn
-    has no pair: its value is NaN, reported in ``n_failed`` and left out of the overall mean (not dropped
-    from ``per_session``).
+    has no pair: continuity does not apply to it, so its value is NaN, counted in ``n_not_applicable`` (never
+    as failed) and left out of the overall mean (not dropped from ``per_session``).
     """
     rows, pairs = [], []
     dim = None

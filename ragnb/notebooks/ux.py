@@ -19,12 +19,20 @@
 #
 # - **cache_hit_rate**: share of questions whose most similar question among those users rated 5 has cosine
 #   similarity **above** τ (equal to τ is not a hit) — how often a cached answer could be reused;
+# - **cache_hit_precision**: where the log cites pages, the share of those hits whose matched question cites
+#   the same page — a hit on another page's question would serve the wrong answer;
 # - **context_preservation**: mean cosine similarity of consecutive questions in a session, averaged within
 #   each session, then over sessions; **multi_turn_consistency** is the same number (the original definition defines it
 #   so).
 #
-# Every mean comes with a bootstrap 95% confidence interval (over questions, resp. sessions) and the counts
-# behind it; undefined values (an empty cache, a one-turn session) are counted as failed, never dropped.
+# Similarity thresholds depend on the embedding model (multilingual-e5 puts almost any two questions of one wiki
+# above 0.8, all-MiniLM-L6-v2 rarely), so τ is calibrated on the cited pages for a target precision and the
+# break threshold on the similarities of questions from different sessions; a threshold that cannot be calibrated
+# is reported as such, beside the model's similarity distribution.
+#
+# Every mean comes with a bootstrap 95% confidence interval (over questions, hits, resp. sessions) and the counts
+# behind it; undefined values (an empty cache) are counted as failed, never dropped; a one-turn session has no
+# continuity to measure and is counted as not applicable.
 
 # %% tags=["parameters"]
 corpus: str = "demo"  # cache part: "demo" (bundled XQuAD questions and log, simulated scores) or "db" (configured database)
@@ -33,8 +41,9 @@ sessions: str = "demo"  # "demo": bundled ruTiE (ru) and TREC CAsT (en) sessions
 dataset_path: str = ""  # questions checked against the cache; "": demo questions, or (db) every logged question
 max_questions: int = 0  # check only the first N questions against the cache (0: all)
 cache_score: int = 5  # user score that puts a logged question into the cache
-tau: float = 0.85  # cache hit when the best cosine similarity is strictly above this, in (0, 1]
-break_threshold: float = 0.3  # a turn breaks context when its similarity to the previous turn is below this
+tau: float = 0.0  # cache hit when the best cosine similarity is strictly above τ in (0, 1]; 0: calibrated (see target_precision)
+target_precision: float = 0.9  # τ 0: the smallest τ whose hits cite their match's page this often, else the model's default
+break_threshold: float = 0.0  # a turn breaks context below this similarity to the previous turn; 0: calibrated on pairs of different sessions
 max_sessions: int = 0  # analyse only the first N sessions, by time of their first turn (0: all)
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
@@ -49,15 +58,19 @@ output_dir = str(notebook_output_dir(output_dir))  # the one rule for the defaul
 
 from ragnb.reports import report
 from ragnb.tiers.ux import load_inputs, run_tier_ux
-from ragnb.tiers.ux_figures import cache_similarity_histogram, similarity_by_flag_chart, similarity_chart, summary_rows
+from ragnb.tiers.ux_figures import (cache_similarity_histogram, similarity_by_flag_chart, similarity_chart,
+                                    summary_rows, tau_curve_chart)
 
 inputs = load_inputs(corpus, language, sessions, embedding_model, dataset_path, max_questions, max_sessions,
                      cache_score)
 result = run_tier_ux(inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
-                     inputs.annotations, tau=tau, break_threshold=break_threshold, n_boot=n_boot)
+                     inputs.annotations, tau=tau or None, break_threshold=break_threshold or None, n_boot=n_boot,
+                     target_precision=target_precision, embedding_model=inputs.embedding_model)
 result.add_notes(inputs.notes)
+summary = result.summary
 report.header("Tier UX — about this run", {
-    **inputs.info, "tau": tau, "break_threshold": break_threshold,
+    **inputs.info, "tau": f"{summary['tau']:.4g} ({summary['tau_source']})",
+    "break_threshold": f"{summary['break_threshold']:.4g} ({summary['break_threshold_source']})",
     "questions_checked": len(result.per_query), "sessions_analysed": len(result.per_session),
 })
 for note in result.notes:
@@ -73,18 +86,34 @@ report.show_table(summary_rows(result.summary), max_rows=40)
 # metrics JSON (`cache.self_matches_excluded`).
 
 # %%
-cache = result.summary["cache"]
+cache = summary["cache"]
 print(f"{cache.get('n_hits', 0)} of {cache.get('n_queries', 0)} questions have a cached question with similarity "
-      f"> {tau:g} (cache: {cache.get('n_cache', 0)} questions; median best similarity "
+      f"> τ = {summary['tau']:.4g} (cache: {cache.get('n_cache', 0)} questions; median best similarity "
       f"{cache.get('max_similarity_p50', float('nan')):.3f}, 95th percentile {cache.get('max_similarity_p95', float('nan')):.3f}).")
 excluded = cache.get("self_matches_excluded", {})
 print(f"Self-matches left out: {cache.get('n_self_in_cache', 0)} question(s) found themselves in the cache — "
       f"{excluded.get('same_id', 0)} by id, {excluded.get('same_source_id', 0)} by the log id the item was built "
       f"from, {excluded.get('same_text', 0)} by identical normalised text.")
 if result.per_query["max_similarity"].notna().any():
-    report.show(cache_similarity_histogram(result.per_query, tau))
-    closest = result.per_query.sort_values("max_similarity", ascending=False)
-    report.show_table(closest[["question", "best_cache_question", "max_similarity", "hit"]].round(3), max_rows=10)
+    report.show(cache_similarity_histogram(result.per_query, summary["tau"], inputs.embedding_model))
+    hits = result.per_query[result.per_query["hit"] == 1].sort_values("max_similarity", ascending=False)
+    report.show_table(hits[["question", "best_cache_question", "max_similarity", "match"]].round(3), max_rows=15)
+
+# %% [markdown]
+# ## Calibrating τ on the pages the questions cite
+# Where the log holds the page each question cites, a hit is right when the question and its match cite the same
+# page. The chart shows, for every τ at which something changes (the observed best-match similarities), the share
+# of hits citing the same page (precision; hits where either side cites no page are left out and counted) and the
+# hit rate; the table below it holds exactly the chart's points. The calibrated τ is the smallest τ whose precision
+# on this log reaches `target_precision` — chosen on the same log, so optimistic for new questions.
+
+# %%
+if not result.tau_curve.empty:
+    cal = summary["tau_calibration"]
+    report.show(tau_curve_chart(result.tau_curve, summary["tau"], cal["tau"], target_precision))
+    report.show_table(result.tau_curve, max_rows=15)
+else:
+    print("No question and its best cached match both cite a page: τ cannot be calibrated here (see the notes).")
 
 # %% [markdown]
 # ## Dialogue continuity: similarity between consecutive questions
@@ -94,9 +123,12 @@ if result.per_query["max_similarity"].notna().any():
 
 # %%
 if len(result.per_item):
-    report.show(similarity_chart(result.per_item, break_threshold))
-    report.show(similarity_by_flag_chart(result.per_item, break_threshold))
-    report.show_table(result.per_session.sort_values("context_preservation").round(3), max_rows=15)
+    report.show(similarity_chart(result.per_item, summary["break_threshold"]))
+    report.show(similarity_by_flag_chart(result.per_item, summary["break_threshold"]))
+    multi = result.per_session[result.per_session["n_turns"] > 1]
+    print(f"{len(result.per_session) - len(multi)} one-turn session(s) are not applicable (no consecutive pair) "
+          "and not listed.")
+    report.show_table(multi.sort_values("context_preservation").round(3), max_rows=15)
 
 # %% [markdown]
 # ## Questions that broke context
@@ -112,13 +144,14 @@ for source, block in result.summary["per_source"].items():
         auc, at = det["roc_auc"], det["at_break_threshold"]
         print(f"{source}: does low similarity find the turns that needed context? ROC-AUC of (1 − similarity) vs the "
               f"human flag = {auc['mean']:.3f} (95% CI {auc['ci95'][0]:.3f}–{auc['ci95'][1]:.3f}, {det['n_pairs']} turns); "
-              f"at similarity < {break_threshold:g}: precision {at['precision']['mean']:.3f}, recall {at['recall']['mean']:.3f}. "
+              f"at similarity < {summary['break_threshold']:.3g}: precision {at['precision']['mean']:.3f}, recall {at['recall']['mean']:.3f}. "
               f"Mean similarity: needs context {det['mean_similarity_needs_context']:.3f}, "
               f"self-contained {det['mean_similarity_self_contained']:.3f}.")
 columns = [c for c in ("session_id", "turn", "source", "previous_question", "question", "similarity", "needs_context",
                        "manual_rewrite") if c in result.per_item.columns]
 if len(result.per_item):
-    print(f"{len(result.breaks)} of {int(result.per_item['similarity'].notna().sum())} consecutive pairs are below {break_threshold:g}.")
+    print(f"{len(result.breaks)} of {int(result.per_item['similarity'].notna().sum())} consecutive pairs are below "
+          f"{summary['break_threshold']:.3g}.")
     report.show_table(result.breaks[columns].round({"similarity": 3}).reset_index(drop=True), max_rows=worst_n)
 
 # %%

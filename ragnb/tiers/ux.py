@@ -1,33 +1,33 @@
 """Tier UX — user experience (see docs/metrics.md, Tier UX): cache reuse potential and dialogue continuity.
 
-- ``cache_hit_rate``: share of questions whose nearest score-5 logged question is more similar than τ;
+- ``cache_hit_rate``: share of questions whose nearest score-5 logged question is more similar than τ, and
+  ``cache_hit_precision``: share of those hits whose match cites the same page (:mod:`ragnb.tiers.ux_cache`);
 - ``context_preservation`` / ``multi_turn_consistency``: mean cosine of consecutive questions, per session,
   then over sessions (the original definition defines both the same way);
-- "questions that broke context": consecutive turns less similar than ``break_threshold``; where a human
-  flag says which turns needed earlier context (TREC CAsT), how well low similarity finds them.
+- "questions that broke context": consecutive turns less similar than ``break_threshold`` (by default the
+  90th percentile of similarities of questions from different sessions: the model's own scale); where a human flag says
+  which turns needed earlier context (TREC CAsT), how well low similarity finds them.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ragnb.rag.encoders.base import encode_queries
 from ragnb.metrics.classification import binary_report, score_report
 from ragnb.metrics.stats import aggregate
-from ragnb.metrics.ux import DEFAULT_TAU, cache_hit_rate, check_tau, context_preservation, multi_turn_consistency
-from ragnb.datasets.sessions import SESSION_CHOICES, SOURCES, SessionLog
+from ragnb.metrics.ux import context_preservation, multi_turn_consistency
+from ragnb.metrics.ux_thresholds import (BREAK_QUANTILE, TARGET_PRECISION, check_target_precision,
+                                         model_defaults, similarity_quantiles, unrelated_pair_similarities)
+from ragnb.datasets.sessions import SOURCES, SessionLog
 from ragnb.tiers.result import TierResult
+from ragnb.tiers.ux_cache import PER_QUERY_COLUMNS, cache_part
+from ragnb.tiers.ux_inputs import UXInputs, load_inputs  # noqa: F401  (the notebook's entry points)
 
-DEFAULT_BREAK_THRESHOLD = 0.3  # see docs/metrics.md, Tier UX
-SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed random draw, see ragnb.datasets.demo): the "
-                  "score-5 cache is a random ~half of the demo questions, so cache_hit_rate here shows how the "
-                  "metric works, not how a real cache would perform.")
-
+DEFAULT_BREAK_THRESHOLD = 0.3  # the original value, for all-MiniLM-L6-v2 (see docs/metrics.md, Tier UX)
 
 @dataclass
 class UXResult(TierResult):
@@ -39,9 +39,12 @@ class UXResult(TierResult):
     per_query: pd.DataFrame = field(default_factory=pd.DataFrame, kw_only=True)
     # index session id: source, language, n_turns, n_pairs, context_preservation, ...
     per_session: pd.DataFrame = field(default_factory=pd.DataFrame, kw_only=True)
+    # precision and hit rate against τ (ragnb.metrics.ux_thresholds.calibrate_tau); empty without cited pages
+    tau_curve: pd.DataFrame = field(default_factory=pd.DataFrame, kw_only=True)
 
     def __post_init__(self) -> None:
-        self.tables = {"per_query": self.per_query, **self.tables}
+        curve = {"tau_curve": self.tau_curve} if not self.tau_curve.empty else {}
+        self.tables = {"per_query": self.per_query, **curve, **self.tables}
 
     @property
     def breaks(self) -> pd.DataFrame:
@@ -58,42 +61,25 @@ def check_break_threshold(value: float) -> float:
     return float(value)
 
 
-def _texts(frame: pd.DataFrame | None, vectors, name: str) -> pd.DataFrame:
-    if frame is None:
-        raise ValueError(f"{name} is None")
-    if "question" not in frame.columns:
-        raise ValueError(f"{name} needs a 'question' column (index = ids)")
-    if len(frame) != len(vectors):
-        raise ValueError(f"{name} has {len(frame)} rows but {len(vectors)} vectors; give one vector per row, in order")
-    return frame
-
-
-def _cache_part(queries, query_vectors, cache, cache_vectors, tau, exclude_same_id, n_boot, seed):
-    queries = _texts(queries, query_vectors, "queries")
-    cache = _texts(cache, cache_vectors, "cache")
-    source_ids = (queries["source_id"].tolist() if "source_id" in queries.columns else None)
-    hits = cache_hit_rate(query_vectors, cache_vectors, tau, query_ids=list(queries.index),
-                          cache_ids=list(cache.index), exclude_same_id=exclude_same_id, query_source_ids=source_ids,
-                          query_texts=queries["question"].tolist(), cache_texts=cache["question"].tolist())
-    per_query = hits.per_query.copy()
-    per_query.insert(0, "question", queries["question"].to_numpy())
-    cache_text = cache["question"].groupby(level=0).first()
-    per_query["best_cache_question"] = per_query["best_cache_id"].map(cache_text)
-    per_query = per_query[["question", "max_similarity", "best_cache_id", "best_cache_question", "n_compared",
-                           "n_excluded", "excluded_by", "hit"]]
-    sims = per_query["max_similarity"].dropna()
-    excluded = dict(hits.excluded)
-    summary = {
-        "agg": aggregate(per_query["hit"].to_numpy(), n_boot=n_boot, seed=seed),
-        "info": {"n_queries": len(per_query), "n_cache": len(cache), "n_hits": int(np.nansum(per_query["hit"])),
-                 "exclude_same_id": exclude_same_id,
-                 # queries that had at least one cache entry left out as themselves (kept for older readers)
-                 "n_self_in_cache": int(excluded.pop("queries")),
-                 "self_matches_excluded": excluded,
-                 "max_similarity_p50": float(sims.median()) if len(sims) else math.nan,
-                 "max_similarity_p95": float(sims.quantile(0.95)) if len(sims) else math.nan},
-    }
-    return per_query, summary, hits.note
+def choose_break_threshold(value: float | None, sessions: SessionLog, model: str) -> dict:
+    """The break threshold and where it came from: ``value`` as given (not calibrated); else (None) the
+    :data:`BREAK_QUANTILE` quantile of the cosines of questions from different sessions — a turn breaks context
+    when it is no closer to the previous turn than 9 in 10 pairs of questions of different conversations, on
+    this model's scale; else (fewer than two sessions) the model family's default, not calibrated."""
+    unrelated = unrelated_pair_similarities(sessions.vectors, sessions.turns["session_id"].tolist())
+    baseline = similarity_quantiles(unrelated)
+    out = {"unrelated_pairs": baseline}
+    if value is not None:
+        return {"break_threshold": check_break_threshold(value), "calibrated": False,
+                "source": "given as a parameter, not calibrated", **out}
+    if baseline["n"]:
+        return {"break_threshold": float(np.quantile(unrelated, BREAK_QUANTILE)), "calibrated": True,
+                "source": f"{BREAK_QUANTILE:.0%} quantile of the cosines of {baseline['n']} pairs of questions from "
+                          "different sessions", **out}
+    d = model_defaults(model)
+    return {"break_threshold": d.break_threshold, "calibrated": False,
+            "source": f"default for the {d.family} model family ({d.basis}), uncalibrated: fewer than two "
+                      "sessions, so no pairs of unrelated questions to calibrate on", **out}
 
 
 def _turn_frame(sessions: SessionLog, annotations: pd.DataFrame | None, pairs: pd.DataFrame,
@@ -103,7 +89,7 @@ def _turn_frame(sessions: SessionLog, annotations: pd.DataFrame | None, pairs: p
         ann = annotations.reindex(turns.index)
         turns["source"] = ann["source"].fillna("db").to_numpy()
         turns["language"] = ann["language"].to_numpy()
-        for col in ("needs_context", "manual_rewrite"):
+        for col in ("needs_context", "manual_rewrite", "label"):
             if col in ann:
                 turns[col] = ann[col].to_numpy()
     else:
@@ -144,6 +130,14 @@ def _detection(turns: pd.DataFrame, break_threshold: float, n_boot: int, seed: i
     }
 
 
+def continuity(values: np.ndarray, n_boot: int, seed: int) -> dict:
+    """Aggregate of per-session continuity over the sessions it applies to (two turns or more): a one-turn
+    session has no consecutive pair, so it is counted in ``n_not_applicable`` — never in n or n_failed."""
+    values = np.asarray(values, dtype=float)
+    applies = ~np.isnan(values)
+    return {**aggregate(values[applies], n_boot=n_boot, seed=seed), "n_not_applicable": int((~applies).sum())}
+
+
 def _session_part(sessions: SessionLog, annotations, break_threshold, n_boot, seed):
     by_session = sessions.by_session()
     cp = context_preservation(by_session)
@@ -159,8 +153,8 @@ def _session_part(sessions: SessionLog, annotations, break_threshold, n_boot, se
     def block(ps: pd.DataFrame, ts: pd.DataFrame) -> dict:
         pair_breaks = ts["broke_context"].dropna().astype(float).to_numpy()
         out = {
-            "context_preservation": aggregate(ps["context_preservation"].to_numpy(), n_boot=n_boot, seed=seed),
-            "multi_turn_consistency": aggregate(ps["multi_turn_consistency"].to_numpy(), n_boot=n_boot, seed=seed),
+            "context_preservation": continuity(ps["context_preservation"].to_numpy(), n_boot, seed),
+            "multi_turn_consistency": continuity(ps["multi_turn_consistency"].to_numpy(), n_boot, seed),
             "context_break_rate": aggregate(pair_breaks, n_boot=n_boot, seed=seed),
             "n_sessions": int(len(ps)), "n_turns": int(len(ts)), "n_pairs": int(ps["n_pairs"].sum()),
             "n_one_turn_sessions": int((ps["n_turns"] < 2).sum()), "n_breaks": int(pair_breaks.sum()),
@@ -174,10 +168,12 @@ def _session_part(sessions: SessionLog, annotations, break_threshold, n_boot, se
     per_source = {}
     for src in pd.unique(per_session["source"]):
         ps = per_session[per_session["source"] == src]
+        ts = turns[turns["source"] == src]
         langs = [x for x in pd.unique(ps["language"]) if isinstance(x, str)]
-        per_source[str(src)] = {"language": langs[0] if len(langs) == 1 else (langs or None),
-                                "label": SOURCES.get(str(src), {}).get("label", "question log"),
-                                **block(ps, turns[turns["source"] == src])}
+        labels = [x for x in pd.unique(ts["label"]) if isinstance(x, str)] if "label" in ts else []
+        label = labels[0] if labels else SOURCES.get(str(src), {}).get("label", "question log")
+        per_source[str(src)] = {"language": langs[0] if len(langs) == 1 else (langs or None), "label": label,
+                                **block(ps, ts)}
     return per_session, turns, overall, per_source
 
 
@@ -188,212 +184,118 @@ def run_tier_ux(
     cache_vectors: np.ndarray | None,
     sessions: SessionLog | None,
     annotations: pd.DataFrame | None = None,
-    tau: float = DEFAULT_TAU,
-    break_threshold: float = DEFAULT_BREAK_THRESHOLD,
+    tau: float | None = None,
+    break_threshold: float | None = None,
     exclude_same_id: bool = True,
     n_boot: int = 1000,
     seed: int = 0,
+    target_precision: float = TARGET_PRECISION,
+    embedding_model: str = "",
 ) -> UXResult:
     """Tier UX on embeddings that the caller loaded (see :func:`load_inputs`).
 
     ``queries`` / ``cache``: DataFrames indexed by id with a ``question`` column, and their vectors in row
-    order; the cache is the score-5 part of the question log. ``sessions``: turns in order with vectors
-    (:class:`ragnb.datasets.sessions.SessionLog`). ``annotations`` (optional, indexed by turn id): ``source``,
-    ``language``, and where known ``needs_context`` / ``manual_rewrite`` (the demo's CAsT turns).
-    ``queries`` may carry a ``source_id`` column (the log id a dataset item was built from); with
-    ``exclude_same_id`` a query never matches itself — by id, source id or normalised text
-    (:func:`ragnb.metrics.ux.self_matches`); ``summary["cache"]["self_matches_excluded"]`` counts them.
-    Either part may be None (skipped, with a note). CIs: bootstrap over questions (cache hit rate), over
-    sessions (context preservation), over consecutive pairs (break rate).
+    order; the cache is the score-5 part of the question log. Both may carry ``url`` (the page each question
+    cites): then each hit is checked against it (``cache_hit_precision``) and τ can be calibrated.
+    ``sessions``: turns in order with vectors (:class:`ragnb.datasets.sessions.SessionLog`). ``annotations``
+    (optional, indexed by turn id): ``source``, ``language``, ``label``, and where known ``needs_context`` /
+    ``manual_rewrite`` (the demo's CAsT turns). ``queries`` may carry a ``source_id`` column (the log id a
+    dataset item was built from); with ``exclude_same_id`` a query never matches itself — by id, source id or
+    normalised text (:func:`ragnb.metrics.ux.self_matches`); ``summary["cache"]["self_matches_excluded"]``
+    counts them.
+
+    Thresholds (docs/metrics.md, Tier UX, Thresholds): ``tau`` None = the smallest τ whose precision on the
+    cited pages reaches ``target_precision``, else the default of ``embedding_model``'s family (reported as
+    uncalibrated); ``break_threshold`` None = the 90% quantile of the similarities of questions from different
+    sessions. A
+    given value is used as is and reported as not calibrated.
+
+    Either part may be None (skipped, with a note). CIs: bootstrap over questions (cache hit rate), over hits
+    (precision), over sessions (context preservation), over consecutive pairs (break rate).
     """
-    tau = check_tau(tau)
-    break_threshold = check_break_threshold(break_threshold)
+    target_precision = check_target_precision(target_precision)
+    if break_threshold is not None:
+        check_break_threshold(break_threshold)
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
         raise ValueError(f"n_boot = {n_boot!r}; use a whole number ≥ 0 of bootstrap resamples (0: no CIs)")
     if queries is None and sessions is None:
         raise ValueError("nothing to evaluate: give questions and a cache, sessions, or both")
     notes: list[str] = []
     nan_agg = aggregate([], n_boot=0)
-    per_query = pd.DataFrame(columns=["question", "max_similarity", "best_cache_id", "best_cache_question",
-                                      "n_compared", "n_excluded", "excluded_by", "hit"])
-    cache_info: dict = {}
-    cache_agg = nan_agg
+    summary: dict = {"cache_hit_rate": nan_agg, "cache_hit_precision": {**nan_agg, "n_no_page": 0}}
+    per_query, curve = pd.DataFrame(columns=PER_QUERY_COLUMNS), pd.DataFrame()
     if queries is not None:
-        per_query, cache_summary, note = _cache_part(queries, query_vectors, cache, cache_vectors, tau,
-                                                     exclude_same_id, n_boot, seed)
-        cache_agg, cache_info = cache_summary["agg"], cache_summary["info"]
-        if note:
-            notes.append(f"cache_hit_rate: {note}.")
+        part = cache_part(queries, query_vectors, cache, cache_vectors, tau, target_precision, embedding_model,
+                          exclude_same_id, n_boot, seed)
+        per_query, notes = part.per_query, notes + part.notes
+        curve = part.calibration.curve if part.calibration is not None else curve
+        summary.update(part.summary)
     else:
         notes.append("cache_hit_rate was not computed (no questions given).")
+        summary.update(tau=tau, tau_calibrated=False, tau_source="not computed", target_precision=target_precision,
+                       tau_calibration=None, cache={})
 
-    per_session = pd.DataFrame()
-    per_turn = pd.DataFrame()
+    per_session, per_turn = pd.DataFrame(), pd.DataFrame()
     overall: dict = {"context_preservation": nan_agg, "multi_turn_consistency": nan_agg, "context_break_rate": nan_agg}
     per_source: dict = {}
+    breaks: dict = {"break_threshold": break_threshold, "calibrated": False, "source": "not computed"}
     if sessions is not None:
         notes.extend(sessions.notes)
-        per_session, per_turn, overall, per_source = _session_part(sessions, annotations, break_threshold, n_boot, seed)
-        if overall["n_one_turn_sessions"]:
-            notes.append(f"{overall['n_one_turn_sessions']} session(s) have a single turn: their context preservation "
-                         "is undefined (NaN) and counted in n_failed, not dropped.")
-        single = [s for s, b in per_source.items() if b["n_sessions"] == 1]
-        if single:
-            notes.append(f"{', '.join(single)}: one session only, so its context preservation has no confidence "
-                         "interval across sessions (the per-turn chart shows its spread).")
+        breaks = choose_break_threshold(break_threshold, sessions, embedding_model)
+        per_session, per_turn, overall, per_source = _session_part(sessions, annotations, breaks["break_threshold"],
+                                                                   n_boot, seed)
+        breaks["consecutive_pairs"] = similarity_quantiles(per_turn["similarity"])
+        notes.extend(_session_notes(overall, per_source, breaks, embedding_model))
     else:
         notes.append("context_preservation was not computed (no sessions given).")
     notes.append("multi_turn_consistency is computed exactly like context_preservation (as the metric is defined, see "
                  "docs/metrics.md, Tier UX), so the two values are equal by definition.")
-
-    summary = {
-        "cache_hit_rate": cache_agg,
+    summary.update({
         "context_preservation": overall["context_preservation"],
         "multi_turn_consistency": overall["multi_turn_consistency"],
         "context_break_rate": overall["context_break_rate"],
-        "tau": tau,
-        "break_threshold": break_threshold,
-        "cache": cache_info,
+        "break_threshold": breaks["break_threshold"],
+        "break_threshold_calibrated": breaks["calibrated"],
+        "break_threshold_source": breaks["source"],
+        "break_calibration": {k: v for k, v in breaks.items() if k in ("unrelated_pairs", "consecutive_pairs")},
+        "model_defaults": vars(model_defaults(embedding_model)),
         "sessions": {k: v for k, v in overall.items()
                      if k not in ("context_preservation", "multi_turn_consistency", "context_break_rate")},
         "per_source": per_source,
-    }
-    return UXResult(per_turn, summary, notes, lead={"tier": "tier_ux"}, per_query=per_query, per_session=per_session)
+    })
+    return UXResult(per_turn, summary, notes, lead={"tier": "tier_ux"}, per_query=per_query, per_session=per_session,
+                    tau_curve=curve)
 
 
-# --------------------------------------------------------------------------------------------
-# Inputs: what the notebook opens
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class UXInputs:
-    queries: pd.DataFrame | None
-    query_vectors: np.ndarray | None
-    cache: pd.DataFrame | None
-    cache_vectors: np.ndarray | None
-    sessions: SessionLog | None
-    annotations: pd.DataFrame | None
-    info: dict  # for the report header (no secrets)
-    notes: list[str]
-    embedding_model: str
-
-
-def load_inputs(
-    corpus: str = "demo",
-    language: str = "ru",
-    sessions: str = "demo",
-    embedding_model: str = "",
-    dataset_path: str = "",
-    max_questions: int = 0,
-    max_sessions: int = 0,
-    cache_score: int = 5,
-) -> UXInputs:
-    """Open everything Tier UX reads.
-
-    Cache part — ``corpus="demo"``: the demo dataset questions (or ``dataset_path``) against the score-5
-    rows of the demo question log (SIMULATED scores; a question never hits itself); ``"db"``: the questions
-    of ``dataset_path``, or (empty path) every embedded logged question, against the configured log's
-    score-``cache_score`` rows. Sessions — ``"demo"``: the bundled ruTiE + TREC CAsT sessions in their own
-    database; ``"db"``: the configured log's rows that have a session id.
-    """
-    from ragnb.rag.embeddings import get_encoder
-
-    _check_input_options(corpus, sessions, max_questions, max_sessions, cache_score)
-    encoder = get_encoder(embedding_model or None)
-    notes: list[str] = []
-    info: dict = {"embedding_model": encoder.name}
-    log_db, queries, query_vectors, cache, cache_vectors = _cache_inputs(
-        corpus, language, encoder, dataset_path, max_questions, cache_score, info, notes)
-    session_log, annotations = _session_inputs(sessions, corpus, log_db, encoder, max_sessions, info, notes)
-    return UXInputs(queries, query_vectors, cache[["question"]], cache_vectors, session_log, annotations, info, notes,
-                    encoder.name)
-
-
-def _check_input_options(corpus: str, sessions: str, max_questions: int, max_sessions: int, cache_score: int) -> None:
-    if corpus not in ("demo", "db"):
-        raise ValueError(f"corpus = {corpus!r}; use 'demo' (bundled XQuAD questions and log) or 'db' (the configured database)")
-    if sessions not in SESSION_CHOICES:
-        raise ValueError(f"sessions = {sessions!r}; use 'demo' (bundled ruTiE + TREC CAsT sessions) or 'db' "
-                         "(sessions of the configured question log)")
-    for name, value in (("max_questions", max_questions), ("max_sessions", max_sessions)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} = {value!r}; use 0 for all or a positive number")
-    if isinstance(cache_score, bool) or not isinstance(cache_score, int) or not 1 <= cache_score <= 5:
-        raise ValueError(f"cache_score = {cache_score!r}; user scores are integers 1–5 (seed: 5)")
-
-
-def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, max_questions: int, cache_score: int,
-                  info: dict, notes: list[str]) -> tuple[Any, pd.DataFrame, np.ndarray, pd.DataFrame, np.ndarray]:
-    """The question log's database, the questions to check and the score-``cache_score`` cache, with vectors."""
-    from ragnb.datasets.schema import load_dataset
-    from ragnb.datasets import demo
-    from ragnb.datasets.fingerprint import note_corpus, note_dataset
-    from ragnb.store.engine import connect
-    from ragnb.store.questions import fetch_question_log
-    from ragnb.datasets.corpus import stored_model
-    from ragnb.store.schema import table_exists, tables
-    from ragnb.store.vectors import check_space
-
-    if corpus == "demo":
-        log_db, _ = demo.ensure_demo(language, encoder)
-        info["corpus"] = f"demo: XQuAD {language} question log (CC BY-SA 4.0), simulated user scores"
-        notes.append(SIMULATED_NOTE)
+def _session_notes(overall: dict, per_source: dict, breaks: dict, model: str) -> list[str]:
+    notes = []
+    if overall["n_one_turn_sessions"]:
+        notes.append(f"{overall['n_one_turn_sessions']} session(s) have a single turn: continuity does not apply to "
+                     "them (no consecutive pair), so they are counted as not applicable, not as failed.")
+    single = [s for s, b in per_source.items() if b["n_sessions"] - b["n_one_turn_sessions"] == 1]
+    if single:
+        notes.append(f"{', '.join(single)}: one multi-turn session only, so its context preservation has no "
+                     "confidence interval across sessions (the per-turn chart shows its spread).")
+    t, cons, unrel = breaks["break_threshold"], breaks["consecutive_pairs"], breaks["unrelated_pairs"]
+    scale = (f"with {model or 'this model'}, consecutive questions have cosine {cons['p05']:.3f}–{cons['p95']:.3f} "
+             f"(5th–95th percentile), questions of different sessions {unrel['p50']:.3f} (median) and "
+             f"{unrel['p90']:.3f} (90th percentile)")
+    rate = overall["context_break_rate"]
+    if breaks["calibrated"]:
+        notes.append(f"break_threshold = {t:.4f}: the {breaks['source']} — a break is a turn no closer to the "
+                     f"previous one than 9 in 10 pairs of questions from different conversations ({scale}).")
     else:
-        log_db = connect()
-        info["corpus"] = "database"
-    info["question_log"] = log_db.display_url
-    note_corpus(log_db)
-    model = stored_model(log_db, encoder, "questions") if table_exists(log_db, tables(log_db.schema).question) else None
-    cache, cache_vectors = fetch_question_log(log_db, exact_score=cache_score, with_vectors=True, model=model)
-    # after the fetch: it names a missing table better
-    check_space(log_db, tables(log_db.schema).question, encoder, model=model)
-    if dataset_path or corpus == "demo":
-        ds = load_dataset(dataset_path) if dataset_path else demo.dataset(language)
-        items = ds.items[:max_questions] if max_questions else ds.items
-        note_dataset(ds.model_copy(update={"items": items}))  # the run record says which questions were checked
-        # source_id: the log row an item was built from (from-real-questions), so it never hits itself
-        queries = pd.DataFrame({"question": [it.question for it in items],
-                                "source_id": [_source_id(it) for it in items]},
-                               index=pd.Index([it.id for it in items]))
-        query_vectors = encode_queries(encoder, queries["question"].tolist(), batch_size=64)
-        info["questions"] = f"dataset {ds.name}"
-    else:
-        log, query_vectors = fetch_question_log(log_db, with_vectors=True, limit=max_questions, model=model)
-        queries = log[["question"]]
-        info["questions"] = "the logged questions (each compared with the cache without itself)"
-        if queries.empty:
-            raise ValueError(f"{log_db.display_url}: no logged question has an embedding; run `ragnb embed --questions`")
-    info["cache"] = f"logged questions with score {cache_score} ({len(cache)})"
-    return log_db, queries, query_vectors, cache, cache_vectors
-
-
-def _source_id(item: Any) -> str | None:
-    """The log id a dataset item was built from (``question_answer_id``, an extra field), else None."""
-    value = getattr(item, "question_answer_id", None)
-    return None if value is None else str(value)
-
-
-def _session_inputs(sessions: str, corpus: str, log_db: Any, encoder: Any, max_sessions: int, info: dict,
-                    notes: list[str]) -> tuple[SessionLog, pd.DataFrame | None]:
-    """The dialogue sessions (and, for the demo, the human needs-context flags of their turns)."""
-    from ragnb.store.engine import connect
-    from ragnb.store.schema import tables
-    from ragnb.datasets.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
-    from ragnb.store.vectors import check_space
-
-    if sessions == "demo":
-        s_db, _ = ensure_demo_sessions(encoder)
-        annotations = demo_turn_annotations()
-        info["sessions"] = "demo: ruTiE (ru, MIT) + TREC CAsT 2019-2020 (en, MIT)"
-    else:
-        s_db = log_db if corpus == "db" else connect()
-        annotations = None
-        info["sessions"] = "database"
-    check_space(s_db, tables(s_db.schema).question, encoder)
-    session_log = read_sessions(s_db, max_sessions=max_sessions, encoder=encoder)
-    if sessions == "demo":
-        notes.append("Demo sessions: created_at is synthetic (one minute per turn) and only fixes the turn order; "
-                     "the all-MiniLM-L6-v2 default model is English-only, so Russian (ruTiE) similarities are "
-                     "less meaningful than English (CAsT) ones.")
-    return session_log, annotations
+        notes.append(f"break_threshold = {t:g} is {breaks['source']}; the number depends on the model: {scale}.")
+    if rate.get("constant") and cons["n"]:
+        side = "below" if rate["mean"] == 0 else "above"
+        head = (f"context_break_rate is {rate['mean']:g} for every pair: break_threshold = {t:.4g} lies {side} every "
+                f"consecutive similarity ({cons['min']:.3f}–{cons['max']:.3f})")
+        if breaks["calibrated"]:
+            notes.append(head + (" — no turn is as unrelated to the previous one as questions of different sessions "
+                                 "usually are" if side == "below" else
+                                 " — every turn is as unrelated to the previous one as questions of different "
+                                 "sessions usually are") + ".")
+        else:
+            notes.append(head + " — it says nothing about continuity with this model; set break_threshold = 0 to "
+                         "calibrate it on the log.")
+    return notes

@@ -82,38 +82,75 @@ def similarity_by_flag_chart(per_turn: pd.DataFrame, break_threshold: float):
     return fig
 
 
-def cache_similarity_histogram(per_query: pd.DataFrame, tau: float):
-    """Each question's best similarity to the cache, with the hit threshold τ (hit: strictly above τ)."""
+def cache_similarity_histogram(per_query: pd.DataFrame, tau: float, model: str = ""):
+    """Each question's best similarity to the cache (the model's nearest-neighbour distribution), with the hit
+    threshold τ (hit: strictly above τ); where the log cites pages, coloured by whether the best match cites
+    the same page, another page, or none can be judged."""
     import plotly.express as px
 
-    values = per_query["max_similarity"].dropna().astype(float)
-    fig = px.histogram(pd.DataFrame({"max cosine similarity to the cache": values}),
-                       x="max cosine similarity to the cache", nbins=40,
-                       title=f"Best match in the score-5 cache per question (hit: similarity > τ = {tau:g})")
+    col = "max cosine similarity to the cache"
+    frame = pd.DataFrame({col: per_query["max_similarity"].astype(float)})
+    color = None
+    if "same_page" in per_query and per_query["same_page"].notna().any():
+        kind = per_query["same_page"].map({1.0: "best match cites the same page", 0.0: "best match cites another page"})
+        frame["best match"] = kind.fillna("no cited page on one side")
+        color = "best match"
+    frame = frame[frame[col].notna()]
+    title = f"Best match in the score-5 cache per question (hit: similarity > τ = {tau:g})"
+    fig = px.histogram(frame, x=col, color=color, nbins=40, barmode="stack",
+                       title=title + (f" — {model}: τ depends on the model" if model else ""))
     fig.add_vline(x=tau, line_dash="dash", line_color="red", annotation_text=f"τ = {tau:g}")
     fig.update_layout(height=380, bargap=0.05)
     return fig
 
 
+def tau_curve_chart(curve: pd.DataFrame, tau: float, calibrated_tau: float | None, target_precision: float):
+    """Cache-hit precision and hit rate against τ: exactly the rows of ``curve`` (the table beside it, from
+    :func:`ragnb.metrics.ux_thresholds.calibrate_tau`), as steps — both change only at observed similarities."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for name, column in (("precision of hits (same page)", "precision"), ("hit rate", "hit_rate")):
+        fig.add_trace(go.Scatter(x=curve["tau"], y=curve[column], mode="lines+markers", name=name, line_shape="hv",
+                                 customdata=curve[["n_hits", "n_judged"]].to_numpy(),
+                                 hovertemplate="τ %{x:.4f}: %{y:.3f} (%{customdata[0]} hits, %{customdata[1]} judged)"
+                                               "<extra></extra>"))
+    fig.add_hline(y=target_precision, line_dash="dot", line_color="grey",
+                  annotation_text=f"target precision {target_precision:g}")
+    fig.add_vline(x=tau, line_dash="dash", line_color="red", annotation_text=f"τ used {tau:.3f}")
+    if calibrated_tau is not None and calibrated_tau != tau:
+        fig.add_vline(x=calibrated_tau, line_dash="dash", line_color="green",
+                      annotation_text=f"calibrated τ {calibrated_tau:.3f}", annotation_position="bottom right")
+    fig.update_layout(title="Cache hits against τ: precision (hits citing the same page) and hit rate", height=420,
+                      xaxis_title="τ (a hit needs similarity > τ)", yaxis_title="share", yaxis_range=[0, 1.02])
+    return fig
+
+
 def summary_rows(summary: dict) -> pd.DataFrame:
-    """The headline aggregates overall and per source, one row each, for the report table."""
+    """The headline aggregates overall and per source, one row each, for the report table. ``scope`` names
+    where the questions came from (a demo source with its language, or the question log's label);
+    ``not_applicable`` counts one-turn sessions, which have no continuity to measure."""
     rows = []
 
     def add(scope: str, name: str, agg: dict) -> None:
         lo, hi = (agg.get("ci95") or [math.nan, math.nan])[:2]
         rows.append({"scope": scope, "metric": name, "mean": agg.get("mean"), "ci95_low": lo, "ci95_high": hi,
-                     "n": agg.get("n"), "n_valid": agg.get("n_valid"), "n_failed": agg.get("n_failed")})
+                     "n": agg.get("n"), "n_valid": agg.get("n_valid"), "n_failed": agg.get("n_failed"),
+                     "not_applicable": agg.get("n_not_applicable", 0)})
 
-    for name in ("cache_hit_rate", "context_preservation", "multi_turn_consistency", "context_break_rate"):
-        add("all", name, summary[name])
+    for name in ("cache_hit_rate", "cache_hit_precision", "context_preservation", "multi_turn_consistency",
+                 "context_break_rate"):
+        if name in summary:
+            add("all", name, summary[name])
     for src, block in summary.get("per_source", {}).items():
-        scope = f"{src} ({block.get('language') or '?'})"
+        lang = block.get("language")
+        scope = f"{src} ({lang})" if isinstance(lang, str) else str(block.get("label") or src)
         for name in ("context_preservation", "multi_turn_consistency", "context_break_rate"):
             add(scope, name, block[name])
         det = block.get("needs_context_detection")
         if det:
             add(scope, "needs_context_auc (1 - similarity)", det["roc_auc"])
     frame = pd.DataFrame(rows)
-    for col in ("n", "n_valid", "n_failed"):
+    for col in ("n", "n_valid", "n_failed", "not_applicable"):
         frame[col] = frame[col].astype("Int64")
     return frame
