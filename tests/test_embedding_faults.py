@@ -361,7 +361,7 @@ def test_cli_embed_faults_end_as_one_line_and_leave_no_model(cli, embeddings_ser
               **{k: v for k, v in env.items() if k != "RAGNB_EMBEDDING_MAX_RETRIES"})
     assert res.exit_code == 2 and res.stderr.count("\n") == 1
     assert res.stderr.startswith(
-        "error: embedding model 'emb-small' returned a vector holding null at element 1 for the one-text request that "
+        "error: embedding model 'emb-small' returned a vector holding null at element 1 in the one-text request that "
         "asks the endpoint for the model's dimension ('dimension probe'); it was asked once")
     assert "it was asked once and every reply was invalid (the retry limit fired: max_retries=0;" in res.stderr
     assert _status(cli)["chunks"]["models"] == []

@@ -186,7 +186,7 @@ def test_endpoint_5xx_is_retried_then_gives_up(embeddings_server):
 
 def test_endpoint_wrong_count_wrong_dimension_unknown_model_are_clear_errors(embeddings_server):
     embeddings_server.script(*[Reply(200, embeddings_body([[0.1] * 8], model="emb-small"))] * 3)
-    with pytest.raises(ValueError, match=r"'emb-small' returned 1 vectors for 2 texts \(indexes 0; expected 0 … 1 "
+    with pytest.raises(ValueError, match=r"'emb-small' returned 1 vector for 2 texts \(indexes 0; expected 0 … 1 "
                        r"once each\); it was asked 3 times.*use batch size 1"):
         _endpoint(embeddings_server).encode(["a", "b"])
     embeddings_server.script(Reply(200, embeddings_body([[0.1] * 8], model="emb-small")))

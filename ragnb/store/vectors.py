@@ -158,7 +158,7 @@ def _encode_blocks(todo: list, encoder: Encoder, which: str, batch_size: int, wr
                 check_vectors(vecs, texts, encoder.name, LOCAL_MODEL_FIX)  # any encoder: nothing unusable is stored
             except EmbeddingReplyError as exc:
                 if exc.position is not None:
-                    exc.where = f"row id {ok[exc.position][0]!r} of {stats.table}"
+                    exc.where = f"for row id {ok[exc.position][0]!r} of {stats.table}"
                 raise
             if vecs.shape != (len(ok), encoder.dim):
                 raise ValueError(f"model {encoder.name!r} returned vectors of shape {vecs.shape} for {len(ok)} texts "

@@ -69,8 +69,8 @@ def check_texts(texts: Any, model: str, *, allow_empty: bool = True) -> list[str
 class EmbeddingReplyError(ValueError):
     """An encoder returned a vector that must never be cached or stored (NaN, Infinity, null, all zeros, a wrong
     length). ``position``: index of its text in the caller's list (set again by each layer that knows a better
-    one); ``where``: the table row it belongs to, when a table is being embedded; the message is built from
-    these when shown."""
+    one); ``where``: a better name for it with its preposition ("for row id 'x' of chunk"), set by a layer that
+    knows one; the message is built from these when shown."""
 
     def __init__(self, model: str, problem: str, *, position: int | None, text: str | None, fix: str) -> None:
         super().__init__(problem)
@@ -78,9 +78,9 @@ class EmbeddingReplyError(ValueError):
         self.where: str | None = None
 
     def __str__(self) -> str:
-        at = self.where or ("" if self.position is None else f"text #{self.position}")
+        at = self.where or ("" if self.position is None else f"for text #{self.position}")
         snippet = "" if self.text is None else f" ({self.text[:60]!r})"
-        return f"embedding model {self.model!r} returned {self.problem}{f' for {at}' if at else ''}{snippet}; {self.fix}"
+        return f"embedding model {self.model!r} returned {self.problem}{f' {at}' if at else ''}{snippet}; {self.fix}"
 
 
 def vector_problem(values: Any, dim: int | None) -> str | None:

@@ -125,7 +125,7 @@ class EndpointEncoder(CachedEncoder):
             try:
                 self.encode_uncached(["dimension probe"], role="document")
             except EmbeddingReplyError as exc:
-                exc.where = "the one-text request that asks the endpoint for the model's dimension"
+                exc.where = "in the one-text request that asks the endpoint for the model's dimension"
                 raise
         return int(self._dim)
 
@@ -183,7 +183,7 @@ class EndpointEncoder(CachedEncoder):
                 text=None if position is None else texts[position],
                 fix=f"it was asked {'once' if exc.attempts == 1 else f'{exc.attempts} times'} and every reply was "
                     f"invalid ({exc.limit}). "
-                    + _fix_of(problem, len(texts))) from None
+                    + _fix_of(problem, position, len(texts))) from None
         usage = getattr(resp, "usage", None)
         tokens = int(getattr(usage, "prompt_tokens", 0) or 0) if usage is not None else 0
         self.client.usage.add(CallRecord(
@@ -226,11 +226,12 @@ class EndpointEncoder(CachedEncoder):
             error = (getattr(resp, "model_extra", None) or {}).get("error")
             return None, (None, f"a reply without a 'data' list{f' (error: {str(error)[:200]})' if error else ''}")
         if not data:
-            return None, (None, f"no vectors (an empty 'data' list) for {n} texts")
+            return None, (None, f"no vectors (an empty 'data' list) for {n} text{'s' * (n != 1)}")
         indexes = [getattr(d, "index", None) for d in data]
         if any(type(i) is not int for i in indexes) or sorted(indexes) != list(range(n)):
             shown = ", ".join(map(str, indexes[:10])) + (" …" if len(indexes) > 10 else "")
-            return None, (None, f"{len(data)} vectors for {n} texts (indexes {shown}; expected 0 … {n - 1} once each)")
+            return None, (None, f"{len(data)} vector{'s' * (len(data) != 1)} for {n} text{'s' * (n != 1)} "
+                                f"(indexes {shown}; expected 0 … {n - 1} once each)")
         values = [d.embedding for d in sorted(data, key=lambda d: d.index)]
         for i, v in enumerate(values):
             problem = vector_problem(v, None)
@@ -258,11 +259,12 @@ class EmbeddingEndpointError(ValueError):
     limit and the variable that raises it."""
 
 
-def _fix_of(problem: str, n: int) -> str:
-    """What to do about an invalid reply that persisted."""
-    if problem.startswith(("no vectors", "a reply without")) or " vectors for " in problem:
+def _fix_of(problem: str, position: int | None, n: int) -> str:
+    """What to do about an invalid reply that persisted: a fault of the reply's shape (``position`` None) or of
+    one text's vector."""
+    if position is None:
         batch = (" If the server embeds only one text per request, use batch size 1 (`ragnb embed --batch-size 1`)."
-                 if n > 1 and not problem.startswith(("no vectors", "a reply without")) else "")
+                 if n > 1 and problem[:1].isdigit() else "")  # some vectors came back, not one per text
         return f"The server is not answering as an OpenAI-compatible /v1/embeddings endpoint.{batch} Nothing was " \
                "cached or stored."
     return ("The provider returns a broken vector for this text: try again later, or report it to the provider "
