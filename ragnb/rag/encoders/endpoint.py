@@ -239,15 +239,24 @@ class EndpointEncoder(CachedEncoder):
             return None, (None, f"{len(data)} vector{'s' * (len(data) != 1)} for {n} text{'s' * (n != 1)} "
                                 f"(indexes {shown}; expected 0 … {n - 1} once each)")
         values = [d.embedding for d in sorted(data, key=lambda d: d.index)]
-        for i, v in enumerate(values):
+        try:  # one conversion for a well-formed reply; a null, a string or ragged lengths make it fail or 'O'
+            arr = np.asarray(values)
+        except ValueError:
+            arr = np.asarray([], dtype=object)
+        with np.errstate(over="ignore", invalid="ignore"):
+            usable = arr.ndim == 2 and arr.dtype.kind in "fiu" and bool(
+                (np.isfinite(vecs := arr.astype(np.float32)).all(axis=1) & vecs.any(axis=1)).all())
+        for i, v in enumerate(values if not usable else []):
             problem = vector_problem(v, None)
             if problem is not None:
                 return None, (i, problem)
         lengths = [len(v) for v in values]
         if len(set(lengths)) > 1:  # garbled: blame the one that differs from the known (else the usual) length
             usual = self._dim if self._dim in lengths else max(set(lengths), key=lengths.count)
-            odd = next(i for i, n in enumerate(lengths) if n != usual)
+            odd = next(i for i, k in enumerate(lengths) if k != usual)
             return None, (odd, f"a {lengths[odd]}-d vector where the reply's others are {usual}-d")
+        if not usable:  # nothing named above, yet not a matrix of finite numbers
+            return None, (None, f"vectors that are not lists of numbers ({str(values)[:60]})")
         got = lengths[0]
         if self._dim is not None and got != self._dim:
             asked = f"dimensions={self.dimensions} was requested" if self.dimensions else f"{self._dim} was expected"
@@ -256,7 +265,7 @@ class EndpointEncoder(CachedEncoder):
                 "may not support 'dimensions' (drop it) or the declared dimension is wrong — set dimensions= (or "
                 "RAGNB_EMBEDDING_DIMENSIONS) to what the model makes")
         self._dim = got
-        return np.asarray(values, dtype=np.float32), None
+        return vecs, None
 
 
 class EmbeddingEndpointError(ValueError):
