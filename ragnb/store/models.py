@@ -266,11 +266,14 @@ def check_fingerprint(loc: ModelVectors, encoder: Encoder) -> None:
 
 
 def model_status(db: Database, which: str) -> list[dict]:
-    """Each model of ``which`` with its dimension, storage and how many rows have its vector (for ``db status``)."""
+    """Each model of ``which`` with its dimension, storage and how many rows have its vector (for ``db status``).
+    A model without a single vector is left out (an embedding that failed before writing one, in a database from
+    before such models were never recorded) — except a production column's declared model, shown with 0."""
     out = []
     for loc in table_models(db, which):
         where = f" WHERE {loc.emb_col} IS NOT NULL" if loc.storage == "column" else ""
         with loc.db.engine.connect() as conn:
             n = conn.execute(sa.text(f"SELECT count(*) FROM {loc.sql_table}{where}")).scalar_one()
-        out.append({**loc.describe(), "embedded": int(n), "default": loc.storage == "column"})
+        if n or (loc.storage == "column" and db.schema.column_model is not None):
+            out.append({**loc.describe(), "embedded": int(n), "default": loc.storage == "column"})
     return out

@@ -9,13 +9,16 @@ error (or, with ``replace``, a re-embed of that model only), never a silent mix.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from tqdm.auto import tqdm
 
 import numpy as np
 
+from ragnb.rag.encoders.base import LOCAL_MODEL_FIX, EmbeddingReplyError, check_batch_size, check_vectors
 from ragnb.store.engine import Database
 from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
                                 check_space, column_vectors, encode_fn, fingerprint, locate, qualified, recorded_space,
@@ -86,6 +89,7 @@ def embed_table(
     interrupted run keeps what it finished. Rows with empty text count as errors and get no vector.
     ``replace`` drops this model's vectors first (to re-embed it with other prompts or dimensions).
     """
+    batch_size = check_batch_size(batch_size)
     table = source_table(db, which)
     if db.writable:
         ensure_schema(db)
@@ -121,11 +125,17 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
             sa.select(sa.cast(table.c.id, sa.Text), text_col).where(emb.is_(None)).order_by(table.c.id)
         ).all()
     stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - len(todo), 0)
-    if todo:
-        _fix_dimension(db, table, encoder.dim)
-    _record_space(db, t, table, encoder)
-    _encode_blocks(todo, encoder, which, batch_size, write_every, progress, stats,
-                   lambda ids, vecs: _write_vectors(db, table, ids, vecs))
+    if not todo and total:
+        _record_space(db, t, table, encoder)
+
+    def write(ids: list[str], vecs: np.ndarray) -> None:
+        with db.engine.begin() as conn:
+            if not stats.processed:  # the model is recorded with its first vectors: a failed embed records nothing
+                _fix_dimension(db, table, encoder.dim, conn)
+                _record_space(db, t, table, encoder, conn)
+            _write_vectors(db, table, ids, vecs, conn)
+
+    _encode_blocks(todo, encoder, which, batch_size, write_every, progress, stats, write)
     return stats
 
 
@@ -142,7 +152,14 @@ def _encode_blocks(todo: list, encoder: Encoder, which: str, batch_size: int, wr
         ok = [(rid, txt) for rid, txt in block if isinstance(txt, str) and txt.strip()]
         stats.errors += len(block) - len(ok)
         if ok:
-            vecs = np.asarray(encode([txt for _, txt in ok], batch_size=batch_size), dtype=np.float32)
+            texts = [txt for _, txt in ok]
+            try:
+                vecs = np.asarray(encode(texts, batch_size=batch_size), dtype=np.float32)
+                check_vectors(vecs, texts, encoder.name, LOCAL_MODEL_FIX)  # any encoder: nothing unusable is stored
+            except EmbeddingReplyError as exc:
+                if exc.position is not None:
+                    exc.where = f"for row id {ok[exc.position][0]!r} of {stats.table}"
+                raise
             if vecs.shape != (len(ok), encoder.dim):
                 raise ValueError(f"model {encoder.name!r} returned vectors of shape {vecs.shape} for {len(ok)} texts "
                                  f"of {stats.table}; expected ({len(ok)}, {encoder.dim})")
@@ -152,30 +169,36 @@ def _encode_blocks(todo: list, encoder: Encoder, which: str, batch_size: int, wr
     bar.close()
 
 
-def _fix_dimension(db: Database, table: sa.Table, dim: int) -> None:
-    """Give an untyped ``vector`` column its dimension (HNSW indexes need one)."""
+def _fix_dimension(db: Database, table: sa.Table, dim: int, conn: sa.Connection | None = None) -> None:
+    """Give an untyped ``vector`` column its dimension (HNSW indexes need one); in ``conn``'s transaction if given."""
     if column_dimension(db, table) is None:
-        with db.engine.begin() as conn:
+        with _transaction(db, conn) as conn:
             conn.execute(sa.text(
                 f"ALTER TABLE {_qt(db, table)} ALTER COLUMN {_q(db, table.c.embedding.name)} TYPE vector({dim})"
             ))
 
 
-def _record_space(db: Database, t: Tables, table: sa.Table, encoder: Encoder) -> None:
+def _transaction(db: Database, conn: sa.Connection | None) -> Any:
+    """``conn`` (a transaction the caller owns), else a new one."""
+    return nullcontext(conn) if conn is not None else db.engine.begin()
+
+
+def _record_space(db: Database, t: Tables, table: sa.Table, encoder: Encoder, conn: sa.Connection | None = None) -> None:
     """Record the column's model (name, dim, backend, fingerprint) in ``ragnb_embedding_space``."""
     from sqlalchemy.dialects.postgresql import insert
 
     values = {"model": encoder.name, "dim": encoder.dim, "backend": backend(encoder), "fingerprint": fingerprint(encoder)}
     stmt = insert(t.meta).values(table_name=_qualified(table), **values)
     stmt = stmt.on_conflict_do_update(index_elements=[t.meta.c.table_name], set_={**values, "updated_at": sa.func.now()})
-    with db.engine.begin() as conn:
+    with _transaction(db, conn) as conn:
         conn.execute(stmt)
 
 
-def _write_vectors(db: Database, table: sa.Table, ids: list[str], vecs: np.ndarray) -> None:
+def _write_vectors(db: Database, table: sa.Table, ids: list[str], vecs: np.ndarray,
+                   conn: sa.Connection | None = None) -> None:
     """COPY into a temp table shaped like the target, then one UPDATE … FROM (one transaction)."""
     id_col, emb_col = _q(db, table.c.id.name), _q(db, table.c.embedding.name)
-    with db.engine.begin() as conn:
+    with _transaction(db, conn) as conn:
         raw = conn.connection.driver_connection
         with raw.cursor() as cur:
             cur.execute(
@@ -195,11 +218,13 @@ def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, bat
     """A model other than the column's: its own vector table in the vector store (never the source tables)."""
     store = db.vector_store()
     _ensure_store(store)
-    loc = _prepare_vector_table(db, table, encoder, replace)
+    loc, register, registered = _prepare_vector_table(db, table, encoder, replace)
     with db.engine.connect() as conn:
         all_ids = [r[0] for r in conn.execute(sa.select(sa.cast(table.c.id, sa.Text)))]
-    with store.engine.connect() as conn:
-        done = {r[0] for r in conn.execute(sa.text(f"SELECT row_id FROM {loc.sql_table}"))}
+    done: set[str] = set()
+    if registered:
+        with store.engine.connect() as conn:
+            done = {r[0] for r in conn.execute(sa.text(f"SELECT row_id FROM {loc.sql_table}"))}
     missing = [i for i in all_ids if i not in done]
     text_col = table.c.text if which == "chunks" else table.c.question
     todo: list = []
@@ -210,8 +235,14 @@ def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, bat
                                  .where(sa.cast(table.c.id, sa.Text).in_(part))).all()
     stats = EmbedStats(qualified(table), encoder.name, encoder.dim, len(all_ids), 0, len(all_ids) - len(missing), 0,
                        storage="table")
-    _encode_blocks([tuple(r) for r in todo], encoder, which, batch_size, write_every, progress, stats,
-                   lambda ids, vecs: _insert_vectors(store, loc.sql_table, ids, vecs))
+
+    def write(ids: list[str], vecs: np.ndarray) -> None:
+        with store.engine.begin() as conn:
+            if not registered and not stats.processed:  # created and catalogued with its first vectors
+                register(conn)
+            _insert_vectors(store, loc.sql_table, ids, vecs, conn)
+
+    _encode_blocks([tuple(r) for r in todo], encoder, which, batch_size, write_every, progress, stats, write)
     return stats
 
 
@@ -229,9 +260,13 @@ def _ensure_store(store: Database) -> None:
         store.engine.dispose()  # fresh connections register the new vector type
 
 
-def _prepare_vector_table(db: Database, table: sa.Table, encoder: Encoder, replace: bool) -> ModelVectors:
-    """The model's vector table, created (or, with ``replace``, recreated) and registered in the catalogue;
-    an existing one made with another dimension or fingerprint is an error naming the fix."""
+def _prepare_vector_table(db: Database, table: sa.Table, encoder: Encoder, replace: bool
+                          ) -> tuple[ModelVectors, Any, bool]:
+    """``(location, register, registered)`` of the model's vector table. ``register(conn)`` (re)creates the table
+    and catalogues it; it has run already (``registered``) for a model with vectors, and is left to the first
+    write otherwise (a new model, or ``replace``) — so an embedding that fails before any vector is written
+    leaves no model behind, and ``replace`` keeps the old vectors until new ones arrive. An existing table made
+    with another dimension or fingerprint is an error naming the fix."""
     from sqlalchemy.dialects.postgresql import insert
 
     store = db.vector_store()
@@ -253,18 +288,25 @@ def _prepare_vector_table(db: Database, table: sa.Table, encoder: Encoder, repla
     stmt = insert(cat).values(**row)
     stmt = stmt.on_conflict_do_update(index_elements=[cat.c.source, cat.c.source_table, cat.c.model],
                                       set_={k: stmt.excluded[k] for k in ("backend", "fingerprint", "dim")})
-    with store.engine.begin() as conn:
+
+    def register(conn: sa.Connection) -> None:
         if replace:
             conn.execute(sa.text(f"DROP TABLE IF EXISTS {loc.sql_table}"))
         conn.execute(sa.text(f"CREATE TABLE IF NOT EXISTS {loc.sql_table} "
                              f"(row_id text PRIMARY KEY, embedding vector({int(encoder.dim)}) NOT NULL)"))
         conn.execute(stmt)
-    return loc
+
+    registered = bool(rows) and not replace
+    if registered:
+        with store.engine.begin() as conn:
+            register(conn)
+    return loc, register, registered
 
 
-def _insert_vectors(store: Database, sql_table: str, ids: list[str], vecs: np.ndarray) -> None:
+def _insert_vectors(store: Database, sql_table: str, ids: list[str], vecs: np.ndarray,
+                    conn: sa.Connection | None = None) -> None:
     """COPY into a temp table, then one INSERT … ON CONFLICT (one transaction; a re-run overwrites)."""
-    with store.engine.begin() as conn:
+    with _transaction(store, conn) as conn:
         raw = conn.connection.driver_connection
         with raw.cursor() as cur:
             cur.execute(f"CREATE TEMP TABLE ragnb_tmp_vec ON COMMIT DROP AS "

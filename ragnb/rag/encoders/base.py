@@ -66,6 +66,74 @@ def check_texts(texts: Any, model: str, *, allow_empty: bool = True) -> list[str
     return texts
 
 
+class EmbeddingReplyError(ValueError):
+    """An encoder returned a vector that must never be cached or stored (NaN, Infinity, null, all zeros, a wrong
+    length). ``position``: index of its text in the caller's list (set again by each layer that knows a better
+    one); ``where``: a better name for it with its preposition ("for row id 'x' of chunk"), set by a layer that
+    knows one; the message is built from these when shown."""
+
+    def __init__(self, model: str, problem: str, *, position: int | None, text: str | None, fix: str) -> None:
+        super().__init__(problem)
+        self.model, self.problem, self.position, self.text, self.fix = model, problem, position, text, fix
+        self.where: str | None = None
+
+    def __str__(self) -> str:
+        at = self.where or ("" if self.position is None else f"for text #{self.position}")
+        snippet = "" if self.text is None else f" ({self.text[:60]!r})"
+        return f"embedding model {self.model!r} returned {self.problem}{f' {at}' if at else ''}{snippet}; {self.fix}"
+
+
+def vector_problem(values: Any, dim: int | None) -> str | None:
+    """Why one returned vector cannot be used — not a flat list of numbers, null, NaN, Infinity, a value beyond
+    float32, all zeros, or not ``dim`` long — as a phrase for :class:`EmbeddingReplyError`; None when usable."""
+    arr = np.asarray(values) if not isinstance(values, np.ndarray) else values
+    if arr.ndim != 1 or arr.dtype.kind not in "fiu":
+        items = list(values) if isinstance(values, (list, tuple)) else []
+        bad = next((j for j, x in enumerate(items) if not isinstance(x, (int, float)) or isinstance(x, bool)), None)
+        if bad is None:
+            return f"a value that is not a list of numbers ({str(values)[:60]})"
+        return f"a vector holding {'null' if items[bad] is None else repr(items[bad])[:30]} at element {bad}"
+    with np.errstate(over="ignore", invalid="ignore"):
+        arr32 = arr.astype(np.float32)
+    bad_idx = np.flatnonzero(~np.isfinite(arr32))
+    if len(bad_idx):
+        j = int(bad_idx[0])
+        what = ("NaN" if np.isnan(arr[j]) else f"{'-' if arr[j] < 0 else ''}Infinity" if np.isinf(arr[j])
+                else f"{float(arr[j]):g}, too large for float32,")
+        more = f" (and {len(bad_idx) - 1} more)" if len(bad_idx) > 1 else ""
+        return f"a vector holding {what} at element {j}{more}"
+    if not arr32.any():
+        return f"an all-zero vector ({len(arr32)} zeros: it has no direction, so no cosine similarity)"
+    if dim is not None and len(arr32) != dim:
+        return f"a {len(arr32)}-d vector where {dim}-d ones were expected"
+    return None
+
+
+def check_vectors(vectors: np.ndarray, texts: list[str], model: str, fix: str) -> None:
+    """Refuse a matrix that holds an unusable row (see :func:`vector_problem`) before anything caches or
+    stores it: :class:`EmbeddingReplyError` naming the first such text."""
+    vectors = np.asarray(vectors)
+    if vectors.ndim != 2 or len(vectors) != len(texts):
+        raise EmbeddingReplyError(model, f"an array of shape {vectors.shape} for {len(texts)} texts", position=None,
+                                  text=None, fix=fix)
+    usable = np.isfinite(vectors).all(axis=1) & vectors.any(axis=1)
+    if not usable.all():
+        i = int(np.flatnonzero(~usable)[0])
+        raise EmbeddingReplyError(model, vector_problem(vectors[i], None) or "an unusable vector", position=i,
+                                  text=texts[i], fix=fix)
+
+
+LOCAL_MODEL_FIX = ("the model itself produced it (a damaged model file, or a numeric overflow in half precision); "
+                   "nothing was cached or stored — check the model, or drop that text")
+
+
+def check_batch_size(batch_size: Any) -> int:
+    """``batch_size`` as a positive int; anything else is a ValueError naming the fix."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r}: give a positive number of texts per batch (e.g. 32)")
+    return int(batch_size)
+
+
 class CachedEncoder:
     """Cache-first encoding shared by the backends. A subclass sets ``name``, ``backend``, ``dim`` (may be a
     property), ``max_input_tokens``, ``fingerprint``, ``prompts = {"query": ..., "document": ...}`` and
@@ -145,14 +213,17 @@ class CachedEncoder:
                         role: str = "document") -> np.ndarray:
         """Always through the model, never the disk cache: for callers that time the encoding itself."""
         texts = check_texts(texts, self.name, allow_empty=self.allow_empty)
+        batch_size = check_batch_size(batch_size)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         out = np.asarray(self._encode_role(texts, role, batch_size, progress), dtype=np.float32)
+        check_vectors(out, texts, self.name, LOCAL_MODEL_FIX)  # endpoints checked each reply already
         self.encoded_texts += len(texts)
         return out
 
     def _encode_cached(self, texts: list[str], role: str, batch_size: int, progress: bool) -> np.ndarray:
         texts = check_texts(texts, self.name, allow_empty=self.allow_empty)
+        batch_size = check_batch_size(batch_size)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         cache = self.cache_for(role)
@@ -164,7 +235,12 @@ class CachedEncoder:
         found = cache.get_many(list(dict.fromkeys(keys)))
         todo = {k: t for k, t in zip(keys, texts) if k not in found}
         if todo:
-            vecs = self.encode_uncached(list(todo.values()), batch_size, progress, role)
+            try:
+                vecs = self.encode_uncached(list(todo.values()), batch_size, progress, role)
+            except EmbeddingReplyError as exc:  # name the text by its place in the caller's list
+                if exc.position is not None:
+                    exc.position = keys.index(list(todo)[exc.position])
+                raise
             cache.put_many(list(todo), vecs)
             if cache.get_meta("encoder") is None:  # provenance: what made these vectors
                 cache.set_meta("encoder", json.dumps({**self.describe(), "role": role}, sort_keys=True))
