@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -252,8 +251,7 @@ def embed(
         encoder = get_encoder(model)
         for which, wanted in (("chunks", chunks), ("questions", questions)):
             if wanted:
-                _print_json(embed_table(db, which, encoder, batch_size=batch_size, replace=replace,
-                                        progress=sys.stderr.isatty()).as_dict())
+                _print_json(embed_table(db, which, encoder, batch_size=batch_size, replace=replace).as_dict())
     except ValueError as exc:
         _fail(exc)
 
@@ -349,7 +347,7 @@ def demo(
         if language not in DEMO_MODELS:
             raise ValueError(f"--language {language!r}; the demo has {', '.join(DEMO_MODELS)}")
         models = DEMO_MODELS[language]
-        db, stats = ensure_demo(language, [get_encoder(m) for m in models], progress=sys.stderr.isatty())
+        db, stats = ensure_demo(language, [get_encoder(m) for m in models])
         typer.echo(f"demo database {db.display_url}")
         typer.echo(f"  loaded: {stats['chunks_inserted']} new chunks ({stats['chunks_skipped']} already there, kept), "
                    f"{stats['questions_inserted']} new questions ({stats['questions_skipped']} already there)")
@@ -363,11 +361,11 @@ def demo(
                        f"it with this run's {models[0]})")
             ref = run_notebooks(["tier1"], {"language": language, "tier1.embedding_model": models[-1],
                                             "tier1.embedding_models": ""}, params_file=file,
-                                standalone=standalone)
+                                standalone=standalone, log=typer.echo)
             if ref.failures:
                 _report(ref)
         result = run_notebooks([t.name for t in TIERS], {"language": language}, params_file=file, run_id=run_id,
-                               standalone=standalone)
+                               standalone=standalone, log=typer.echo)
     except ValueError as exc:
         _fail(exc)
     finally:
@@ -388,6 +386,9 @@ def build_cli() -> click.Group:
 
 
 def main() -> None:
+    from ragnb import progress
+
+    progress.show_on_stderr()  # long steps of the command print progress lines (ragnb.progress)
     build_cli()(prog_name="ragnb")
 
 
