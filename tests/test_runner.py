@@ -219,12 +219,14 @@ def test_progress_and_eta_reach_the_terminal_not_the_report(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     first: list[str] = []
     result = run_notebooks(["tiny_progress"], {"dataset_path": "data.txt"}, outputs=out, notebooks_dir=nb_dir,
-                           log=first.append)
+                           log=first.append, progress_log=first.append)
     assert result.failures == []
     assert "[1/1] tiny_progress (first timing) — run: no estimate yet (no earlier run of these notebooks)" in first
-    # the kernel's first and last step (the ones in between are throttled to one line per 2 s)
+    # the kernel's first and last step (the ones in between are throttled: ragnb.progress)
     steps = [m for m in first if "tiny_progress · steps:" in m]
     assert steps[0].startswith("    tiny_progress · steps: 1/3 (33%)") and "3/3 (100%)" in steps[-1]
+    ended = [m for m in first if m.startswith("[1/1] tiny_progress done in ")]  # the last: no run ETA after it
+    assert len(ended) == 1 and first.index(ended[0]) > first.index(steps[-1]) and "run:" not in ended[0]
     executed = (result.run_dir / "tiny_progress.ipynb").read_text()
     assert "steps" not in executed.split("track(range(n), 'steps')")[1]  # nothing in the cell outputs
     assert not list(result.run_dir.glob(".*progress*"))  # the progress file is gone
@@ -234,7 +236,7 @@ def test_progress_and_eta_reach_the_terminal_not_the_report(tmp_path, monkeypatc
     second: list[str] = []
     took = result.record["reports"][0]["duration_s"]
     run_notebooks(["tiny_progress"], {"dataset_path": "data.txt"}, outputs=out, notebooks_dir=nb_dir,
-                  log=second.append)
+                  log=second.append, progress_log=second.append)
     from ragnb.runs.progress import format_duration
 
     assert f"[1/1] tiny_progress (usually {format_duration(took)}) — run: about " in "\n".join(second)

@@ -9,7 +9,6 @@ input → ``error: …`` on stderr, exit code 2, nothing written.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -80,7 +79,7 @@ def synthetic(
         model_id = resolve_generation_model(model)
         ctx = open_dataset_corpus(corpus, language, embedding_model)
         result = generate_synthetic(ctx, client, model_id, max_questions, language=language, seed=seed,
-                                    endpoint=llm.endpoint, progress=sys.stderr.isatty())
+                                    endpoint=llm.endpoint, progress=True)
         _finish(result, out_dir, output)
     except ValueError as exc:
         _fail(exc)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -261,8 +260,7 @@ def embed(
         encoder = get_encoder(model)
         for which, wanted in (("chunks", chunks), ("questions", questions)):
             if wanted:
-                _print_json(embed_table(db, which, encoder, batch_size=batch_size, replace=replace,
-                                        progress=sys.stderr.isatty()).as_dict())
+                _print_json(embed_table(db, which, encoder, batch_size=batch_size, replace=replace).as_dict())
     except ValueError as exc:
         _fail(exc)
 
@@ -367,7 +365,7 @@ def demo(
         if run_id is not None:  # before minutes of loading and embedding, not after
             check_run_id(run_id)
         models = DEMO_MODELS[language]
-        db, stats = ensure_demo(language, [get_encoder(m) for m in models], progress=sys.stderr.isatty())
+        db, stats = ensure_demo(language, [get_encoder(m) for m in models])
         typer.echo(f"demo database {db.display_url}")
         typer.echo(f"  loaded: {stats['chunks_inserted']} new chunks ({stats['chunks_skipped']} already there, kept), "
                    f"{stats['questions_inserted']} new questions ({stats['questions_skipped']} already there)")
@@ -381,11 +379,11 @@ def demo(
                        f"it with this run's {models[0]})")
             ref = run_notebooks(["tier1"], {"language": language, "tier1.embedding_model": models[-1],
                                             "tier1.embedding_models": ""}, params_file=file,
-                                standalone=standalone)
+                                standalone=standalone, log=typer.echo)
             if ref.failures:
                 _report(ref)
         result = run_notebooks([t.name for t in TIERS], {"language": language}, params_file=file, run_id=run_id,
-                               standalone=standalone)
+                               standalone=standalone, log=typer.echo)
     except ValueError as exc:  # a full disk is no input error: exit 1, as for a failed notebook
         from ragnb.cli.common import EXIT_FAILED, EXIT_USAGE
         from ragnb.io import DiskFullError
@@ -409,6 +407,9 @@ def build_cli() -> click.Group:
 
 
 def main() -> None:
+    from ragnb import progress
+
+    progress.show_on_stderr()  # long steps of the command print progress lines (ragnb.progress)
     build_cli()(prog_name="ragnb")
 
 

@@ -137,7 +137,7 @@ def run_command(notebooks: tuple[str, ...], parameters: tuple[tuple[str, str], .
         result = run_notebooks(list(notebooks), params, params_file=params_file, run_id=run_id, outputs=outputs,
                                judge_models=comma_list(judge_models, "--judge-models") or None,
                                generation_models=comma_list(generation_models, "--generation-models") or None,
-                               standalone=standalone)
+                               standalone=standalone, log=typer.echo)  # flushed: a log shows it at once
     except DiskFullError as exc:  # not a usage error: the notebook that failed runs again on a resume
         fail(exc, EXIT_FAILED)
     except ValueError as exc:

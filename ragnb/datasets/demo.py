@@ -106,10 +106,11 @@ DEMO_MODELS = {"ru": ("multilingual-e5-small", "all-MiniLM-L6-v2"), "en": ("all-
 
 
 def ensure_demo(language: str = "ru", encoder: Encoder | Sequence[Encoder] | None = None,
-                progress: bool = False) -> tuple[Database, dict]:
+                progress: bool = True) -> tuple[Database, dict]:
     """Load and embed the demo corpus and questions with ``encoder`` — or each of several encoders, each into
     its own vectors — (idempotent, incremental). Returns (db, stats): ``embed_chunks``/``embed_questions`` of
-    the first encoder, ``models`` = model name → both, for every encoder."""
+    the first encoder, ``models`` = model name → both, for every encoder. ``progress``: embedding reports its
+    rows where someone listens — ``ragnb``'s stderr, the runner of the notebook (:mod:`ragnb.progress`)."""
     db = connect(database=database_name(language))
     if encoder is None:
         encoders = [get_encoder()]

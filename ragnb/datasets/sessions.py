@@ -90,8 +90,9 @@ def demo_turn_annotations() -> pd.DataFrame:
     return frame
 
 
-def ensure_demo_sessions(encoder: Encoder | None = None, progress: bool = False) -> tuple[Database, dict]:
-    """Load and embed the demo sessions into ``ragnb_demo_sessions`` (idempotent, incremental). Returns (db, stats)."""
+def ensure_demo_sessions(encoder: Encoder | None = None, progress: bool = True) -> tuple[Database, dict]:
+    """Load and embed the demo sessions into ``ragnb_demo_sessions`` (idempotent, incremental). Returns (db, stats).
+    ``progress``: embedding reports its rows where someone listens (:mod:`ragnb.progress`)."""
     db = connect(database=DEMO_SESSIONS_DATABASE)
     encoder = encoder or get_encoder()
     questions = insert_rows(db, "questions", demo_session_rows(), refresh=("session_id", "created_at", "user_id"))

@@ -74,15 +74,16 @@ def parse_question_answer(obj: Any) -> tuple[str, str]:
 
 async def _generate_all(client: Any, model: str, chunks: list[dict], language: str, max_tokens: int,
                         progress: bool) -> list[dict]:
-    from tqdm.auto import tqdm
-
     from ragnb.llm import LLMOutputError, LLMTransientError
     from ragnb.llm.prompts import prompt
     from ragnb.llm.replies import strip_reasoning
+    from ragnb.progress import reporter
 
-    bar = tqdm(total=len(chunks), desc="synthetic questions", unit="chunk", disable=not progress)
+    report = reporter("synthetic questions", "chunks") if progress else None
+    finished = 0
 
     async def one(chunk: dict) -> dict:
+        nonlocal finished
         try:
             if not (chunk["text"] or "").strip():
                 return {"ok": False, "reason": "the chunk text is blank"}
@@ -99,12 +100,11 @@ async def _generate_all(client: Any, model: str, chunks: list[dict], language: s
             return {"ok": True, "question": strip_reasoning(question), "answer": strip_reasoning(answer),
                     "reasks": len(results) - 1}
         finally:
-            bar.update(1)
+            finished += 1
+            if report is not None:
+                report(finished, len(chunks))
 
-    try:
-        return await asyncio.gather(*(one(c) for c in chunks))
-    finally:
-        bar.close()
+    return await asyncio.gather(*(one(c) for c in chunks))
 
 
 def generate_synthetic(corpus: Any, client: Any, model: str, max_questions: int, language: str = "ru",

@@ -1,5 +1,6 @@
-"""What ``ragnb run`` prints while it works: ``[2/11] tier1 …`` per notebook with an ETA from earlier runs'
-durations, and the progress lines that long steps inside the notebook report (:mod:`ragnb.progress`).
+"""What ``ragnb run`` prints while it works: ``[2/11] tier1 …`` when each notebook begins (with an ETA from
+earlier runs' durations) and ends (with its duration), and the progress lines that long steps inside the
+notebook report (:mod:`ragnb.progress`), relayed at the pace :func:`ragnb.progress.stderr_interval` sets.
 
 ETA: each notebook's expected duration is the median ``duration_s`` of its last :data:`HISTORY` successful
 executions in ``benchmark_runs.json``; the run's remaining time is the sum over the notebooks still to run (minus
@@ -20,21 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ragnb.progress import PROGRESS_ENV
+from ragnb.progress import PROGRESS_ENV, Clock, Step, format_duration, stderr_interval
 from ragnb.runs.record import RUNS_FILE, load_runs
 
 HISTORY = 5  # earlier executions a notebook's expected duration is the median of
 POLL_S = 0.5
-
-
-def format_duration(seconds: float) -> str:
-    """``42 s``, ``3 min 05 s``, ``1 h 02 min``."""
-    s = int(round(max(seconds, 0.0)))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 def expected_durations(outputs: str | Path) -> dict[str, float]:
@@ -65,6 +56,7 @@ class RunProgress:
     started: int = 0
     remaining: Counter = field(default_factory=Counter)
     current: tuple[str, float] | None = None
+    name: str = ""  # of the notebook begun last
 
     def __post_init__(self) -> None:
         self.remaining = Counter(self.planned)
@@ -89,41 +81,59 @@ class RunProgress:
         self.started += 1
         if self.remaining[stem] > 0:
             self.remaining[stem] -= 1
-        self.current = (stem, time.monotonic())
+        self.current, self.name = (stem, time.monotonic()), name
         usual = f"usually {format_duration(self.expected[stem])}" if stem in self.expected else "first timing"
         self.log(f"[{self.started}/{len(self.planned)}] {name} ({usual}) — run: {self.eta()}")
 
-    def end(self) -> None:
+    def end(self, report: dict | None = None) -> None:
+        """The notebook begun last has ended with ``report`` (None: interrupted, nothing to say)."""
         self.current = None
+        if report is None:
+            return
+        took = report.get("duration_s")
+        took_text = format_duration(took) if isinstance(took, (int, float)) else "?"
+        outcome = {"ok": f"done in {took_text}", "failed": f"FAILED after {took_text}",
+                   "skipped": "skipped (finished in an earlier run)"}.get(str(report.get("status")),
+                                                                           str(report.get("status")))
+        rest = f" — run: {self.eta()}" if sum(self.remaining.values()) else ""
+        self.log(f"[{self.started}/{len(self.planned)}] {self.name} {outcome}{rest}")
 
 
-def _show(line: str, name: str, first: dict[str, tuple[int, float]]) -> str | None:
-    """The terminal line of one progress record. The time left is extrapolated from the rate since the step's
-    first record (``first``: label → (done, elapsed) of it), so a slow first item — loading a model, warming a
-    cache — does not inflate it; the first record itself gets no estimate."""
-    try:
-        data = json.loads(line)
-        done, total, elapsed = int(data["done"]), int(data["total"]), float(data.get("elapsed_s") or 0.0)
-    except (ValueError, KeyError, TypeError):
-        return None
-    label = str(data.get("label", "progress"))
-    text = f"    {name} · {label}: {done}/{total}"
-    if total > 0:
-        text += f" ({100 * done / total:.0f}%)"
-    text += f", {format_duration(elapsed)}"
-    done0, elapsed0 = first.setdefault(label, (done, elapsed))
-    if done0 < done < total and elapsed > elapsed0:
-        text += f", ~{format_duration((elapsed - elapsed0) / (done - done0) * (total - done))} left"
-    if done >= total:
-        first.pop(label, None)  # a later step with the same label starts afresh
-    return text
+class Relay:
+    """Turns the JSON lines of a notebook's progress file into lines ``    name · label: …`` for ``log``: one
+    :class:`ragnb.progress.Step` per label (so each step has its own pace and time left), at most one line
+    every ``interval`` seconds of ``clock`` per step, always its first and last."""
+
+    def __init__(self, name: str, log: Callable[[str], None], interval: float | None = None,
+                 clock: Clock = time.monotonic) -> None:
+        self.name, self.log, self.clock = name, log, clock
+        self.interval = stderr_interval() if interval is None else interval
+        self.steps: dict[str, Step] = {}
+
+    def feed(self, line: str) -> str | None:
+        """Relay one record; returns the line shown (None: not due, or not a progress record)."""
+        try:
+            data = json.loads(line)
+            done, total, elapsed = int(data["done"]), int(data["total"]), float(data.get("elapsed_s") or 0.0)
+        except (ValueError, KeyError, TypeError):
+            return None
+        label = str(data.get("label", "progress"))
+        step = self.steps.setdefault(label, Step(label, str(data.get("unit") or ""), self.interval, self.clock))
+        if done >= total:
+            self.steps.pop(label, None)  # a later step with the same label starts afresh
+        shown = step.line(done, total, elapsed)
+        if shown is None:
+            return None
+        shown = f"    {self.name} · {shown}"
+        self.log(shown)
+        return shown
 
 
 @contextlib.contextmanager
 def follow(path: Path, name: str, log: Callable[[str], None]) -> Iterator[None]:
     """While the block runs, the kernel it starts reports long steps into ``path`` (via ``RAGNB_PROGRESS_FILE``
-    in the environment the kernel inherits) and a thread prints each line with ``log``; the file is removed
-    afterwards, so the run folder holds only the reports."""
+    in the environment the kernel inherits) and a thread relays them to ``log`` (:class:`Relay`); the file is
+    removed afterwards, so the run folder holds only the reports."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("", encoding="utf-8")
     before = os.environ.get(PROGRESS_ENV)
@@ -132,15 +142,13 @@ def follow(path: Path, name: str, log: Callable[[str], None]) -> Iterator[None]:
 
     def pump() -> None:
         pending = ""  # a line the kernel is still writing
-        first: dict[str, tuple[int, float]] = {}
+        relay = Relay(name, log)
         with open(path, encoding="utf-8") as fh:
             while True:
                 pending += fh.readline()
                 if pending.endswith("\n"):
-                    shown = _show(pending, name, first)
+                    relay.feed(pending)
                     pending = ""
-                    if shown:
-                        log(shown)
                     continue
                 if stop.is_set():
                     return

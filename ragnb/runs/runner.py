@@ -28,7 +28,7 @@ from ragnb.io import DiskFullError, atomic_write_text, dumps_strict, is_disk_ful
 from ragnb.reports.html import notebook_to_html, write_index
 from ragnb.runs.params import (Notebook, database_readers, declared_params, load_params_file, merge_params, resolve,
                                resolve_paths)
-from ragnb.progress import PROGRESS_ENV
+from ragnb.progress import PROGRESS_ENV, emit
 from ragnb.runs import kernel_imports, warmup
 from ragnb.runs.prestart import KernelStarter, enabled as prestart_enabled, kernel_name_of
 from ragnb.runs.progress import RunProgress, expected_durations, follow
@@ -182,6 +182,7 @@ class _Run:
     model_runs: list[dict] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     progress: RunProgress | None = None  # what the terminal shows: [i/N] per notebook, ETA, in-notebook steps
+    progress_log: Callable[[str], None] = emit  # where those lines go (stderr, whatever the terminal)
     queue: list[tuple[Notebook, str]] = field(default_factory=list)  # executions in order: (notebook, folder)
     starter: KernelStarter | None = None  # starts the next notebook's kernel while one runs (None: off)
     renders: BackgroundRenders | None = None  # renders HTML reports while the next notebook runs (None: in line)
@@ -236,13 +237,15 @@ class _Run:
             return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km, self.renders,
                             self.starter)
         self.progress.begin(nb.stem, name)
+        report = None
         try:
-            with follow(out_dir / f".{nb.stem}.progress.jsonl", name, self.log):
+            with follow(out_dir / f".{nb.stem}.progress.jsonl", name, self.progress_log):
                 km = self._kernel_for(nb, out_dir)
-                return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km,
-                                self.renders, self.starter)
+                report = _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km,
+                                  self.renders, self.starter)
+                return report
         finally:
-            self.progress.end()
+            self.progress.end(report)
 
     def _kernel_spec(self, nb: Notebook, out_dir: Path) -> tuple[tuple, str, dict] | None:
         """(key, kernel name, environment) of the kernel papermill would start for ``nb`` now."""
@@ -359,6 +362,7 @@ def run_notebooks(
     judge_models: list[str] | None = None,
     generation_models: list[str] | None = None,
     standalone: bool = False,
+    progress_log: Callable[[str], None] = emit,
 ) -> RunResult:
     """Execute notebooks into ``<outputs>/runs/<run_id>/``, render HTML, and record the run.
 
@@ -376,6 +380,10 @@ def run_notebooks(
     Reports load plotly.js from the run folder's ``assets/plotly.min.js`` (one copy for all of them; executed
     notebooks carry only each figure's JSON); ``standalone=True`` inlines it into every HTML report instead, so
     a single file can be e-mailed.
+
+    ``log`` gets what the runner does (executing, skipping, failures, the index page); ``progress_log`` the
+    progress lines — ``[2/5] tier1 …`` when each notebook begins and ends, and the long steps the notebook
+    reports (:mod:`ragnb.runs.progress`) — by default on stderr, whatever the terminal, so a log shows them.
 
     Notebooks whose tier is ``post_record`` (the dashboard) run after this run's record has been appended to
     ``benchmark_runs.json``, so they see it; the record and index are then updated with their reports. A run
@@ -405,7 +413,7 @@ def run_notebooks(
     run_dir = make_folder(run_folder(out_root, run_id))
     with run_lock(run_dir, run_id):  # before reading what the run finished: another runner may still add to it
         run = _Run.start(run_id, out_root, kernel_name=kernel_name, log=log, merged=merged, declared=declared)
-        run.standalone = standalone
+        run.standalone, run.progress_log = standalone, progress_log
         return _run_all(run, nbs, swept, combos, log)
 
 
@@ -444,7 +452,7 @@ def run_lock(run_dir: Path, run_id: str):
 def _plan_progress(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list) -> RunProgress:
     """One planned execution per notebook, and per combination for swept notebooks, with earlier durations."""
     planned = [nb.stem for nb in nbs if not (combos and nb in swept)] + [nb.stem for _ in combos for nb in swept]
-    return RunProgress(planned, expected_durations(run.out_root), run.log)
+    return RunProgress(planned, expected_durations(run.out_root), run.progress_log)
 
 
 def _run_all(run: _Run, nbs: list[Notebook], swept: list[Notebook], combos: list, log: Callable[[str], None]) -> RunResult:

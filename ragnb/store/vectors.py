@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from tqdm.auto import tqdm
 
 import numpy as np
 
 from ragnb.rag.encoders.base import LOCAL_MODEL_FIX, EmbeddingReplyError, check_batch_size, check_vectors
+from ragnb.progress import reporter
 from ragnb.store.engine import Database
 from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
                                 check_space, column_vectors, encode_fn, fingerprint, locate, qualified, recorded_space,
@@ -88,6 +88,8 @@ def embed_table(
     vectors are never touched. Vectors are written every ``write_every`` rows in their own transaction, so an
     interrupted run keeps what it finished. Rows with empty text count as errors and get no vector.
     ``replace`` drops this model's vectors first (to re-embed it with other prompts or dimensions).
+    ``progress``: report ``embedding chunks (model): n/N rows`` through :mod:`ragnb.progress` (shown only
+    where someone listens: ``ragnb``'s stderr, or the runner of the notebook).
     """
     batch_size = check_batch_size(batch_size)
     table = source_table(db, which)
@@ -145,8 +147,9 @@ def _encode_blocks(todo: list, encoder: Encoder, which: str, batch_size: int, wr
     # Longest texts first: each block then holds texts of similar length, so the encoder pads less.
     todo = sorted(todo, key=lambda row: len(row[1]) if isinstance(row[1], str) else 0, reverse=True)
     encode = encode_fn(encoder, which)
-    bar = tqdm(total=len(todo), desc=f"embedding {stats.table} ({stats.model})", unit="row",
-               disable=not progress or not todo)
+    report = reporter(f"embedding {which} ({stats.model})", "rows") if progress and todo else None
+    if report is not None:
+        report(0, len(todo))  # the step has begun: loading a model can take a while before the first block
     for start in range(0, len(todo), write_every):
         block = todo[start:start + write_every]
         ok = [(rid, txt) for rid, txt in block if isinstance(txt, str) and txt.strip()]
@@ -165,8 +168,8 @@ def _encode_blocks(todo: list, encoder: Encoder, which: str, batch_size: int, wr
                                  f"of {stats.table}; expected ({len(ok)}, {encoder.dim})")
             write([rid for rid, _ in ok], vecs)
             stats.processed += len(ok)
-        bar.update(len(block))
-    bar.close()
+        if report is not None:
+            report(start + len(block), len(todo))
 
 
 def _fix_dimension(db: Database, table: sa.Table, dim: int, conn: sa.Connection | None = None) -> None:
