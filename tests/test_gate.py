@@ -67,7 +67,9 @@ def test_compare_gate_fails_when_b_is_significantly_worse(tmp_path):
     assert _cli("compare", A, B, "--outputs", str(out)).exit_code == 0
     # a gated metric that no run recorded is an error, not a silent pass
     typo = _cli("compare", A, B, "--outputs", str(out), "--fail-if-worse", "mmr")
-    assert typo.exit_code == 2 and "no metric of both runs matches mmr" in typo.output
+    assert typo.exit_code == 2 and typo.output == (
+        "error: --fail-if-worse: unknown metric 'mmr' — no registered metric has that name and neither run recorded "
+        "a metric matching it; these runs recorded: hit_rate@1, mrr (shell patterns such as 'hit_rate@*' work)\n")
 
 
 def test_compare_not_comparable_names_no_winner_and_exits_4(tmp_path):
