@@ -350,8 +350,9 @@ def _block_verdict(key: str, a: _Side, b: _Side, blocks: tuple[dict, dict], alig
         return _Verdict(flag, reasons, flag)
     if page_flag is False:
         return _Verdict(flag, reasons + ([text] if text else []), False)
-    label = label_of(key)  # the notebook's reasons now concern its other metrics only: say so in each
-    reasons = [r.replace(f"{label}: ", f"{label}, all but the page-level metrics: ", 1) for r in reasons]
+    label = label_of(key)  # the notebook's reasons now concern its other metrics only: one line that says so
+    reasons = [f"{label}, every metric but the page-level ones: "
+               + "; ".join(r.removeprefix(f"{label}: ") for r in reasons)] if reasons else []
     return _Verdict(flag, reasons, True, text)
 
 

@@ -41,7 +41,7 @@ class Gate:
     worse: list[dict] = field(default_factory=list)  # rows of gated metrics where B is significantly worse
     gated: list[str] = field(default_factory=list)  # metrics the gate decided on (page-level stand-ins included)
     message: str = ""
-    substituted: dict[str, str] = field(default_factory=dict)  # chunk-level metric → its page-level stand-in
+    substituted: list[dict] = field(default_factory=list)  # {tier_key, metric, page_level}: a chunk-level metric's stand-in
     missing: list[str] = field(default_factory=list)  # why each gated metric missing from a run is missing
     not_comparable: list[str] = field(default_factory=list)  # gated metrics the gate cannot decide on
 
@@ -71,11 +71,11 @@ def _where(row: dict) -> str:
     return f"{label_of(row['tier_key'])} {row['metric']}"
 
 
-def _stand_ins(rows: list[dict], comparison: Comparison) -> tuple[list[dict], dict[str, str], list[str]]:
-    """``(rows to decide on, {chunk-level → page-level stand-in}, gated metrics nobody can decide on)``."""
+def _stand_ins(rows: list[dict], comparison: Comparison) -> tuple[list[dict], list[dict], list[str]]:
+    """``(rows to decide on, page-level stand-ins of chunk-level rows, gated metrics nobody can decide on)``."""
     by_key = {(r["tier_key"], r["metric"]): r for r in comparison.records()}
     decide: dict[tuple, dict] = {}
-    substituted: dict[str, str] = {}
+    substituted: list[dict] = []
     undecidable: list[str] = []
     for row in rows:
         if row.get("comparable") is not False:
@@ -85,7 +85,7 @@ def _stand_ins(rows: list[dict], comparison: Comparison) -> tuple[list[dict], di
         stand_in = by_key.get((row["tier_key"], alt)) if alt else None
         if stand_in is not None and stand_in.get("comparable") is not False:
             decide[(row["tier_key"], alt)] = stand_in
-            substituted[_where(row)] = alt
+            substituted.append({"tier_key": row["tier_key"], "metric": row["metric"], "page_level": alt})
         else:
             undecidable.append(_where(row) + (f" (its page-level version {alt} is not comparable either)"
                                               if stand_in is not None else ""))
@@ -94,7 +94,7 @@ def _stand_ins(rows: list[dict], comparison: Comparison) -> tuple[list[dict], di
 
 def _missing(patterns: list[str], comparison: Comparison) -> list[str]:
     """Why each gated metric that only one run (or neither) recorded cannot be compared."""
-    out = [r["why"] + f" ({label_of(r['tier_key'])}; run {r['run']} has it)"
+    out = [f"{label_of(r['tier_key'])}: {r['why']} (run {r['run']} reports it)"
            for r in comparison.one_sided if matches(r["metric"], patterns)]
     in_a_run = set(comparison.recorded)
     out += [f"neither run recorded {p}" for p in patterns if not any(fnmatch.fnmatchcase(n, p) for n in in_a_run)]
@@ -112,10 +112,11 @@ def gate(comparison: Comparison, patterns: list[str], allow_missing: bool = Fals
     gated = sorted({r["metric"] for r in decide})
     worse = [r for r in decide if str(r.get("verdict") or "").startswith("B worse")]
     parts = []
-    if substituted:
-        parts.append("chunk-level " + ", ".join(substituted) + " are not comparable between these runs (other "
-                     "chunks: reasons below), so the gate decides on their page-level versions "
-                     + ", ".join(dict.fromkeys(substituted.values())) + " (same questions, same relevant pages)")
+    for key in dict.fromkeys(s["tier_key"] for s in substituted):
+        mine = [s for s in substituted if s["tier_key"] == key]
+        parts.append(f"{label_of(key)}: the chunk-level {', '.join(s['metric'] for s in mine)} are not comparable "
+                     "between these runs (why: see the comparability line), so the gate decides on their page-level "
+                     f"versions {', '.join(s['page_level'] for s in mine)} (same questions, same relevant pages)")
     if missing:
         parts.append(("not gated (--allow-missing): " if allow_missing else "missing from a run: ")
                      + "; ".join(missing))
