@@ -263,6 +263,12 @@ def test_rechunking_is_gated_on_page_level_metrics_with_a_paired_test(wiki_runs)
     # the reason is stated once (stdout and stderr together), and the gate says which metrics stood in
     assert md.output.count("different corpora") == 1 and md.output.count("different datasets") == 1
     assert "**Partly comparable**" in md.stdout
+    from ragnb.runs.compare import compare_runs, load_runs
+    from ragnb.runs.dashboard import comparison_summary
+
+    comp = compare_runs(load_runs(out / "benchmark_runs.json"), out, BASE, RECHUNKED, n_boot=50)
+    assert comp.partly and comparison_summary(comp).startswith(
+        "PARTLY COMPARABLE — Tier 1 (retrieval): the page-level metrics (doc_*) are compared paired")
     assert ("Tier 1 (retrieval): the chunk-level hit_rate@1, hit_rate@5, hit_rate@10, mrr, ndcg@10 are not comparable "
             "between these runs (why: see the comparability line), so the gate decides on their page-level versions "
             "doc_hit_rate@1, doc_hit_rate@5, doc_hit_rate@10, doc_mrr, doc_ndcg@10") in md.stdout
