@@ -168,7 +168,8 @@ def compare_command(
     except ValueError as exc:
         fail(exc)
     if shown:  # the table shows --metrics; gated metrics and their page-level stand-ins are compared regardless
-        keep = comparison.table["metric"].map(lambda m: gate.matches(m, shown) or m in {s["page_level"] for s in result.substituted})
+        stand_ins = {s["page_level"] for s in result.substituted}
+        keep = comparison.table["metric"].map(lambda m: gate.matches(m, shown) or m in stand_ins)
         comparison.table = comparison.table[keep.astype(bool)]
     if fmt == "json":
         print_json(gate.to_json(comparison, result))

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import pandas as pd
 
 from ragnb.io import comma_list, to_jsonable
@@ -215,7 +216,9 @@ class Comparison:
     @property
     def partly(self) -> bool:
         """Some metrics are not comparable, others are (e.g. chunk-level vs. page-level after a re-chunking)."""
-        return self.comparable is False and bool(len(self.table)) and bool((self.table["comparable"] != False).any())  # noqa: E712
+        if self.comparable is not False or not len(self.table):
+            return False
+        return bool(self.table["comparable"].map(lambda v: v is not False and v is not np.False_).any())
 
     def records(self) -> list[dict]:
         """The table as JSON-ready dicts (NaN → None)."""

@@ -345,8 +345,8 @@ def comparison_summary(comp: Comparison) -> str:
     paired = int(comp.table["paired"].fillna(False).astype(bool).sum()) if len(comp.table) else 0
     partly = (f"PARTLY COMPARABLE — {'; '.join(comp.scope)}; not comparable (no test, no winner): "
               f"{'; '.join(comp.reasons)}. ") if comp.partly else ""
-    return (f"{partly}Run B {comp.run_b} vs. run A {comp.run_a}: {len(comp.table)} metrics compared ({paired} paired item by "
-            f"item), {tested} tested; B better on {kinds.count('better')}, worse on {kinds.count('worse')}, "
+    return (f"{partly}Run B {comp.run_b} vs. run A {comp.run_a}: {len(comp.table)} metrics compared ({paired} paired "
+            f"item by item), {tested} tested; B better on {kinds.count('better')}, worse on {kinds.count('worse')}, "
             f"no significant difference on the rest (Holm-adjusted, α = {comp.alpha:g}).")
 
 

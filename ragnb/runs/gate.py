@@ -41,7 +41,7 @@ class Gate:
     worse: list[dict] = field(default_factory=list)  # rows of gated metrics where B is significantly worse
     gated: list[str] = field(default_factory=list)  # metrics the gate decided on (page-level stand-ins included)
     message: str = ""
-    substituted: list[dict] = field(default_factory=list)  # {tier_key, metric, page_level}: a chunk-level metric's stand-in
+    substituted: list[dict] = field(default_factory=list)  # {tier_key, metric, page_level}: chunk-level → stand-in
     missing: list[str] = field(default_factory=list)  # why each gated metric missing from a run is missing
     not_comparable: list[str] = field(default_factory=list)  # gated metrics the gate cannot decide on
 
