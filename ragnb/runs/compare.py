@@ -437,7 +437,9 @@ def compare_runs(
             reasons += found.reasons
             scope += [found.scope] if found.scope else []
     one_sided = one_sided_metrics(a, b, metrics)
-    notes = [f"{label_of(key)}: only one run has {', '.join(r['metric'] for r in group)} (not compared)."
+    notes = [f"{label_of(key)}: only run {group[0]['run']} has results (not compared)."
+             if key not in blocks_a or key not in blocks_b
+             else f"{label_of(key)}: only one run has {', '.join(r['metric'] for r in group)} (not compared)."
              for key, group in _by_tier(one_sided).items()]
     table = _table(rows, alpha)
     if table.empty:
