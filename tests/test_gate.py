@@ -294,6 +294,13 @@ def test_rechunking_with_other_page_truth_is_not_comparable(wiki_runs, tmp_path)
     assert "the gate cannot decide on Tier 1 (retrieval) hit_rate@1 (its page-level version doc_hit_rate@1 is not " \
            "comparable either)" in res.stderr
     assert res.output.count("different corpora") == 1
+    # a run made before the per-item files recorded the relevant pages: not comparable, and the reason says why
+    per_item.drop(columns="relevant_pages").reset_index().to_parquet(folder / "tier1_retrieval.per_item.parquet",
+                                                                      index=False)
+    old = _cli("compare", BASE, RECHUNKED, "--outputs", str(out), "--fail-if-worse", "mrr")
+    assert old.exit_code == 4
+    assert ("Tier 1 (retrieval): whether its page-level metrics compare across the two runs cannot be checked: the "
+            "per-item file of run B has no relevant_pages column") in old.stdout
 
 
 def test_top_k_change_fails_the_gate_with_the_reason_unless_allow_missing(wiki_runs):

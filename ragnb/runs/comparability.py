@@ -99,13 +99,17 @@ def _shown(ids: list[str]) -> str:
 
 def page_comparability(key: str, a: pd.DataFrame, b: pd.DataFrame, alignment: Alignment) -> tuple[bool | None, str]:
     """``(comparable, text)`` for the page-level metrics of notebook ``key`` from the two per-item tables
-    (module docstring): True with what the comparison rests on, False with the reason, None (text "") when the
-    tables do not say (no ``relevant_pages`` column in both: older runs) — then the notebook's rule applies."""
+    (module docstring): True with what the comparison rests on, False with the reason, None with what is
+    missing when the tables do not say (no ``relevant_pages`` column in both: older runs) — then the notebook's
+    rule applies."""
     label = label_of(key)
     if alignment.only_a or alignment.only_b:
         return False, ""  # the notebook's reason already names the item ids
-    if RELEVANT_PAGES not in a.columns or RELEVANT_PAGES not in b.columns:
-        return None, ""
+    lacking = [side for side, t in (("A", a), ("B", b)) if RELEVANT_PAGES not in t.columns]
+    if lacking:
+        return None, (f"{label}: whether its page-level metrics compare across the two runs cannot be checked: the "
+                      f"per-item file of run {' and run '.join(lacking)} has no {RELEVANT_PAGES} column (written by "
+                      "newer versions of ragnb; run it again)")
     columns = [RELEVANT_PAGES] + (["question"] if "question" in a.columns and "question" in b.columns else [])
     merged = align(a, b, columns).merged
     key_col = alignment.key[0]

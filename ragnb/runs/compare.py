@@ -350,7 +350,7 @@ def _block_verdict(key: str, a: _Side, b: _Side, blocks: tuple[dict, dict], alig
         return _Verdict(flag, reasons, flag)
     page_flag, text = comparability.page_comparability(key, a.frame, b.frame, alignment)
     if page_flag is None:
-        return _Verdict(flag, reasons, flag)
+        return _Verdict(flag, reasons + ([text] if flag is False else []), flag)
     if page_flag is False:
         return _Verdict(flag, reasons + ([text] if text else []), False)
     label = label_of(key)  # the notebook's reasons now concern its other metrics only: one line that says so
