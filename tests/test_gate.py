@@ -289,7 +289,7 @@ def test_rechunking_with_other_page_truth_is_not_comparable(wiki_runs, tmp_path)
     res = _cli("compare", BASE, RECHUNKED, "--outputs", str(out), "--fail-if-worse", "hit_rate@*,mrr")
     assert res.exit_code == 4, res.output
     assert ("Tier 1 (retrieval): the page-level metrics are not comparable either — 1 question(s) have other relevant "
-            f"pages in the two runs (rq-w4; rq-w4: A '{REL_PAGES['rq-w4']}', B '{REL_PAGES['rq-w3']}')") in res.stdout
+            f"pages in the two runs (rq-w4; e.g. rq-w4: A '{REL_PAGES['rq-w4']}', B '{REL_PAGES['rq-w3']}')") in res.stdout
     assert "**Not comparable**" in res.stdout and "B worse" not in res.stdout and "B better" not in res.stdout
     assert "the gate cannot decide on Tier 1 (retrieval) hit_rate@1 (its page-level version doc_hit_rate@1 is not " \
            "comparable either)" in res.stderr

@@ -86,7 +86,8 @@ def block_comparability(key: str, block_a: dict, block_b: dict, only_a: list[str
         if corpus_keys(pa) != corpus_keys(pb):
             reasons.append(f"{label}: different corpora — A: {describe_corpora(pa)}; B: {describe_corpora(pb)}")
     if only_a or only_b:
-        parts = [f"{len(ids)} only in run {side} ({_shown(ids)})" for side, ids in (("A", only_a), ("B", only_b)) if ids]
+        parts = [f"{len(ids)} only in run {side} ({_shown(ids)})"
+                 for side, ids in (("A", only_a), ("B", only_b)) if ids]
         reasons.append(f"{label}: different item ids — {'; '.join(parts)}")
     if reasons:
         return False, reasons
@@ -120,7 +121,7 @@ def page_comparability(key: str, a: pd.DataFrame, b: pd.DataFrame, alignment: Al
             first = differ[0]
             row = merged[merged[key_col].astype(str) == first].iloc[0]
             return False, (f"{label}: the page-level metrics are not comparable either — {len(differ)} question(s) "
-                           f"have other {what} in the two runs ({_shown(differ)}; {first}: A {row[f'{col}_a']!r}, "
+                           f"have other {what} in the two runs ({_shown(differ)}; e.g. {first}: A {row[f'{col}_a']!r}, "
                            f"B {row[f'{col}_b']!r})")
     return True, (f"{label}: the page-level metrics (doc_*) are compared paired on the same {len(merged)} question "
                   "ids, with the same " + ("questions and " if "question" in columns else "") + "relevant pages in "
