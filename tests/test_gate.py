@@ -327,6 +327,9 @@ def test_top_k_change_fails_the_gate_with_the_reason_unless_allow_missing(wiki_r
     assert gate_["outcome"] == "pass" and gate_["metrics"] == ["hit_rate@1", "mrr"]
     assert gate_["message"].startswith("not gated (--allow-missing): Tier 1 (retrieval): run B's top_k = 3 cannot "
                                        "report hit_rate@5 (run A reports it)")
+    # --allow-missing with nothing left to gate does not pass: nothing would have been checked
+    empty = _cli("compare", BASE, TOP3, "--outputs", str(out), "--fail-if-worse", "ndcg@10", "--allow-missing")
+    assert empty.exit_code == 1 and "no gated metric is left to decide on, so the gate fails" in empty.stderr
     # the other way round, B reports what A cannot: also a metric missing from a run
     wider = _cli("compare", TOP3, BASE, "--outputs", str(out), "--fail-if-worse", "ndcg@10")
     assert wider.exit_code == 1 and "run A's top_k = 3 cannot report ndcg@10 (run B reports it)" in wider.stderr

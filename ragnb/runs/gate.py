@@ -14,7 +14,7 @@ formats. Gate (``ragnb compare --fail-if-worse m1,m2``), for the metrics matchin
   unless ``hit_rate@3`` was recorded);
 * a gated metric that one run recorded and the other did not (``hit_rate@5`` after top_k 10 → 3), or a gated
   name that neither run recorded → ``"missing"`` with the reason, unless ``allow_missing`` (then it is listed as
-  not gated);
+  not gated — but a gate left with nothing to decide on still fails);
 * some row's verdict is "B worse" (Holm-adjusted p < α, in the metric's bad direction) → ``"worse"``;
 * a gated metric that is not comparable and has no comparable page-level version → ``"not comparable"``: no
   winner is named and the gate cannot decide;
@@ -129,6 +129,9 @@ def gate(comparison: Comparison, patterns: list[str], allow_missing: bool = Fals
     elif missing and not allow_missing:
         outcome = "missing"
         parts.append("a gated metric that a run cannot report fails the gate (--allow-missing gates the others)")
+    elif missing and not decide and not undecidable:  # --allow-missing, but nothing is left: nothing was checked
+        outcome = "missing"
+        parts.append("no gated metric is left to decide on, so the gate fails")
     elif undecidable:
         outcome = "not comparable"
     else:
