@@ -224,6 +224,21 @@ def test_direction_and_verdicts():
     assert verdict(0.1, math.nan, 0.05, True) == "not tested"
 
 
+def test_metric_levels_and_page_level_versions():
+    from ragnb.metrics.registry import level, page_level_version
+    from ragnb.metrics.retrieval import relevant_pages
+
+    assert [level(k) for k in ("doc_hit_rate@5", "docrank_ndcg@3", "hit_rate@5", "mrr", "latency_ms", "n_items")] == [
+        "page", "page", "chunk", "chunk", None, None]
+    assert [page_level_version(k) for k in ("hit_rate@10", "mrr", "ndcg@10", "precision@3", "doc_mrr",
+                                            "retrieval_consistency", "latency_ms")] == [
+        "doc_hit_rate@10", "doc_mrr", "doc_ndcg@10", "doc_precision@3", None, None, None]
+    # the truth doc_* metrics score against: pages of the judged chunks, max grade per page, sorted; "" for none
+    qrels = {"q1": {"a#1": 1, "a#2": 2, "b#1": 1, "c#1": 0}, "q2": {}}
+    pages = {"a#1": "https://w/a", "a#2": "https://w/a", "b#1": "https://w/b", "c#1": "https://w/c"}
+    assert relevant_pages(qrels, pages, ["q1", "q2", "q3"]) == ["https://w/a (grade 2) | https://w/b", "", ""]
+
+
 # --------------------------------------------------------------------------------------------
 # Runs on disk
 # --------------------------------------------------------------------------------------------

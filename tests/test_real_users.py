@@ -110,6 +110,8 @@ def test_run_real_users_hand_computed_metrics_and_shares():
     assert pq.loc["q1", "retrieved"] == "c3 c2 c4 c1 c5"
     assert pq.loc["q1", "top1_score"] == pytest.approx(0.9 / np.linalg.norm(vectors[0]), abs=1e-6)
     assert pq.loc["q3", ["hit_rate@1", "mrr"]].isna().all()
+    # the page-level truth, by page id, that a comparison of two runs checks item by item (ragnb.runs.comparability)
+    assert pq["relevant_pages"].tolist() == ["42", "docs.example.com/guide", "", "", ""]
 
 
 def test_chunk_metrics_equal_pytrec_eval():

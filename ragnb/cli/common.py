@@ -1,9 +1,9 @@
 """What every ``ragnb`` command shares: exit codes, errors as messages (never tracebacks), confirmation.
 
 Exit codes (README, Command reference): 0 success; 1 a notebook failed (``run``; a full disk too) or run B is
-significantly worse on a gated metric (``compare --fail-if-worse``); 2 usage or input error; 3 a graded metric
-needs attention (``run --fail-on attention``); 4 the two runs are not comparable, so ``compare --fail-if-worse``
-cannot decide.
+significantly worse on a gated metric, or a run cannot report one (``compare --fail-if-worse``); 2 usage or input
+error; 3 a graded metric needs attention (``run --fail-on attention``); 4 the two runs are not comparable, so
+``compare --fail-if-worse`` cannot decide.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import click
 import typer
 
-EXIT_FAILED = 1  # a notebook failed / B significantly worse
+EXIT_FAILED = 1  # a notebook failed / B significantly worse / a gated metric missing from a run
 EXIT_USAGE = 2
 EXIT_ATTENTION = 3
 EXIT_NOT_COMPARABLE = 4

@@ -127,6 +127,16 @@ def runs_delete(run_ids: Optional[list[str]] = typer.Argument(None, help="Run id
     print_json(removed)
 
 
+def _names(text: Optional[str], option: str) -> list[str]:
+    """The names/patterns of ``--metrics`` / ``--fail-if-worse``; given but empty (``,``) is a usage error."""
+    from ragnb.io import comma_list
+
+    names = comma_list(text, option)
+    if text is not None and not names:
+        fail(f"{option} {text!r} names no metric: give names or patterns such as 'hit_rate@*,mrr'")
+    return names
+
+
 def compare_command(
     run_a: Optional[str] = typer.Argument(None, help="Baseline run id (default: the latest earlier run on the same "
                                           "data as B)."),
@@ -134,36 +144,41 @@ def compare_command(
     metrics: Optional[str] = typer.Option(None, "--metrics", help="Metrics to show, comma-separated; shell patterns "
                                           "such as 'hit_rate@*' work (default: all)."),
     fail_if_worse: Optional[str] = typer.Option(None, "--fail-if-worse", help="Exit 1 when B is significantly worse "
-                                                "on one of these metrics (comma-separated, patterns allowed); exit 4 "
-                                                "when the runs are not comparable."),
+                                                "on one of these metrics (comma-separated, patterns allowed) or "
+                                                "cannot report one that A reports; exit 4 when they are not "
+                                                "comparable. Chunk-level metrics of runs on other chunks are gated "
+                                                "on their page-level doc_ versions."),
+    allow_missing: bool = typer.Option(False, "--allow-missing", help="Gate only the metrics both runs recorded; "
+                                       "list the others instead of failing."),
     fmt: str = _FORMAT,
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level (family-wise, Holm)."),
     outputs: Optional[Path] = _OUTPUTS,
 ) -> None:
     """Run B vs. run A, metric by metric, in Markdown for a pull-request comment (or JSON).
 
-    The dashboard's statistics: paired tests on per-item results, Holm-adjusted, after checking that the runs
-    used the same data; runs on different data are reported as not comparable and no winner is named."""
-    from ragnb.io import comma_list
+    The dashboard's statistics: paired tests on per-item results, Holm-adjusted, after checking per metric
+    family that the runs measured the same thing; what is not comparable is reported as such, with no winner."""
     from ragnb.runs import gate
     from ragnb.runs.compare import choose_runs, compare_runs
 
     if fmt not in ("md", "json"):
         fail(f"--format {fmt!r}: use md or json")
+    shown, gated = _names(metrics, "--metrics"), _names(fail_if_worse, "--fail-if-worse")
     folder = _outputs(outputs)
     runs = _runs(folder)
     try:
-        shown = comma_list(metrics, "--metrics")
-        gated = comma_list(fail_if_worse, "--fail-if-worse")
         a, b = choose_runs(runs, folder, run_a or "", run_b or "")
         if a is None or b is None:
             fail(f"need two runs to compare; {folder} has {len(runs)} with metrics (`ragnb runs list`)")
-        comparison = compare_runs(runs, folder, a, b, alpha=alpha, metrics=(shown + gated) if shown else None)
-        result = gate.gate(comparison, gated)
+        comparison = compare_runs(runs, folder, a, b, alpha=alpha, metrics=gate.compared_patterns(shown, gated))
+        gate.check_names(shown, comparison, "--metrics")
+        gate.check_names(gated, comparison, "--fail-if-worse")
+        result = gate.gate(comparison, gated, allow_missing)
     except ValueError as exc:
         fail(exc)
-    if shown and gated:  # gated metrics are compared even when --metrics leaves them out of the table
-        keep = comparison.table["metric"].map(lambda m: any(gate.matches(m, [p]) for p in shown))
+    if shown:  # the table shows --metrics; gated metrics and their page-level stand-ins are compared regardless
+        stand_ins = {s["page_level"] for s in result.substituted}
+        keep = comparison.table["metric"].map(lambda m: gate.matches(m, shown) or m in stand_ins)
         comparison.table = comparison.table[keep.astype(bool)]
     if fmt == "json":
         print_json(gate.to_json(comparison, result))
@@ -172,6 +187,6 @@ def compare_command(
     if result.outcome == "not comparable":
         typer.secho(f"--fail-if-worse: {result.message}", fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(EXIT_NOT_COMPARABLE)
-    if result.outcome == "worse":
+    if result.outcome in ("worse", "missing"):
         typer.secho(f"--fail-if-worse: {result.message}", fg=typer.colors.RED, err=True)
         raise typer.Exit(EXIT_FAILED)

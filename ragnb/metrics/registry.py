@@ -314,6 +314,26 @@ def direction(key: str) -> Direction | None:
     return metric.direction if metric is not None else None
 
 
+def level(key: str) -> Literal["page", "chunk"] | None:
+    """The level a ranking metric judges at: ``"page"`` for the document-level variants (``doc_*``,
+    ``docrank_*``: the retrieved chunks are mapped to their source pages first, so their ground truth survives a
+    re-chunking), ``"chunk"`` for the other ranking metrics (their relevant ids are chunk ids); None for
+    metrics that rank nothing and for keys that name no metric."""
+    metric = resolve(key)
+    if metric is None or metric.kind != "ranking":
+        return None
+    return "page" if metric.name.startswith(("doc_", "docrank_")) else "chunk"
+
+
+def page_level_version(key: str) -> str | None:
+    """``"hit_rate@5"`` → ``"doc_hit_rate@5"``, ``"mrr"`` → ``"doc_mrr"``: the page-level metric of a chunk-level
+    key, when the registry has one (``"recall@3"`` → ``"doc_recall@3"``); None for any other key."""
+    if level(key) != "chunk":
+        return None
+    candidate = "doc_" + key.strip()
+    return candidate if level(candidate) == "page" else None
+
+
 # --------------------------------------------------------------------------- loading
 
 # Every module that registers or declares metrics (the LLM-judged suites register from ragnb.llm.judges,

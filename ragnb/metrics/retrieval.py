@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numbers
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -255,6 +255,21 @@ def to_doc_qrels(qrels: Qrels, chunk_to_doc: Mapping[str, str] | None = None) ->
             docs[doc] = max(docs[doc], grade) if doc in docs else grade
         out[q] = docs
     return out
+
+
+# The per-item column holding each question's page-level ground truth (what doc_* metrics were scored against):
+# two runs that agree on it item by item measured their doc_* metrics on the same truth, whatever their chunks
+# (ragnb.runs.comparability).
+RELEVANT_PAGES = "relevant_pages"
+
+
+def relevant_pages(qrels: Qrels, chunk_to_doc: Mapping[str, str] | None, query_ids: Sequence[str]) -> list[str]:
+    """Per query id, its relevant documents under ``to_doc_qrels(qrels, chunk_to_doc)`` as one text: ids sorted
+    and joined by `` | ``, a grade other than 1 written ``id (grade g)``; "" for a query with none (or none
+    judged)."""
+    docs = to_doc_qrels({q: qrels[q] for q in query_ids if q in qrels}, chunk_to_doc)
+    return [" | ".join(d if g == 1 else f"{d} (grade {g})" for d, g in sorted(docs.get(q, {}).items()) if g > 0)
+            for q in query_ids]
 
 
 # ---------------------------------------------------------------------------------------------

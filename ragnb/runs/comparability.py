@@ -15,6 +15,15 @@ reasons that have nothing to do with retrieval quality. Per notebook present in 
 * **comparable** (``True``) otherwise.
 
 A not-comparable notebook gets no test and no verdict (:mod:`ragnb.runs.compare`).
+
+**Per metric family.** The rule above is for the chunk-level and all other metrics of a notebook. The page-level
+metrics (``doc_*``, ``docrank_*``: :func:`ragnb.metrics.registry.level`) map the retrieved chunks to their pages
+before scoring, so they survive a re-chunking, another corpus build, retriever or embedding model. They are
+comparable (paired on the question id) when both per-item files hold the same question ids and, item by item,
+the same question text and the same relevant pages (:data:`ragnb.metrics.retrieval.RELEVANT_PAGES`, the
+truth the ``doc_*`` metrics were scored against) — whatever the dataset and corpus fingerprints say
+(:func:`page_comparability`). A question whose relevant pages differ between the runs (its page missing from one
+corpus, another label) makes them not comparable: the runs did not score the same test set.
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ from typing import Any
 
 import pandas as pd
 
+from ragnb.metrics.retrieval import RELEVANT_PAGES
+from ragnb.runs.history import Alignment, align
 from ragnb.spec import label_of
 
 # Record fields that describe what a run used (models, data), listed in the differences table.
@@ -75,12 +86,46 @@ def block_comparability(key: str, block_a: dict, block_b: dict, only_a: list[str
         if corpus_keys(pa) != corpus_keys(pb):
             reasons.append(f"{label}: different corpora — A: {describe_corpora(pa)}; B: {describe_corpora(pb)}")
     if only_a or only_b:
-        shown = lambda ids: ", ".join(ids[:5]) + (" …" if len(ids) > 5 else "")  # noqa: E731
-        parts = [f"{len(ids)} only in run {side} ({shown(ids)})" for side, ids in (("A", only_a), ("B", only_b)) if ids]
+        parts = [f"{len(ids)} only in run {side} ({_shown(ids)})"
+                 for side, ids in (("A", only_a), ("B", only_b)) if ids]
         reasons.append(f"{label}: different item ids — {'; '.join(parts)}")
     if reasons:
         return False, reasons
     return (None if pa is None else True), []
+
+
+def _shown(ids: list[str]) -> str:
+    return ", ".join(ids[:5]) + (" …" if len(ids) > 5 else "")
+
+
+def page_comparability(key: str, a: pd.DataFrame, b: pd.DataFrame, alignment: Alignment) -> tuple[bool | None, str]:
+    """``(comparable, text)`` for the page-level metrics of notebook ``key`` from the two per-item tables
+    (module docstring): True with what the comparison rests on, False with the reason, None with what is
+    missing when the tables do not say (no ``relevant_pages`` column in both: older runs) — then the notebook's
+    rule applies."""
+    label = label_of(key)
+    if alignment.only_a or alignment.only_b:
+        return False, ""  # the notebook's reason already names the item ids
+    lacking = [side for side, t in (("A", a), ("B", b)) if RELEVANT_PAGES not in t.columns]
+    if lacking:
+        return None, (f"{label}: whether its page-level metrics compare across the two runs cannot be checked: the "
+                      f"per-item file of run {' and run '.join(lacking)} has no {RELEVANT_PAGES} column (written by "
+                      "newer versions of ragnb; run it again)")
+    columns = [RELEVANT_PAGES] + (["question"] if "question" in a.columns and "question" in b.columns else [])
+    merged = align(a, b, columns).merged
+    key_col = alignment.key[0]
+    for col, what in ((c, "relevant pages" if c == RELEVANT_PAGES else "question texts") for c in columns):
+        va, vb = merged[f"{col}_a"].fillna("").astype(str), merged[f"{col}_b"].fillna("").astype(str)
+        differ = merged.loc[va != vb, key_col].astype(str).tolist()
+        if differ:
+            first = differ[0]
+            row = merged[merged[key_col].astype(str) == first].iloc[0]
+            return False, (f"{label}: the page-level metrics are not comparable either — {len(differ)} question(s) "
+                           f"have other {what} in the two runs ({_shown(differ)}; e.g. {first}: A {row[f'{col}_a']!r}, "
+                           f"B {row[f'{col}_b']!r})")
+    return True, (f"{label}: the page-level metrics (doc_*) are compared paired on the same {len(merged)} question "
+                  "ids, with the same " + ("questions and " if "question" in columns else "") + "relevant pages in "
+                  "both runs")
 
 
 def overall(flags: list[bool | None]) -> bool | None:

@@ -6,10 +6,14 @@ compared on the items both runs scored (a *paired* comparison: the item-to-item 
 so small real changes become visible). Otherwise the two aggregates are compared (*unpaired*). The tests,
 their formulas and Holm's adjustment over the metrics of a comparison: :mod:`ragnb.runs.significance`.
 
-Only like is compared with like (:mod:`ragnb.runs.comparability`): a notebook whose two runs used different
-datasets, corpora or item ids is "not comparable" — its metrics are listed with both means, but no test is run
-and no verdict is given; ``Comparison.comparable`` is False and ``reasons`` says why. ``differences`` lists
-every parameter, model, dataset and database that differs between the two runs.
+Only like is compared with like (:mod:`ragnb.runs.comparability`), per metric family: a notebook whose two runs
+used different datasets, corpora or item ids is "not comparable" — its metrics are listed with both means, but
+no test is run and no verdict is given; ``Comparison.comparable`` is False and ``reasons`` says why — except its
+page-level metrics (``doc_*``), which stay comparable, paired on the question id, when both runs scored the same
+questions against the same relevant pages (a re-chunking, another retriever or embedding model); ``scope`` says
+so. ``differences`` lists every parameter, model, dataset and database that differs between the two runs, and
+``one_sided`` every metric that only one run recorded (with why, e.g. "run B's top_k = 3 cannot report
+hit_rate@5"), for the gate.
 
 Metrics are matched by their current key (:func:`ragnb.spec.current_key`), so the ``faithfulness`` of an old
 record's Tier 2/3 block meets the ``judge_faithfulness`` (or ``fallback_faithfulness``) of a newer one.
@@ -23,10 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import pandas as pd
 
 from ragnb.io import comma_list, to_jsonable
-from ragnb.metrics.registry import direction
+from ragnb.metrics.registry import direction, level
 from ragnb.runs import comparability
 from ragnb.runs.history import (  # noqa: F401  (latest_run, resolve_outputs: read here by the dashboard notebook)
     Alignment, align, blocks_of, find_run, floats, is_numeric, latest_run, paired_stems, per_item_path,
@@ -204,6 +209,16 @@ class Comparison:
     comparable: bool | None = None  # False: some notebook used other data (reasons); None: not verifiable
     reasons: list[str] = field(default_factory=list)
     differences: pd.DataFrame = field(default_factory=pd.DataFrame)
+    scope: list[str] = field(default_factory=list)  # what is still compared where a notebook is not (doc_*)
+    one_sided: list[dict] = field(default_factory=list)  # {tier_key, notebook, metric, run (the one that has it), why}
+    recorded: list[str] = field(default_factory=list)  # every metric either run recorded (before any filter)
+
+    @property
+    def partly(self) -> bool:
+        """Some metrics are not comparable, others are (e.g. chunk-level vs. page-level after a re-chunking)."""
+        if self.comparable is not False or not len(self.table):
+            return False
+        return bool(self.table["comparable"].map(lambda v: v is not False and v is not np.False_).any())
 
     def records(self) -> list[dict]:
         """The table as JSON-ready dicts (NaN → None)."""
@@ -213,7 +228,8 @@ class Comparison:
         """``comparable`` (true / false / null = could not be checked), ``reasons`` and ``differences`` (every
         parameter, model, dataset and database that differs), for the metrics JSON."""
         diff = self.differences
-        return {"comparable": self.comparable, "reasons": list(self.reasons),
+        return {"comparable": self.comparable, "partly_comparable": self.partly, "reasons": list(self.reasons),
+                "comparable_scope": list(self.scope),
                 "differences": to_jsonable(diff.to_dict(orient="records")) if len(diff) else []}
 
 
@@ -305,26 +321,57 @@ def _not_comparable_row(key: str, stem: str | None, name: str, a: _Side, b: _Sid
     return {"tier_key": key, "notebook": stem, "metric": name, "comparable": False, "paired": False,
             "higher_is_better": higher_is_better(name, key), "mean_a": ma, "mean_b": mb,
             "delta": None if ma is None or mb is None else mb - ma,
-            "test": "not tested: the runs are not comparable"}
+            "test": "not tested: not comparable (reasons above)"}
+
+
+@dataclass
+class _Verdict:
+    """Comparability of one block: the notebook's rule (``flag``, ``reasons``) and, for its page-level metrics,
+    ``page_flag`` with ``scope`` (what they rest on) when that differs."""
+
+    flag: bool | None
+    reasons: list[str]
+    page_flag: bool | None
+    scope: str = ""
+
+    def of(self, name: str) -> bool | None:
+        return self.page_flag if level(name) == "page" else self.flag
+
+    def flags(self, names: list[str]) -> list[bool | None]:
+        return [f for f, used in ((self.flag, any(level(n) != "page" for n in names)),
+                                  (self.page_flag, any(level(n) == "page" for n in names))) if used]
+
+
+def _block_verdict(key: str, a: _Side, b: _Side, blocks: tuple[dict, dict], alignment: Alignment | None,
+                   names: list[str]) -> _Verdict:
+    only_a, only_b = (alignment.only_a, alignment.only_b) if alignment is not None else (None, None)
+    flag, reasons = comparability.block_comparability(key, *blocks, only_a, only_b)
+    if flag is True or alignment is None or not any(level(n) == "page" for n in names):
+        return _Verdict(flag, reasons, flag)
+    page_flag, text = comparability.page_comparability(key, a.frame, b.frame, alignment)
+    if page_flag is None:
+        return _Verdict(flag, reasons + ([text] if flag is False else []), flag)
+    if page_flag is False:
+        return _Verdict(flag, reasons + ([text] if text else []), False)
+    label = label_of(key)  # the notebook's reasons now concern its other metrics only: one line that says so
+    reasons = [f"{label}, every metric but the page-level ones: "
+               + "; ".join(r.removeprefix(f"{label}: ") for r in reasons)] if reasons else []
+    return _Verdict(flag, reasons, True, text)
 
 
 def _compare_block(key: str, stem: str | None, a: _Side, b: _Side, blocks: tuple[dict, dict],
-                   metrics: Iterable[str] | None, tests: dict) -> tuple[list[dict], dict | None, list[str], tuple]:
-    """Rows of one block present in both runs, its alignment row (None when nothing is compared), notes, and
-    ``(comparable, reasons)`` (:func:`ragnb.runs.comparability.block_comparability`)."""
+                   metrics: Iterable[str] | None, tests: dict) -> tuple[list[dict], dict | None, _Verdict | None]:
+    """Rows of one block present in both runs, its alignment row, and its comparability (None when nothing
+    is compared)."""
     names = [n for n in a.entries if n in b.entries and matches(n, metrics)]
-    one_sided = sorted(n for n in set(a.entries) ^ set(b.entries) if matches(n, metrics))
-    notes = [f"{label_of(key)}: only one run has {', '.join(one_sided)} (not compared)."] if one_sided else []
     if not names:
-        return [], None, notes, (None, [])
+        return [], None, None
     alignment, columns, why = _pair(a, b, names)
-    only_a, only_b = (alignment.only_a, alignment.only_b) if alignment is not None else (None, None)
-    flag, reasons = comparability.block_comparability(key, *blocks, only_a, only_b)
-    if flag is False:
-        rows = [_not_comparable_row(key, stem, n, a, b) for n in names]
-        return rows, _alignment_row(key, stem, alignment, why), notes, (flag, reasons)
-    rows = [{**_metric_row(key, stem, n, a, b, alignment, columns, why, tests), "comparable": flag} for n in names]
-    return rows, _alignment_row(key, stem, alignment, why), notes, (flag, reasons)
+    verdict_ = _block_verdict(key, a, b, blocks, alignment, names)
+    rows = [_not_comparable_row(key, stem, n, a, b) if verdict_.of(n) is False
+            else {**_metric_row(key, stem, n, a, b, alignment, columns, why, tests), "comparable": verdict_.of(n)}
+            for n in names]
+    return rows, _alignment_row(key, stem, alignment, why), verdict_
 
 
 def _table(rows: list[dict], alpha: float) -> pd.DataFrame:
@@ -375,21 +422,25 @@ def compare_runs(
     tests = {"n_boot": n_boot, "seed": seed, "n_perm": n_perm}
     rows: list[dict] = []
     align_rows: list[dict] = []
-    notes: list[str] = []
     flags: list[bool | None] = []
     reasons: list[str] = []
+    scope: list[str] = []
     for key in [k for k in blocks_a if k in blocks_b]:
         (stem, block_a), (_, block_b) = blocks_a[key], blocks_b[key]
         side_a = _Side(current_entries(key, block_a), per_item_path(outputs, run_a, stem, a) if stem else None)
         side_b = _Side(current_entries(key, block_b), per_item_path(outputs, run_b, stem, b) if stem else None)
-        block_rows, align_row, block_notes, (flag, why) = _compare_block(key, stem, side_a, side_b,
-                                                                         (block_a, block_b), metrics, tests)
+        block_rows, align_row, found = _compare_block(key, stem, side_a, side_b, (block_a, block_b), metrics, tests)
         rows += block_rows
         align_rows += [align_row] if align_row else []
-        notes += block_notes
-        if block_rows:
-            flags.append(flag)
-            reasons += why
+        if found is not None:
+            flags += found.flags([r["metric"] for r in block_rows])
+            reasons += found.reasons
+            scope += [found.scope] if found.scope else []
+    one_sided = one_sided_metrics(a, b, metrics)
+    notes = [f"{label_of(key)}: only run {group[0]['run']} has results (not compared)."
+             if key not in blocks_a or key not in blocks_b
+             else f"{label_of(key)}: only one run has {', '.join(r['metric'] for r in group)} (not compared)."
+             for key, group in _by_tier(one_sided).items()]
     table = _table(rows, alpha)
     if table.empty:
         notes.append("The two runs have no metric in common" + (" matching the metrics filter." if metrics else "."))
@@ -397,5 +448,49 @@ def compare_runs(
     if comparable is None and flags:
         notes.append("Neither run recorded what data it used for some notebooks (older records): that the runs "
                      "compared like with like could not be checked.")
+    recorded = sorted({n for run in (a, b) for k, (_, blk) in blocks_of(run).items() for n in current_entries(k, blk)})
     return Comparison(run_a, run_b, alpha, table, _alignment_frame(align_rows), notes, comparable, reasons,
-                      comparability.differences(a, b, blocks_a, blocks_b))
+                      comparability.differences(a, b, blocks_a, blocks_b), scope, one_sided, recorded)
+
+
+def _by_tier(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for row in rows:
+        out.setdefault(row["tier_key"], []).append(row)
+    return out
+
+
+def _top_k(run: dict, key: str, stem: str | None, block: dict) -> int | None:
+    """The retrieval depth a run's notebook used: its ``info.top_k``, else the ``top_k`` parameter."""
+    info = block.get("info") if isinstance(block.get("info"), dict) else {}
+    params = run.get("params") or {}
+    found = [info.get("top_k")] + [(params.get(n) or {}).get("top_k") for n in (stem, key) if n]
+    return next((int(v) for v in found if isinstance(v, (int, float)) and not isinstance(v, bool)), None)
+
+
+def _why_missing(side: str, run: dict, key: str, stem: str | None, block: dict | None, metric: str) -> str:
+    if block is None:
+        return f"run {side} has no {label_of(key)} results, so no {metric}"
+    cut = metric.rsplit("@", 1)[1] if "@" in metric else ""
+    top_k = _top_k(run, key, stem, block)
+    if cut.isdigit() and top_k is not None and top_k < int(cut):
+        return f"run {side}'s top_k = {top_k} cannot report {metric}"
+    return f"run {side} did not record {metric}"
+
+
+def one_sided_metrics(a: dict, b: dict, metrics: Iterable[str] | None = None) -> list[dict]:
+    """Every metric (matching ``metrics``) that one run recorded and the other did not, per notebook:
+    ``{tier_key, notebook, metric, run: the run that has it, why: why the other has not}``."""
+    blocks_a, blocks_b = blocks_of(a), blocks_of(b)
+    out = []
+    for key in list(blocks_a) + [k for k in blocks_b if k not in blocks_a]:
+        stem = (blocks_a.get(key) or blocks_b.get(key))[0]
+        block_a, block_b = (blocks_a.get(key) or (None, None))[1], (blocks_b.get(key) or (None, None))[1]
+        names_a = set(current_entries(key, block_a)) if block_a is not None else set()
+        names_b = set(current_entries(key, block_b)) if block_b is not None else set()
+        for name in sorted((names_a ^ names_b), key=lambda n: (n.split("@")[0], len(n), n)):
+            if matches(name, metrics):
+                has, lacks, run, block = ("A", "B", b, block_b) if name in names_a else ("B", "A", a, block_a)
+                out.append({"tier_key": key, "notebook": stem, "metric": name, "run": has,
+                            "why": _why_missing(lacks, run, key, stem, block, name)})
+    return out

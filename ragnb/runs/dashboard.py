@@ -335,15 +335,18 @@ def forest_figures(comp: Comparison) -> list[go.Figure]:
 
 def comparison_summary(comp: Comparison) -> str:
     """One sentence: how many metrics got better / worse / showed no significant change — or, when the runs
-    used different data, that they are not comparable and why (no winner is named)."""
-    if comp.comparable is False:
+    used different data, that they are not comparable and why (no winner is named); when only some metrics are
+    (a re-chunking: the page-level ones stay comparable), what is compared, then the counts."""
+    if comp.comparable is False and not comp.partly:
         return (f"Run B {comp.run_b} and run A {comp.run_a} are NOT COMPARABLE: {'; '.join(comp.reasons)}. "
                 "No winner is named and no test is run on the notebooks concerned; both means are listed for reference only.")
     kinds = [_verdict_kind(str(v)) for v in comp.table["verdict"]] if len(comp.table) else []
     tested = int(comp.table["p_holm"].notna().sum()) if len(comp.table) else 0
     paired = int(comp.table["paired"].fillna(False).astype(bool).sum()) if len(comp.table) else 0
-    return (f"Run B {comp.run_b} vs. run A {comp.run_a}: {len(comp.table)} metrics compared ({paired} paired item by "
-            f"item), {tested} tested; B better on {kinds.count('better')}, worse on {kinds.count('worse')}, "
+    partly = (f"PARTLY COMPARABLE — {'; '.join(comp.scope)}; not comparable (no test, no winner): "
+              f"{'; '.join(comp.reasons)}. ") if comp.partly else ""
+    return (f"{partly}Run B {comp.run_b} vs. run A {comp.run_a}: {len(comp.table)} metrics compared ({paired} paired "
+            f"item by item), {tested} tested; B better on {kinds.count('better')}, worse on {kinds.count('worse')}, "
             f"no significant difference on the rest (Holm-adjusted, α = {comp.alpha:g}).")
 
 
@@ -351,7 +354,12 @@ def show_comparison(comp: Comparison) -> None:
     """Display a comparison: summary sentence (or "not comparable" with the reasons), what differs between
     the runs, per-notebook pairing, table, forest plots, notes."""
     summary = comparison_summary(comp)
-    if comp.comparable is False:
+    if comp.partly:
+        items = "".join(f"<li>{_e(r)}</li>" for r in comp.reasons)
+        _html('<div style="border:2px solid #9a6700;border-radius:6px;padding:8px 12px;margin:8px 0">'
+              f"<b>Partly comparable.</b> {_e('; '.join(comp.scope))}. The other metrics are not comparable, so no "
+              f"winner is named for them:<ul>{items}</ul></div>", summary)
+    elif comp.comparable is False:
         items = "".join(f"<li>{_e(r)}</li>" for r in comp.reasons)
         _html('<div style="border:2px solid #cf222e;border-radius:6px;padding:8px 12px;margin:8px 0">'
               f"<b>Not comparable.</b> Run B <code>{_e(comp.run_b)}</code> and run A <code>{_e(comp.run_a)}</code> "

@@ -1,55 +1,143 @@
 """Run A vs. run B for a terminal or a pull-request comment, and the CI gate on it.
 
 The statistics are :func:`ragnb.runs.compare.compare_runs` (the dashboard's); this module only decides and
-formats. Gate (``ragnb compare --fail-if-worse m1,m2``): for the metrics matching the patterns,
+formats. Gate (``ragnb compare --fail-if-worse m1,m2``), for the metrics matching the patterns:
 
-* some row is not comparable (other dataset or corpus) → ``"not comparable"``: no winner is named and the gate
-  cannot decide;
+* every name or pattern must name a metric: one the registry knows (``hit_rate@5``, ``doc_mrr``) or one that
+  matches a metric either run recorded; otherwise :func:`check_names` raises (a usage error, exit 2);
+* **page-level stand-ins**: a gated chunk-level metric that is not comparable (the runs used other chunks: a
+  re-chunking, another corpus build) is gated through its page-level version (``hit_rate@5`` →
+  ``doc_hit_rate@5``, :func:`ragnb.metrics.registry.page_level_version`) when that version was recorded by both
+  runs and is comparable (same question ids and relevant pages); the chunk-level row keeps its "not comparable"
+  verdict and the gate's message names every substitution, so nobody reads a page-level result as a chunk-level
+  one. Only metrics the pattern itself matched are substituted (``hit_rate@*`` never gates ``doc_hit_rate@3``
+  unless ``hit_rate@3`` was recorded);
+* a gated metric that one run recorded and the other did not (``hit_rate@5`` after top_k 10 → 3), or a gated
+  name that neither run recorded → ``"missing"`` with the reason, unless ``allow_missing`` (then it is listed as
+  not gated — but a gate left with nothing to decide on still fails);
 * some row's verdict is "B worse" (Holm-adjusted p < α, in the metric's bad direction) → ``"worse"``;
-* otherwise → ``"pass"``.
+* a gated metric that is not comparable and has no comparable page-level version → ``"not comparable"``: no
+  winner is named and the gate cannot decide;
+* otherwise → ``"pass"``. "worse" wins over "missing", and both over "not comparable".
 """
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragnb.metrics.registry import page_level_version, resolve
 from ragnb.runs.compare import Comparison, matches
 from ragnb.spec import label_of
+
+_WILDCARDS = "*?["
 
 
 @dataclass
 class Gate:
-    outcome: str  # "pass", "worse", "not comparable", "no gate"
+    outcome: str  # "pass", "worse", "missing", "not comparable", "no gate"
     worse: list[dict] = field(default_factory=list)  # rows of gated metrics where B is significantly worse
-    gated: list[str] = field(default_factory=list)  # metrics the gate looked at
+    gated: list[str] = field(default_factory=list)  # metrics the gate decided on (page-level stand-ins included)
     message: str = ""
+    substituted: list[dict] = field(default_factory=list)  # {tier_key, metric, page_level}: chunk-level → stand-in
+    missing: list[str] = field(default_factory=list)  # why each gated metric missing from a run is missing
+    not_comparable: list[str] = field(default_factory=list)  # gated metrics the gate cannot decide on
 
 
-def gate(comparison: Comparison, patterns: list[str]) -> Gate:
-    """The gate's outcome for the metrics matching ``patterns`` (module docstring). ValueError when a pattern
-    matches no metric both runs recorded (a typo must not pass the gate silently)."""
+def check_names(patterns: list[str], comparison: Comparison, option: str) -> None:
+    """ValueError (a usage error) for a name or pattern that names no metric: neither registered nor matching
+    a metric either run recorded (module docstring)."""
+    for pattern in patterns:
+        if any(fnmatch.fnmatchcase(n, pattern) for n in comparison.recorded):
+            continue
+        if not any(c in pattern for c in _WILDCARDS) and resolve(pattern) is not None:
+            continue
+        raise ValueError(f"{option}: unknown metric {pattern!r} — no registered metric has that name and neither "
+                         f"run recorded a metric matching it; these runs recorded: "
+                         f"{', '.join(comparison.recorded) or '(none)'} (shell patterns such as 'hit_rate@*' work)")
+
+
+def compared_patterns(shown: list[str], gated: list[str]) -> list[str] | None:
+    """The metrics to compare for ``--metrics shown`` and ``--fail-if-worse gated``: None (all) without
+    ``shown``, else both lists plus the page-level version of each gated pattern (its possible stand-ins)."""
+    if not shown:
+        return None
+    return shown + gated + [f"doc_{p}" for p in gated if not p.startswith("doc")]
+
+
+def _where(row: dict) -> str:
+    return f"{label_of(row['tier_key'])} {row['metric']}"
+
+
+def _stand_ins(rows: list[dict], comparison: Comparison) -> tuple[list[dict], list[dict], list[str]]:
+    """``(rows to decide on, page-level stand-ins of chunk-level rows, gated metrics nobody can decide on)``."""
+    by_key = {(r["tier_key"], r["metric"]): r for r in comparison.records()}
+    decide: dict[tuple, dict] = {}
+    substituted: list[dict] = []
+    undecidable: list[str] = []
+    for row in rows:
+        if row.get("comparable") is not False:
+            decide[(row["tier_key"], row["metric"])] = row
+            continue
+        alt = page_level_version(row["metric"])
+        stand_in = by_key.get((row["tier_key"], alt)) if alt else None
+        if stand_in is not None and stand_in.get("comparable") is not False:
+            decide[(row["tier_key"], alt)] = stand_in
+            substituted.append({"tier_key": row["tier_key"], "metric": row["metric"], "page_level": alt})
+        else:
+            undecidable.append(_where(row) + (f" (its page-level version {alt} is not comparable either)"
+                                              if stand_in is not None else ""))
+    return list(decide.values()), substituted, undecidable
+
+
+def _missing(patterns: list[str], comparison: Comparison) -> list[str]:
+    """Why each gated metric that only one run (or neither) recorded cannot be compared."""
+    out = [f"{label_of(r['tier_key'])}: {r['why']} (run {r['run']} reports it)"
+           for r in comparison.one_sided if matches(r["metric"], patterns)]
+    in_a_run = set(comparison.recorded)
+    out += [f"neither run recorded {p}" for p in patterns if not any(fnmatch.fnmatchcase(n, p) for n in in_a_run)]
+    return out
+
+
+def gate(comparison: Comparison, patterns: list[str], allow_missing: bool = False) -> Gate:
+    """The gate's outcome for the metrics matching ``patterns`` (module docstring). Call :func:`check_names`
+    first: an unknown name is a usage error, not a gate outcome."""
     if not patterns:
         return Gate("no gate")
-    table = comparison.table
-    names = sorted(set(table["metric"])) if len(table) else []
-    missing = [p for p in patterns if not any(matches(n, [p]) for n in names)]
-    if missing:
-        raise ValueError(f"--fail-if-worse: no metric of both runs matches {', '.join(missing)}; "
-                         f"metrics compared: {', '.join(names) or '(none)'}")
     rows = [r for r in comparison.records() if matches(r["metric"], patterns)]
-    gated = sorted({r["metric"] for r in rows})
-    if any(r.get("comparable") is False for r in rows):
-        return Gate("not comparable", gated=gated, message=(
-            "the runs are not comparable (" + "; ".join(comparison.reasons) + "), so no winner is named and "
-            "the gate cannot decide: compare runs on the same dataset and corpus"))
-    worse = [r for r in rows if str(r.get("verdict") or "").startswith("B worse")]
+    decide, substituted, undecidable = _stand_ins(rows, comparison)
+    missing = _missing(patterns, comparison)
+    gated = sorted({r["metric"] for r in decide})
+    worse = [r for r in decide if str(r.get("verdict") or "").startswith("B worse")]
+    parts = []
+    for key in dict.fromkeys(s["tier_key"] for s in substituted):
+        mine = [s for s in substituted if s["tier_key"] == key]
+        parts.append(f"{label_of(key)}: the chunk-level {', '.join(s['metric'] for s in mine)} are not comparable "
+                     "between these runs (why: see the comparability line), so the gate decides on their page-level "
+                     f"versions {', '.join(s['page_level'] for s in mine)} (same questions, same relevant pages)")
+    if missing:
+        parts.append(("not gated (--allow-missing): " if allow_missing else "missing from a run: ")
+                     + "; ".join(missing))
+    if undecidable:
+        parts.append("not comparable (reasons below), so the gate cannot decide on " + ", ".join(undecidable))
     if worse:
-        return Gate("worse", worse, gated, "run B is significantly worse on " + ", ".join(
-            f"{label_of(r['tier_key'])} {r['metric']} (Δ {_num(r.get('delta'))}, p_holm {_p(r.get('p_holm'))})"
-            for r in worse))
-    return Gate("pass", gated=gated, message=f"no gated metric is significantly worse ({', '.join(gated)})")
+        outcome = "worse"
+        parts.append("run B is significantly worse on " + ", ".join(
+            f"{_where(r)} (Δ {_num(r.get('delta'))}, p_holm {_p(r.get('p_holm'))})" for r in worse))
+    elif missing and not allow_missing:
+        outcome = "missing"
+        parts.append("a gated metric that a run cannot report fails the gate (--allow-missing gates the others)")
+    elif missing and not decide and not undecidable:  # --allow-missing, but nothing is left: nothing was checked
+        outcome = "missing"
+        parts.append("no gated metric is left to decide on, so the gate fails")
+    elif undecidable:
+        outcome = "not comparable"
+    else:
+        outcome = "pass"
+        parts.append(f"no gated metric is significantly worse ({', '.join(gated) or 'none left to gate'})")
+    return Gate(outcome, worse, gated, "; ".join(parts), substituted, missing, undecidable)
 
 
 def _num(x: Any) -> str:
@@ -78,10 +166,16 @@ def _p(p: Any) -> str:
     return "<0.001" if float(p) < 0.001 else f"{float(p):.3f}"
 
 
-_ICONS = {"pass": "✅", "worse": "❌", "not comparable": "⚠️", "no gate": ""}
+_ICONS = {"pass": "✅", "worse": "❌", "missing": "❌", "not comparable": "⚠️", "no gate": ""}
 
 
 def comparability_line(comparison: Comparison) -> str:
+    """What the comparison rests on; the reasons for what is not comparable, stated once."""
+    if not len(comparison.table):
+        return "Nothing compared: no metric that both runs recorded matches the filter."
+    if comparison.partly:
+        return ("**Partly comparable** — " + "; ".join(comparison.scope or ["some metrics are compared"])
+                + ". **Not comparable**, so no winner is named for them: " + "; ".join(comparison.reasons))
     if comparison.comparable is False:
         return ("**Not comparable** — the runs used different data, so no winner is named: "
                 + "; ".join(comparison.reasons))
@@ -139,5 +233,8 @@ def to_markdown(comparison: Comparison, result: Gate) -> str:
 def to_json(comparison: Comparison, result: Gate) -> dict:
     return {"run_a": comparison.run_a, "run_b": comparison.run_b, "alpha": comparison.alpha,
             **comparison.verdict_block(), "gate": {"outcome": result.outcome, "metrics": result.gated,
-                                                   "message": result.message},
+                                                   "message": result.message, "page_level_for": result.substituted,
+                                                   "missing": result.missing,
+                                                   "not_comparable": result.not_comparable},
+            "one_sided": comparison.one_sided,
             "metrics": comparison.records(), "notes": list(comparison.notes)}

@@ -225,6 +225,7 @@ def _per_question(log: pd.DataFrame, qids: list[str], status: pd.DataFrame, per_
     doc_run = rm.to_doc_run(run, pages)
     doc_qrels = rm.to_doc_qrels(qrels, pages)
     per_query["first_relevant_doc_rank"] = _first_rank(doc_run, doc_qrels, qids)
+    per_query[rm.RELEVANT_PAGES] = rm.relevant_pages(qrels, pages, qids)  # page-level truth (ragnb.runs.comparability)
     per_query["top1_score"] = [float(s[0]) if len(s) else np.nan for s in result.scores]
     per_query["top1_page"] = [pages[ids[0]] if ids else None for ids in result.ids]
     per_query["retrieved"] = [" ".join(ids) for ids in result.ids]

@@ -20,7 +20,10 @@ from ragnb.tiers.result import TierResult, encoder_meta
 CHUNK_METRICS = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "recall@1", "recall@3", "recall@5",
                  "recall@10", "precision@1", "precision@3", "precision@5", "precision@10", "ndcg@5", "ndcg@10")
 COMPARED = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "ndcg@10")  # paired between embedding models
-DOC_METRICS = ("doc_hit_rate@1", "doc_hit_rate@5", "doc_mrr", "doc_recall@5", "doc_precision@5", "doc_ndcg@10")
+# Every chunk-level hit_rate, mrr and ndcg@10 has its page-level version: a re-chunking is gated on these
+# (ragnb.runs.gate).
+DOC_METRICS = ("doc_hit_rate@1", "doc_hit_rate@5", "doc_hit_rate@10", "doc_mrr", "doc_recall@5", "doc_precision@5",
+               "doc_ndcg@10")
 
 
 @dataclass
@@ -107,6 +110,8 @@ def run_tier1(
     per_query["first_relevant_rank"] = _first_relevant_rank(run, qrels).reindex(per_query.index)
     per_query["retrieved"] = pd.Series([" ".join(ids) for ids in result.ids], index=qids)
     per_query["top1_score"] = pd.Series([float(s[0]) if len(s) else np.nan for s in result.scores], index=qids)
+    if chunk_to_doc is not None:  # the page-level truth, so runs on other chunkings can be compared on doc_*
+        per_query[rm.RELEVANT_PAGES] = pd.Series(rm.relevant_pages(qrels, chunk_to_doc, qids), index=qids)
     curve = rm.cutoff_curve(run, qrels, ("hit_rate",) if chunk_urls is None else ("hit_rate", "doc_hit_rate"),
                             top_k, chunk_to_doc=chunk_to_doc)
     return Tier1Result(per_query, summary, notes, lead={"tier": "tier_1"},
