@@ -210,7 +210,7 @@ def test_domain_analysis_per_topic_scores_and_gaps():
     assert not per["no_url"].any() and not per["url_not_in_corpus"].any()
     assert per.loc["q2", "signals"] == "low_score; low_similarity" and per.loc["q2", "n_signals"] == 2
     assert (topics[0]["gap_count"], topics[1]["gap_count"], topics[2]["gap_count"]) == (1, 2, 2)
-    assert topics[0]["gap_share"] == pytest.approx(1 / 4) and topics[2]["gap_share"] == pytest.approx(1 / 1)
+    assert topics[0]["gap_share"] == pytest.approx(1 / 4) and topics[2]["gap_share"] == pytest.approx(2 / 2)
     assert topics[0]["page_hit_rate"] == pytest.approx(2 / 3) and topics[2]["n_page_labelled"] == 0
     # two signals first, then the lowest similarity; max_listed 2
     assert [g["question_id"] for g in s["knowledge_gaps"]] == ["q2", "q5"]

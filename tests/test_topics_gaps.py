@@ -238,3 +238,32 @@ def test_topics_notebook_mixes_languages_and_labels_topics(helpdesk_run):
     html = (helpdesk_run[0].run_dir / "topic_coverage.html").read_text(encoding="utf-8")
     for e in metrics["topic_coverage"]["topic_coverage"]:
         assert ", ".join(e["top_terms"]) in html
+
+
+def test_gap_signals_excuse_follow_ups_of_well_answered_turns_only():
+    """Hand inputs: two sessions; both follow-ups fall below the absolute similarity cut 0.5. The one after a
+    turn scored 5 is excused, the one after a turn scored 1 is flagged; URL signals read from the log."""
+    from ragnb.analysis.gaps import gap_signals
+
+    chunk_urls = {"c1": "https://wiki.example.com/display/OPS/VPN", "c2": "https://wiki.example.com/display/HR/Sick"}
+    log = pd.DataFrame({"url": ["https://wiki.example.com/display/OPS/VPN#form", "https://wiki.example.com/display/OPS/VPN",
+                                "https://wiki.example.com/display/HR/Sick", None, "https://wiki.example.com/x"],
+                        "session_id": ["a", "a", "b", "b", "c"],
+                        "created_at": ["2026-01-01T10:00Z", "2026-01-01T10:01Z", "2026-01-01T11:00Z",
+                                       "2026-01-01T11:01Z", "2026-01-01T12:00Z"]}, index=list("pqrst"))
+    questions = ["How do I request VPN access?", "And which client?", "How is sick leave paid?", "Is it paid in full?",
+                 "Where is the canteen menu?"]
+    frame, summary = gap_signals(questions, [5, 4, 1, None, 3], [0.9, 0.3, 0.8, 0.2, 0.6], log=log,
+                                 chunk_urls=chunk_urls, gap_threshold=0.5)
+    assert frame["follow_up"].tolist() == [False, True, False, True, False]
+    assert frame["follow_up_exempt"].tolist() == [False, True, False, False, False]
+    assert frame["low_similarity"].tolist() == [False, True, False, True, False]
+    assert frame["signals"].tolist() == ["", "", "low_score", "no_url; low_similarity", "url_not_in_corpus"]
+    assert frame["is_gap"].tolist() == [False, False, True, True, True]
+    sig = summary["signals"]
+    assert sig["follow_ups_not_flagged"] == 1 and (sig["any"]["n_flagged"], sig["any"]["n"]) == (3, 5)
+    assert (sig["url_not_in_corpus"]["n_flagged"], sig["url_not_in_corpus"]["n"]) == (1, 4)
+    assert (sig["low_score"]["n_flagged"], sig["low_score"]["n"]) == (1, 4)
+    assert summary["similarity"]["method"] == "absolute"
+    with pytest.raises(ValueError, match="chunk urls missing"):
+        gap_signals(questions, [5] * 5, [0.9] * 5, log=log)
