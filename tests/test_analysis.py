@@ -355,7 +355,11 @@ def test_topic_coverage_notebook_matches_kmeans_and_pooled_retrievals(notebook_r
     log, vecs = demo_data["log"](demo_data["db"], limit=80, with_vectors=True)
     unit = vecs.astype(np.float64)
     unit /= np.linalg.norm(unit, axis=1, keepdims=True)
-    ref = KMeans(n_clusters=4, random_state=0, n_init=3).fit_predict(unit)
+    # every demo question is Russian (Cyrillic), so language centring subtracts the mean of all of them
+    assert all(any("а" <= ch <= "я" for ch in q.lower()) for q in log["question"])
+    centred = unit - unit.mean(axis=0)
+    centred /= np.linalg.norm(centred, axis=1, keepdims=True)
+    ref = KMeans(n_clusters=4, random_state=0, n_init=3).fit_predict(centred)
     table = per_item["topic_coverage"].set_index("item_id").loc[list(log.index)]
     assert adjusted_rand_score(ref, table["topic_id"]) == pytest.approx(1.0)
     ranked, _ = demo_data["topk"](vecs, 3)
@@ -377,14 +381,26 @@ def test_domain_analysis_notebook_matches_independent_gaps_and_scores(notebook_r
     _, metrics, per_item = notebook_run
     m = metrics["domain_analysis"]
     log, vecs = demo_data["log"](demo_data["db"], limit=100, with_vectors=True)
-    _, sims = demo_data["topk"](vecs, 3)
+    ranked, sims = demo_data["topk"](vecs, 3)
     top1 = sims[:, 0]
-    threshold = np.quantile(top1, 0.1)
-    assert m["gap"]["method"] == "quantile"
+    urls = log["url"].tolist()
+    # served: the logged page (demo URLs are in one form) among the top-3 chunks' pages, score not ≤ 2
+    served = np.array([isinstance(u, str) and u in {demo_data["urls"][c] for c in r} and s > 2
+                       for u, r, s in zip(urls, ranked, log["score"])])
+    threshold = np.quantile(top1[served], 0.1)
+    assert m["gap"]["method"] == "calibrated" and m["gap"]["n_reference"] == int(served.sum())
     assert m["gap"]["threshold"] == pytest.approx(threshold, abs=1e-6)
     assert m["gap"]["n_gaps"] == int((top1 < threshold).sum())
     table = per_item["domain_analysis"].set_index("item_id").loc[list(log.index)]
-    assert table["is_gap"].tolist() == (top1 < threshold).tolist()
+    assert table["low_similarity"].tolist() == (top1 < threshold).tolist()
+    pages = set(demo_data["urls"].values())
+    no_url = np.array([not isinstance(u, str) for u in urls])
+    unmatched = np.array([isinstance(u, str) and u not in pages for u in urls])
+    low = (log["score"] <= 2).to_numpy()
+    assert table["no_url"].tolist() == no_url.tolist() and table["low_score"].tolist() == low.tolist()
+    assert not table["follow_up"].any()  # the demo log has no sessions
+    assert table["is_gap"].tolist() == (low | no_url | unmatched | (top1 < threshold)).tolist()
+    assert m["gap_signals"]["no_url"] == {**m["gap_signals"]["no_url"], "n_flagged": int(no_url.sum()), "n": 100}
     counts = Counter(int(s) for s in log["score"])
     assert m["score_distribution"] == {**{str(k): counts.get(k, 0) for k in range(1, 6)}, "missing": 0}
     for entry in m["topics"]:

@@ -60,6 +60,16 @@ def test_language_mix_hand_computed():
     assert mix["languages"] == {"en": 3, "ru": 2} and mix["per_topic"] == {0: {"ru": 2, "en": 1}, 1: {"en": 2}}
     assert mix["purity"] == pytest.approx(4 / 5) and mix["baseline"] == pytest.approx(3 / 5)
     assert math.isnan(language_mix(["ru", "ru"], [0, 1])["purity"])
+    from ragnb.analysis.topics import clustering_note
+
+    info = {"algorithm": "KMeans on unit vectors", "language_mix": {"languages": {"en": 3, "ru": 2}}}
+    split = clustering_note({**info, "language_mix": {**info["language_mix"], "purity": 1.0, "baseline": 0.6}})
+    assert split.endswith("purity of the topics 1.00 (share of questions in their topic's majority language; 0.60 if "
+                          "every topic mixed the languages as the log does, 1.00 if each topic were one language): "
+                          "the topics are mostly languages, not subjects.")
+    assert "en 3, ru 2" in split
+    mixed = clustering_note({**info, "language_mix": {**info["language_mix"], "purity": 0.7, "baseline": 0.6}})
+    assert mixed.endswith("the topics mix the languages.")  # 0.7 − 0.6 ≤ half of 1 − 0.6
 
 
 @pytest.fixture(scope="module")
@@ -265,5 +275,7 @@ def test_gap_signals_excuse_follow_ups_of_well_answered_turns_only():
     assert (sig["url_not_in_corpus"]["n_flagged"], sig["url_not_in_corpus"]["n"]) == (1, 4)
     assert (sig["low_score"]["n_flagged"], sig["low_score"]["n"]) == (1, 4)
     assert summary["similarity"]["method"] == "absolute"
-    with pytest.raises(ValueError, match="chunk urls missing"):
+    with pytest.raises(ValueError, match="need chunk_urls"):
         gap_signals(questions, [5] * 5, [0.9] * 5, log=log)
+    with pytest.raises(ValueError, match="log has 4 rows for 5 questions"):
+        gap_signals(questions, [5] * 5, [0.9] * 5, log=log.iloc[:4], chunk_urls=chunk_urls)

@@ -131,6 +131,17 @@ def _signal_counts(frame: pd.DataFrame, applicable: Mapping[str, np.ndarray], si
     return out
 
 
+def _check_log(log: pd.DataFrame, n: int, chunk_urls) -> None:
+    if not isinstance(log, pd.DataFrame) or "url" not in log.columns:
+        raise ValueError("log must be the question-log frame (fetch_question_log) with a 'url' column")
+    if len(log) != n:
+        raise ValueError(f"log has {len(log)} rows for {n} questions; pass the log rows of the analysed questions, "
+                         "in the same order")
+    if chunk_urls is None:
+        raise ValueError("the log's URL signals need chunk_urls (chunk id → url of every searchable chunk) to tell "
+                         "which cited pages are in the corpus")
+
+
 def gap_signals(questions: Sequence[str], scores, top1_scores, hits=None, log: pd.DataFrame | None = None,
                 chunk_urls: Mapping[str, str | None] | None = None, gap_threshold: float | None = None,
                 gap_quantile: float = 0.10, min_served: int = MIN_SERVED) -> tuple[pd.DataFrame, dict]:
@@ -152,9 +163,8 @@ def gap_signals(questions: Sequence[str], scores, top1_scores, hits=None, log: p
     served = (hit == 1) & ~(values <= LOW_SCORE)
     low_sim, sim_info = knowledge_gaps(top1_scores, gap_threshold, gap_quantile, served, min_served)
     has_log = log is not None
-    if has_log and (len(log) != n or chunk_urls is None):
-        raise ValueError(f"log has {len(log)} rows for {n} questions, chunk urls {'missing' if chunk_urls is None else 'given'}: "
-                         "pass the log rows of the analysed questions in order, and the corpus's chunk urls")
+    if has_log:
+        _check_log(log, n, chunk_urls)
     status = (page_qrels({str(i): u for i, u in enumerate(log["url"].tolist())}, chunk_urls)[1]["status"].to_numpy()
               if has_log else np.full(n, ""))
     follow, exempt = follow_ups(questions, log, values) if has_log else (np.zeros(n, bool), np.zeros(n, bool))

@@ -135,7 +135,8 @@ class Topics:
 def find_topics(questions: Sequence[str], vectors: np.ndarray, n_topics: int, seed: int = 0, n_init: int = 10,
                 centre_languages: bool = True, n_terms: int = 5) -> Topics:
     """:func:`cluster_questions` (language-centred unless ``centre_languages`` is False), labelled with
-    :func:`ragnb.analysis.topic_terms.topic_terms` and measured with :func:`~ragnb.analysis.topic_terms.language_mix`."""
+    :func:`ragnb.analysis.topic_terms.topic_terms` and measured with
+    :func:`~ragnb.analysis.topic_terms.language_mix`."""
     languages = question_languages(questions)
     cl = cluster_questions(vectors, n_topics, seed=seed, n_init=n_init,
                            languages=languages if centre_languages else None)
@@ -296,8 +297,9 @@ def clustering_note(clustering: Mapping) -> str:
     langs = languages_text(mix["languages"])
     if not np.isfinite(mix["purity"]):
         return f"{clustering['algorithm']}; questions in one language ({langs})."
-    verdict = ("the topics are mostly languages, not subjects" if mix["purity"] - mix["baseline"] > 0.5 * (1 - mix["baseline"])
-               else "the topics mix the languages")
+    # more than half-way from the mixed baseline to one language per topic
+    by_language = mix["purity"] - mix["baseline"] > 0.5 * (1 - mix["baseline"])
+    verdict = "the topics are mostly languages, not subjects" if by_language else "the topics mix the languages"
     return (f"{clustering['algorithm']}; languages by script: {langs}. Language purity of the topics "
             f"{mix['purity']:.2f} (share of questions in their topic's majority language; {mix['baseline']:.2f} if "
             f"every topic mixed the languages as the log does, 1.00 if each topic were one language): {verdict}.")
