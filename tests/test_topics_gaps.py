@@ -51,6 +51,10 @@ def test_topic_terms_hand_computed():
     # word forms meet on their stem and show as the most frequent written form
     assert topic_terms(["Пароль истёк", "Сбросить пароль", "Забыл пароля"], [0, 0, 0], n_terms=1) == {0: ["пароль"]}
     assert topic_terms(["how do I", "и как"], [0, 1]) == {0: [], 1: []}  # stop-words only
+    from ragnb.analysis.source_charts import topic_names
+
+    table = pd.DataFrame({"top_terms": ["vpn, access, denied, get", ""]}, index=pd.Index([0, 1], name="topic_id"))
+    assert topic_names(table) == ["topic 0: vpn, access, denied", "topic 1"]  # chart labels: the first three terms
     with pytest.raises(ValueError, match="one label per question"):
         topic_terms(["a"], [0, 1])
 
