@@ -102,8 +102,9 @@ def topic_scatter(topics: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def topic_map(vectors: np.ndarray, labels, hover: list[str]) -> go.Figure:
-    """Questions on their first two principal components (unit-normalised vectors), coloured by topic."""
+def topic_map(vectors: np.ndarray, labels, hover: list[str], space: str = "unit vectors") -> go.Figure:
+    """Questions on their first two principal components (unit-normalised vectors), coloured by topic; ``space``
+    names what was clustered (pass the language-centred vectors when the topics were made from them)."""
     x = np.asarray(vectors, dtype=float)
     x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     x = x - x.mean(axis=0)
@@ -112,7 +113,7 @@ def topic_map(vectors: np.ndarray, labels, hover: list[str]) -> go.Figure:
     df = pd.DataFrame({"pc1": xy[:, 0], "pc2": xy[:, 1], "topic": [f"topic {t}" for t in labels],
                        "question": [h[:120] for h in hover]})
     fig = px.scatter(df, x="pc1", y="pc2", color="topic", hover_data=["question"], opacity=0.75,
-                     title="Questions by topic (first two principal components)")
+                     title=f"Questions by topic (first two principal components of the {space})")
     fig.update_layout(height=480)
     return fig
 

@@ -56,7 +56,7 @@ output_dir = str(notebook_output_dir(output_dir))  # the one rule for the defaul
 from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.domain import domain_analysis, page_hits, signal_table, topic_table
-from ragnb.analysis.topics import clustering_note
+from ragnb.analysis.topics import clustering_note, language_centred
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
 from ragnb.datasets.corpus import open_corpus
 from ragnb.tiers.result import analysis_result
@@ -114,7 +114,9 @@ print(f"Similarity threshold: {gap['description']}. Follow-up turns of a well-an
       f"similarity alone: {signals['follow_ups_not_flagged']}.")
 report.show_table(signal_table(summary), max_rows=10, max_chars=400)
 report.show(source_charts.similarity_histogram(per_question["top1_score"], gap["threshold"]))
-report.show(source_charts.topic_map(vectors, per_question["topic_id"], log["question"].tolist()))
+map_vectors = language_centred(vectors, per_question["language"]) if centre_languages else vectors
+report.show(source_charts.topic_map(map_vectors, per_question["topic_id"], log["question"].tolist(),
+                                    space=summary["clustering"]["algorithm"].removeprefix("KMeans on ")))
 gaps = per_question[per_question["is_gap"]].sort_values(["n_signals", "top1_score"], ascending=[False, True])
 report.show_table(gaps[["question", "signals", "topic_id", "score", "top1_score", "page_hit"]],
                   max_rows=max(max_listed, 1), full="domain_analysis.per_item.csv")

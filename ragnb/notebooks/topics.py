@@ -53,7 +53,7 @@ output_dir = str(notebook_output_dir(output_dir))  # the one rule for the defaul
 from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import load_questions, open_chunks
-from ragnb.analysis.topics import clustering_note, topic_coverage, topics_frame
+from ragnb.analysis.topics import clustering_note, language_centred, topic_coverage, topics_frame
 from ragnb.datasets.corpus import open_corpus
 from ragnb.tiers.result import analysis_result
 
@@ -86,7 +86,10 @@ report.show_table(topics, max_rows=max(n_topics, 1), max_chars=400)
 # %%
 report.show(source_charts.topic_bars(topics))
 report.show(source_charts.topic_scatter(topics))
-report.show(source_charts.topic_map(questions.vectors, per_question["topic_id"], questions.texts))
+# the map shows the space KMeans clustered: on a bilingual log the raw vectors' first component is the language
+map_vectors = language_centred(questions.vectors, per_question["language"]) if centre_languages else questions.vectors
+report.show(source_charts.topic_map(map_vectors, per_question["topic_id"], questions.texts,
+                                    space=summary["clustering"]["algorithm"].removeprefix("KMeans on ")))
 
 # %%
 analysis_result(per_question, summary, analysis="topic_coverage", questions=questions, retrieval=retrieval,
