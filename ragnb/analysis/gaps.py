@@ -83,8 +83,8 @@ def knowledge_gaps(top1_scores, gap_threshold: float | None = None, gap_quantile
     return mask, info
 
 
-def _turn_order(log: pd.DataFrame) -> pd.DataFrame:
-    """``session_id`` and the previous turn's position (−1 for a first turn or no session) per row, turns
+def _previous_turns(log: pd.DataFrame) -> np.ndarray:
+    """The position of each row's previous turn in its session (−1 for a first turn or no session), turns
     ordered by ``created_at`` (missing last) then id, as Tier UX reads sessions."""
     frame = pd.DataFrame({"session_id": log["session_id"].to_numpy(dtype=object),
                           "created_at": pd.to_datetime(log["created_at"], utc=True, errors="coerce").to_numpy()
@@ -95,7 +95,7 @@ def _turn_order(log: pd.DataFrame) -> pd.DataFrame:
     for _, turns in frame.groupby("session_id", sort=False):
         p = turns["pos"].to_numpy()
         prev[p[1:]] = p[:-1]
-    return pd.DataFrame({"prev": prev})
+    return prev
 
 
 def follow_ups(questions: Sequence[str], log: pd.DataFrame, scores) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +103,7 @@ def follow_ups(questions: Sequence[str], log: pd.DataFrame, scores) -> tuple[np.
     module docstring for the rule. ``log`` holds ``session_id`` (and ``created_at``) per question."""
     if "session_id" not in log.columns:
         return np.zeros(len(questions), bool), np.zeros(len(questions), bool)
-    prev = _turn_order(log)["prev"].to_numpy()
+    prev = _previous_turns(log)
     values = pd.to_numeric(pd.Series(list(scores), dtype="object"), errors="coerce").to_numpy(dtype=float)
     tok = UnicodeTokenizer()
     follow = np.zeros(len(questions), bool)
