@@ -152,10 +152,20 @@ def test_topic_inputs_are_checked():
 def test_knowledge_gaps_absolute_and_quantile():
     mask, info = knowledge_gaps([0.2, 0.5, 0.3, 0.9], gap_threshold=0.35)
     assert mask.tolist() == [True, False, True, False]
-    assert info == {"threshold": 0.35, "method": "absolute", "quantile": None, "n": 4, "n_gaps": 2, "gap_share": 0.5}
+    assert {k: info[k] for k in ("threshold", "method", "quantile", "calibrated", "n", "n_gaps", "gap_share")} == \
+        {"threshold": 0.35, "method": "absolute", "quantile": None, "calibrated": False, "n": 4, "n_gaps": 2,
+         "gap_share": 0.5}
+    assert "this embedding model only" in info["description"]
     values = np.arange(1, 11) / 10  # 0.1 … 1.0; the 10% quantile interpolates to 0.1 + 0.9 · 0.1 = 0.19
     mask, info = knowledge_gaps(values, gap_quantile=0.1)
     assert info["threshold"] == pytest.approx(0.19) and mask.tolist() == [True] + [False] * 9
+    assert info["method"] == "quantile" and not info["calibrated"] and "uncalibrated" in info["description"]
+    # calibrated on the served questions (0.5 … 1.0, 6 of them): 0.5 + 0.5 · 0.1 = 0.55 flags 0.1 … 0.5
+    mask, info = knowledge_gaps(values, gap_quantile=0.1, served=values >= 0.5, min_served=6)
+    assert (info["method"], info["n_reference"]) == ("calibrated", 6) and info["threshold"] == pytest.approx(0.55)
+    assert mask.tolist() == [True] * 5 + [False] * 5
+    _, info = knowledge_gaps(values, gap_quantile=0.1, served=values >= 0.5, min_served=7)  # too few served
+    assert info["method"] == "quantile" and info["threshold"] == pytest.approx(0.19)
     mask, _ = knowledge_gaps([0.4, np.nan, 0.8], gap_threshold=0.1)
     assert mask.tolist() == [False, True, False]  # no retrieval at all is a gap
     for kwargs in ({"gap_quantile": 0.0}, {"gap_quantile": 1.0}, {"gap_threshold": 1.5}):
@@ -193,12 +203,21 @@ def test_domain_analysis_per_topic_scores_and_gaps():
     assert topics[0]["mean_score"]["mean"] == pytest.approx(11 / 3) and topics[0]["mean_score"]["n_failed"] == 1
     assert topics[0]["low_score_share"] == pytest.approx(1 / 3)
     assert topics[1]["score_counts"] == {"1": 0, "2": 1, "3": 0, "4": 2, "5": 0, "missing": 0}
-    # gaps (top-1 < 0.35): q2 (topic 0), q5 (topic 1), q7 (topic 2)
-    assert (topics[0]["gap_count"], topics[1]["gap_count"], topics[2]["gap_count"]) == (1, 1, 1)
-    assert topics[0]["gap_share"] == pytest.approx(1 / 4) and topics[2]["gap_share"] == pytest.approx(1 / 2)
+    # low similarity (top-1 < 0.35): q2 (topic 0), q5 (topic 1), q7 (topic 2); low score (≤ 2): q2, q4 (topic 1),
+    # q8 (topic 2); no log given, so no URL signals and no follow-ups
+    assert per.loc[per["low_similarity"]].index.tolist() == ["q2", "q5", "q7"]
+    assert per.loc[per["low_score"]].index.tolist() == ["q2", "q4", "q8"]
+    assert not per["no_url"].any() and not per["url_not_in_corpus"].any()
+    assert per.loc["q2", "signals"] == "low_score; low_similarity" and per.loc["q2", "n_signals"] == 2
+    assert (topics[0]["gap_count"], topics[1]["gap_count"], topics[2]["gap_count"]) == (1, 2, 2)
+    assert topics[0]["gap_share"] == pytest.approx(1 / 4) and topics[2]["gap_share"] == pytest.approx(2 / 2)
     assert topics[0]["page_hit_rate"] == pytest.approx(2 / 3) and topics[2]["n_page_labelled"] == 0
-    assert [g["question_id"] for g in s["knowledge_gaps"]] == ["q5", "q2"]  # lowest similarity first, max_listed 2
+    # two signals first, then the lowest similarity; max_listed 2
+    assert [g["question_id"] for g in s["knowledge_gaps"]] == ["q2", "q5"]
     assert s["gap"]["n_gaps"] == 3 and s["score_distribution"]["missing"] == 1
+    sig = s["gap_signals"]
+    assert (sig["low_score"]["n_flagged"], sig["low_score"]["n"]) == (3, 8)  # one question unscored
+    assert (sig["no_url"]["n"], sig["any"]["n_flagged"], sig["any"]["n"]) == (0, 5, 9)
     assert s["mean_score"]["mean"] == pytest.approx(np.mean([5, 5, 1, 2, 4, 4, 3, 1]))
     assert s["low_score_share"] == pytest.approx(3 / 8)
     with pytest.raises(ValueError, match="at least 2"):
@@ -336,7 +355,11 @@ def test_topic_coverage_notebook_matches_kmeans_and_pooled_retrievals(notebook_r
     log, vecs = demo_data["log"](demo_data["db"], limit=80, with_vectors=True)
     unit = vecs.astype(np.float64)
     unit /= np.linalg.norm(unit, axis=1, keepdims=True)
-    ref = KMeans(n_clusters=4, random_state=0, n_init=3).fit_predict(unit)
+    # every demo question is Russian (Cyrillic), so language centring subtracts the mean of all of them
+    assert all(any("а" <= ch <= "я" for ch in q.lower()) for q in log["question"])
+    centred = unit - unit.mean(axis=0)
+    centred /= np.linalg.norm(centred, axis=1, keepdims=True)
+    ref = KMeans(n_clusters=4, random_state=0, n_init=3).fit_predict(centred)
     table = per_item["topic_coverage"].set_index("item_id").loc[list(log.index)]
     assert adjusted_rand_score(ref, table["topic_id"]) == pytest.approx(1.0)
     ranked, _ = demo_data["topk"](vecs, 3)
@@ -358,14 +381,26 @@ def test_domain_analysis_notebook_matches_independent_gaps_and_scores(notebook_r
     _, metrics, per_item = notebook_run
     m = metrics["domain_analysis"]
     log, vecs = demo_data["log"](demo_data["db"], limit=100, with_vectors=True)
-    _, sims = demo_data["topk"](vecs, 3)
+    ranked, sims = demo_data["topk"](vecs, 3)
     top1 = sims[:, 0]
-    threshold = np.quantile(top1, 0.1)
-    assert m["gap"]["method"] == "quantile"
+    urls = log["url"].tolist()
+    # served: the logged page (demo URLs are in one form) among the top-3 chunks' pages, score not ≤ 2
+    served = np.array([isinstance(u, str) and u in {demo_data["urls"][c] for c in r} and s > 2
+                       for u, r, s in zip(urls, ranked, log["score"])])
+    threshold = np.quantile(top1[served], 0.1)
+    assert m["gap"]["method"] == "calibrated" and m["gap"]["n_reference"] == int(served.sum())
     assert m["gap"]["threshold"] == pytest.approx(threshold, abs=1e-6)
     assert m["gap"]["n_gaps"] == int((top1 < threshold).sum())
     table = per_item["domain_analysis"].set_index("item_id").loc[list(log.index)]
-    assert table["is_gap"].tolist() == (top1 < threshold).tolist()
+    assert table["low_similarity"].tolist() == (top1 < threshold).tolist()
+    pages = set(demo_data["urls"].values())
+    no_url = np.array([not isinstance(u, str) for u in urls])
+    unmatched = np.array([isinstance(u, str) and u not in pages for u in urls])
+    low = (log["score"] <= 2).to_numpy()
+    assert table["no_url"].tolist() == no_url.tolist() and table["low_score"].tolist() == low.tolist()
+    assert not table["follow_up"].any()  # the demo log has no sessions
+    assert table["is_gap"].tolist() == (low | no_url | unmatched | (top1 < threshold)).tolist()
+    assert m["gap_signals"]["no_url"] == {**m["gap_signals"]["no_url"], "n_flagged": int(no_url.sum()), "n": 100}
     counts = Counter(int(s) for s in log["score"])
     assert m["score_distribution"] == {**{str(k): counts.get(k, 0) for k in range(1, 6)}, "missing": 0}
     for entry in m["topics"]:

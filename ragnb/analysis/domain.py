@@ -1,15 +1,12 @@
-"""Real-user domain analysis (see docs/metrics.md, Real users): what real users ask
-about, how satisfied they are per topic, and where the knowledge base has nothing close to the question.
+"""Real-user domain analysis (see docs/metrics.md, Real users and Analytics): what real users ask
+about, how satisfied they are per topic, and which questions the knowledge base does not serve.
 
-* topics: the logged questions clustered with :func:`ragnb.analysis.topics.cluster_questions`;
+* topics: the logged questions clustered with :func:`ragnb.analysis.topics.find_topics` (language-centred, so a
+  bilingual log splits by subject rather than by language; each topic labelled with its top terms);
 * per topic: user scores 1–5 (counts, mean with bootstrap CI, share of scores ≤ 2);
-* knowledge gaps: questions whose best retrieval similarity (top-1 cosine) is below a threshold.
-
-Choosing the gap threshold. An absolute cosine threshold (``gap_threshold``) is comparable across runs but
-depends on the embedding model (all-MiniLM-L6-v2 similarities sit lower than those of many larger models),
-so by default the threshold is relative: the ``gap_quantile`` (10%) quantile of the top-1 similarities of
-the analysed questions. That always flags about that share of questions — it answers "where does the corpus
-serve worst", not "is the corpus good enough"; set ``gap_threshold`` to track an absolute level over time.
+* knowledge-gap candidates: the signals of :mod:`ragnb.analysis.gaps` (low user score, no cited page, cited page
+  not in the corpus, low top-1 similarity against a threshold calibrated on the log where it can be), each
+  reported, with the follow-up turns of a well-answered conversation not flagged on similarity alone.
 """
 
 from __future__ import annotations
@@ -19,35 +16,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ragnb.analysis.topics import check_n_topics, cluster_questions, representatives
+from ragnb.analysis.gaps import gap_signals, knowledge_gaps  # noqa: F401  (knowledge_gaps: re-exported)
+from ragnb.analysis.topics import check_n_topics, find_topics, languages_text, representatives
 from ragnb.metrics.stats import aggregate
 from ragnb.tiers.real_users import SCORES, page_qrels, score_counts
-
-
-def knowledge_gaps(top1_scores, gap_threshold: float | None = None, gap_quantile: float = 0.10) -> tuple[np.ndarray, dict]:
-    """Questions whose top-1 cosine similarity is strictly below the threshold.
-
-    threshold = ``gap_threshold`` when given (absolute), else the ``gap_quantile`` quantile of the top-1
-    similarities (numpy linear interpolation). Returns (boolean mask, ``{threshold, method, quantile,
-    n_gaps, gap_share, n}``). A question with no retrieval (NaN similarity) is a gap.
-    """
-    s = np.asarray(top1_scores, dtype=float).ravel()
-    if s.size == 0:
-        raise ValueError("no top-1 similarities given: retrieve for at least one question")
-    if gap_threshold is not None:
-        if not np.isfinite(gap_threshold) or not -1.0 <= gap_threshold <= 1.0:
-            raise ValueError(f"gap_threshold = {gap_threshold}; a cosine similarity threshold lies in [-1, 1]")
-        threshold, method = float(gap_threshold), "absolute"
-    else:
-        if not 0.0 < gap_quantile < 1.0:
-            raise ValueError(f"gap_quantile = {gap_quantile}; use a share strictly between 0 and 1, e.g. 0.1")
-        finite = s[np.isfinite(s)]
-        threshold = float(np.quantile(finite, gap_quantile)) if finite.size else float("nan")
-        method = "quantile"
-    mask = ~np.isfinite(s) | (s < threshold)
-    info = {"threshold": threshold, "method": method, "quantile": None if method == "absolute" else gap_quantile,
-            "n": int(s.size), "n_gaps": int(mask.sum()), "gap_share": float(mask.mean())}
-    return mask, info
 
 
 def scores_by_topic(labels: Sequence[int], scores, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
@@ -129,9 +101,11 @@ def _topic_entry(t: int, row: pd.Series, members: np.ndarray, gaps: np.ndarray, 
 
 
 def _listed_gaps(per_q: pd.DataFrame, max_listed: int) -> list[dict]:
-    """The ``max_listed`` gap questions with the lowest top-1 similarity (no similarity first)."""
-    listed = per_q[per_q["is_gap"]].sort_values("top1_score", na_position="first").head(max_listed)
-    return [{"question_id": i, "question": r["question"], "topic_id": int(r["topic_id"]),
+    """The ``max_listed`` gap questions, most signals first, then lowest top-1 similarity (none first)."""
+    flagged = per_q[per_q["is_gap"]]
+    order = np.lexsort((flagged["top1_score"].fillna(-np.inf).to_numpy(), -flagged["n_signals"].to_numpy()))
+    listed = flagged.iloc[order].head(max_listed)
+    return [{"question_id": i, "question": r["question"], "topic_id": int(r["topic_id"]), "signals": r["signals"],
              "top1_score": r["top1_score"], "score": None if pd.isna(r["score"]) else int(r["score"])}
             for i, r in listed.iterrows()]
 
@@ -151,17 +125,25 @@ def domain_analysis(
     n_boot: int = 1000,
     n_representatives: int = 3,
     max_listed: int = 50,
+    log: pd.DataFrame | None = None,
+    chunk_urls: Mapping[str, str | None] | None = None,
+    centre_languages: bool = True,
+    n_terms: int = 5,
 ) -> tuple[pd.DataFrame, dict]:
-    """Topics of the real questions with their user scores and knowledge gaps.
+    """Topics of the real questions with their user scores and knowledge-gap candidates.
 
     ``scores``: user score per question (1–5 or None); ``top1_scores``: cosine similarity of each question's
-    best retrieved chunk; ``hits`` (optional): per-question page hit from :func:`page_hits` (NaN = no label).
+    best retrieved chunk; ``hits`` (optional): per-question page hit from :func:`page_hits` (NaN = no label);
+    ``log`` (optional): the question-log rows in the same order (``url``, ``session_id``, ``created_at``) and
+    ``chunk_urls`` — they give the URL signals and the follow-up rule (:func:`ragnb.analysis.gaps.gap_signals`).
 
-    Returns (per-question frame indexed by id: ``question``, ``topic_id``, ``score``, ``top1_score``,
-    ``is_gap``, ``page_hit``; summary: ``n_topics``, ``total_questions``, ``score_distribution``,
-    ``mean_score`` (aggregate), ``low_score_share``, ``gap`` (threshold info), ``topics`` (per topic: counts
-    of scores, mean score with CI, low-score share, gap count and share, page hit rate, representative
-    questions), ``knowledge_gaps`` (the ``max_listed`` lowest-similarity gap questions), ``silhouette``).
+    Returns (per-question frame indexed by id: ``question``, ``language``, ``topic_id``, ``score``,
+    ``top1_score``, ``page_hit``, one column per gap signal, ``follow_up``, ``follow_up_exempt``, ``n_signals``,
+    ``signals``, ``is_gap``; summary: ``n_topics``, ``total_questions``, ``score_distribution``, ``mean_score``
+    (aggregate), ``low_score_share``, ``gap`` (similarity threshold info), ``gap_signals`` (counts per signal
+    with n), ``topics`` (per topic: top terms, languages, counts of scores, mean score with CI, low-score share,
+    gap count and share, page hit rate, representative questions), ``knowledge_gaps`` (the ``max_listed``
+    candidates with most signals), ``silhouette``, ``clustering``).
     """
     ids = [str(q) for q in question_ids]
     n = len(ids)
@@ -169,18 +151,24 @@ def domain_analysis(
     score_list = list(scores)
     hit = _check_inputs(ids, questions, vectors, score_list, top1, hits, n_topics, max_listed)
 
-    cl = cluster_questions(vectors, n_topics, seed=seed, n_init=n_init)
-    gaps, gap_info = knowledge_gaps(top1, gap_threshold, gap_quantile)
+    found = find_topics(questions, vectors, n_topics, seed, n_init, centre_languages, n_terms)
+    cl = found.clustering
+    signals, gap_summary = gap_signals(questions, score_list, top1, hit, log, chunk_urls, gap_threshold,
+                                       gap_quantile)
+    gaps = signals["is_gap"].to_numpy()
     by_topic = scores_by_topic(cl.labels, score_list, n_boot=n_boot, seed=seed)
     reps = representatives(cl, n_representatives)
     values = pd.to_numeric(pd.Series(score_list, dtype="object"), errors="coerce").to_numpy(dtype=float)
 
     per_q = pd.DataFrame({
-        "question": list(questions), "topic_id": cl.labels.astype(int),
+        "question": list(questions), "language": found.languages, "topic_id": cl.labels.astype(int),
         "score": pd.array([None if np.isnan(v) else int(v) for v in values], dtype="Int64"),
-        "top1_score": top1, "is_gap": gaps, "page_hit": hit, "centroid_similarity": cl.similarity,
+        "top1_score": top1, "page_hit": hit, "centroid_similarity": cl.similarity,
     }, index=pd.Index(ids, name="question_id"))
-    topics = [_topic_entry(int(t), row, cl.labels == t, gaps, hit, top1, [str(questions[i]) for i in reps[int(t)]])
+    per_q = pd.concat([per_q, signals.set_index(per_q.index)], axis=1)
+    topics = [{"top_terms": found.terms.get(int(t), []), "languages": found.mix["per_topic"].get(int(t), {}),
+               **_topic_entry(int(t), row, cl.labels == t, gaps, hit, top1,
+                              [str(questions[i]) for i in reps[int(t)]])}
               for t, row in by_topic.iterrows()]
     scored = values[~np.isnan(values)]
     summary = {
@@ -189,10 +177,12 @@ def domain_analysis(
         "score_distribution": score_counts(pd.Series(score_list, dtype="object")),
         "mean_score": aggregate(values, n_boot=n_boot, seed=seed),
         "low_score_share": float((scored <= 2).mean()) if scored.size else float("nan"),
-        "gap": gap_info,
+        "gap": gap_summary["similarity"],
+        "gap_signals": gap_summary["signals"],
         "topics": topics,
         "knowledge_gaps": _listed_gaps(per_q, max_listed),
         "silhouette": cl.silhouette,
+        "clustering": found.clustering_info(seed, n_init),
     }
     return per_q, summary
 
@@ -201,10 +191,18 @@ def topic_table(summary: dict) -> pd.DataFrame:
     """The summary's per-topic entries as a flat table for reports."""
     rows = []
     for e in summary["topics"]:
-        rows.append({"topic_id": e["topic_id"], "questions": e["question_count"],
+        rows.append({"topic_id": e["topic_id"], "top_terms": ", ".join(e["top_terms"]),
+                     "languages": languages_text(e["languages"]), "questions": e["question_count"],
                      **{f"score_{k}": v for k, v in e["score_counts"].items()},
                      "mean_score": e["mean_score"]["mean"], "ci95_low": e["mean_score"]["ci95"][0],
                      "ci95_high": e["mean_score"]["ci95"][1], "low_score_share": e["low_score_share"],
                      "gap_share": e["gap_share"], "page_hit_rate": e["page_hit_rate"],
                      "representative_questions": " | ".join(e["representative_questions"])})
     return pd.DataFrame(rows).set_index("topic_id")
+
+
+def signal_table(summary: dict) -> pd.DataFrame:
+    """Counts per gap signal (``summary["gap_signals"]``) as a table: flagged, applicable n, share, rule."""
+    rows = [{"signal": name, "flagged": c["n_flagged"], "n": c["n"], "share": c["share"], "rule": c.get("rule", "")}
+            for name, c in summary["gap_signals"].items() if isinstance(c, dict)]
+    return pd.DataFrame(rows).set_index("signal")

@@ -74,9 +74,17 @@ def unused_by_page_bars(pages: pd.DataFrame, top: int = 25) -> go.Figure:
     return fig
 
 
+def topic_names(table: pd.DataFrame, n_terms: int = 3) -> list[str]:
+    """"topic 0: vpn, access, client" — each topic with its first top terms (its table's joined ``top_terms``)."""
+    if "top_terms" not in table:
+        return [f"topic {t}" for t in table.index]
+    return [f"topic {t}: {', '.join(str(terms).split(', ')[:n_terms])}" if terms else f"topic {t}"
+            for t, terms in zip(table.index, table["top_terms"])]
+
+
 def topic_bars(topics: pd.DataFrame) -> go.Figure:
     """Per topic: questions, distinct chunks and distinct pages reached by their top-k."""
-    x = [f"topic {t}" for t in topics.index]
+    x = topic_names(topics)
     fig = go.Figure([go.Bar(x=x, y=topics["question_count"], name="questions"),
                      go.Bar(x=x, y=topics["unique_chunks"], name="unique chunks"),
                      go.Bar(x=x, y=topics["unique_urls"], name="unique urls")])
@@ -94,8 +102,9 @@ def topic_scatter(topics: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def topic_map(vectors: np.ndarray, labels, hover: list[str]) -> go.Figure:
-    """Questions on their first two principal components (unit-normalised vectors), coloured by topic."""
+def topic_map(vectors: np.ndarray, labels, hover: list[str], space: str = "unit vectors") -> go.Figure:
+    """Questions on their first two principal components (unit-normalised vectors), coloured by topic; ``space``
+    names what was clustered (pass the language-centred vectors when the topics were made from them)."""
     x = np.asarray(vectors, dtype=float)
     x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     x = x - x.mean(axis=0)
@@ -104,14 +113,14 @@ def topic_map(vectors: np.ndarray, labels, hover: list[str]) -> go.Figure:
     df = pd.DataFrame({"pc1": xy[:, 0], "pc2": xy[:, 1], "topic": [f"topic {t}" for t in labels],
                        "question": [h[:120] for h in hover]})
     fig = px.scatter(df, x="pc1", y="pc2", color="topic", hover_data=["question"], opacity=0.75,
-                     title="Questions by topic (first two principal components)")
+                     title=f"Questions by topic (first two principal components of the {space})")
     fig.update_layout(height=480)
     return fig
 
 
 def scores_by_topic_bars(table: pd.DataFrame) -> go.Figure:
     """Stacked user-score counts per topic."""
-    x = [f"topic {t}" for t in table.index]
+    x = topic_names(table)
     cols = [c for c in ("score_1", "score_2", "score_3", "score_4", "score_5", "score_missing") if c in table]
     fig = go.Figure([go.Bar(x=x, y=table[c], name=c.replace("score_", ""), marker_color=SCORE_COLOURS[c.replace("score_", "")])
                      for c in cols])
@@ -121,7 +130,7 @@ def scores_by_topic_bars(table: pd.DataFrame) -> go.Figure:
 
 def mean_score_bars(table: pd.DataFrame) -> go.Figure:
     """Mean user score per topic with its bootstrap 95% CI."""
-    x = [f"topic {t}" for t in table.index]
+    x = topic_names(table)
     fig = go.Figure(go.Bar(x=x, y=table["mean_score"], error_y=dict(
         type="data", symmetric=False, array=table["ci95_high"] - table["mean_score"],
         arrayminus=table["mean_score"] - table["ci95_low"])))

@@ -1,6 +1,11 @@
 """Topic coverage (see docs/metrics.md, Analytics): cluster the questions into topics (KMeans over their embeddings) and
 count, per topic, how many distinct chunks and source URLs its questions' top-k retrievals reach.
 
+Language-centred clustering. A multilingual model puts the questions of one language nearer each other than to
+the same question in the other language, so KMeans on a Russian/English log splits it by language first. With
+``languages`` given, each language's mean vector is subtracted from its questions (then re-normalised) before
+KMeans: what is left is the subject.
+
 A topic with many questions but few distinct chunks leans on a narrow slice of the knowledge base (weak
 coverage); a skew in ``unique_urls`` shows a topic served by a few sources only.
 """
@@ -14,7 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ragnb.analysis.topic_terms import language_mix, question_languages, topic_terms
 from ragnb.tiers.real_users import page_of
+
+# A language with fewer questions than this is centred on the mean of all questions: the mean of a handful of
+# questions is their subject as much as their language.
+MIN_LANGUAGE_GROUP = 5
 
 
 @dataclass
@@ -22,13 +32,29 @@ class Clustering:
     labels: np.ndarray  # (n,) topic id per question; topic 0 is the largest
     centroids: np.ndarray  # (n_topics, dim) unit-length centroids
     similarity: np.ndarray  # (n,) cosine similarity of each question to its topic centroid
-    silhouette: float  # mean silhouette (cosine distance); NaN when undefined (n_topics = n)
+    silhouette: float  # mean silhouette (cosine distance) in the clustered space; NaN when undefined (n_topics = n)
     inertia: float
+    space: str = "unit vectors"  # what KMeans clustered: "unit vectors" or "language-centred unit vectors"
 
 
 def _unit(m: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     return m / np.where(norms == 0, 1.0, norms)
+
+
+def language_centred(vectors: np.ndarray, languages: Sequence[str]) -> np.ndarray:
+    """Unit rows u_i − mean(u_j : language j = language i), re-normalised to unit length. A language with fewer
+    than :data:`MIN_LANGUAGE_GROUP` questions (and "other") is centred on the mean of all questions instead."""
+    x = _unit(np.asarray(vectors, dtype=np.float64))
+    langs = np.asarray(list(languages), dtype=object)
+    if len(langs) != len(x):
+        raise ValueError(f"{len(langs)} languages for {len(x)} vectors; give one language per question")
+    out = x - x.mean(axis=0)
+    for lang in set(langs.tolist()) - {"other"}:
+        members = langs == lang
+        if members.sum() >= MIN_LANGUAGE_GROUP:
+            out[members] = x[members] - x[members].mean(axis=0)
+    return _unit(out)
 
 
 def check_n_topics(n_topics: int, n_questions: int) -> None:
@@ -42,10 +68,11 @@ def check_n_topics(n_topics: int, n_questions: int) -> None:
 
 
 def cluster_questions(vectors: np.ndarray, n_topics: int, seed: int = 0, n_init: int = 10,
-                      silhouette_sample: int = 5000) -> Clustering:
+                      silhouette_sample: int = 5000, languages: Sequence[str] | None = None) -> Clustering:
     """KMeans (scikit-learn, ``random_state=seed``, ``n_init`` restarts) over the unit-normalised vectors, so
-    that the clusters follow cosine similarity as retrieval does. Topics are renumbered by size (0 = largest,
-    ties by first question), so the numbering does not depend on KMeans's internal order.
+    that the clusters follow cosine similarity as retrieval does — over :func:`language_centred` vectors when
+    ``languages`` (one per question) is given. Topics are renumbered by size (0 = largest, ties by first
+    question), so the numbering does not depend on KMeans's internal order.
 
     silhouette = mean over questions of (b − a) / max(a, b), a = mean cosine distance to its own topic,
     b = to the nearest other topic (scikit-learn ``silhouette_score``, on a ``silhouette_sample`` sample
@@ -67,6 +94,9 @@ def cluster_questions(vectors: np.ndarray, n_topics: int, seed: int = 0, n_init:
     if distinct < n_topics:
         raise ValueError(f"only {distinct} distinct question vectors for n_topics = {n_topics}; use at most "
                          f"{distinct} topics")
+    space = "unit vectors"
+    if languages is not None:
+        x, space = language_centred(x, languages), "language-centred unit vectors"
     km = KMeans(n_clusters=int(n_topics), random_state=seed, n_init=n_init).fit(x)
     raw = km.labels_
     sizes = np.bincount(raw, minlength=n_topics)
@@ -82,7 +112,35 @@ def cluster_questions(vectors: np.ndarray, n_topics: int, seed: int = 0, n_init:
         sil = float(silhouette_score(x, labels, metric="cosine", sample_size=sample, random_state=seed))
     else:
         sil = float("nan")
-    return Clustering(labels, centroids, similarity, sil, float(km.inertia_))
+    return Clustering(labels, centroids, similarity, sil, float(km.inertia_), space)
+
+
+@dataclass
+class Topics:
+    """A clustering of questions with what describes it: each question's language, each topic's top terms and
+    the language mix of the topics (:mod:`ragnb.analysis.topic_terms`)."""
+
+    clustering: Clustering
+    languages: list[str]
+    terms: dict[int, list[str]]
+    mix: dict
+
+    def clustering_info(self, seed: int, n_init: int) -> dict:
+        """The summary's ``clustering`` block: how the topics were made and how much they follow language."""
+        return {"algorithm": f"KMeans on {self.clustering.space}", "random_state": seed, "n_init": n_init,
+                "inertia": self.clustering.inertia, "language_mix": {k: v for k, v in self.mix.items()
+                                                                     if k != "per_topic"}}
+
+
+def find_topics(questions: Sequence[str], vectors: np.ndarray, n_topics: int, seed: int = 0, n_init: int = 10,
+                centre_languages: bool = True, n_terms: int = 5) -> Topics:
+    """:func:`cluster_questions` (language-centred unless ``centre_languages`` is False), labelled with
+    :func:`ragnb.analysis.topic_terms.topic_terms` and measured with
+    :func:`~ragnb.analysis.topic_terms.language_mix`."""
+    languages = question_languages(questions)
+    cl = cluster_questions(vectors, n_topics, seed=seed, n_init=n_init,
+                           languages=languages if centre_languages else None)
+    return Topics(cl, languages, topic_terms(questions, cl.labels, n_terms), language_mix(languages, cl.labels))
 
 
 def coverage_by_topic(
@@ -142,12 +200,13 @@ def representatives(clustering: Clustering, n: int = 3) -> dict[int, list[int]]:
     return out
 
 
-def _coverage_entry(row: dict, cl: Clustering, representative_questions: list[str],
+def _coverage_entry(row: dict, found: Topics, representative_questions: list[str],
                     representative_ids: list[str]) -> dict:
     """One topic of ``summary["topic_coverage"]`` from its row of :func:`coverage_by_topic`."""
-    t = row["topic_id"]
+    t, cl = row["topic_id"], found.clustering
     return {
-        "topic_id": t, "question_count": row["question_count"], "unique_chunks": row["unique_chunks"],
+        "topic_id": t, "top_terms": found.terms.get(t, []), "languages": found.mix["per_topic"].get(t, {}),
+        "question_count": row["question_count"], "unique_chunks": row["unique_chunks"],
         "unique_urls": row["unique_urls"], "chunks_per_question": row["chunks_per_question"],
         "low_coverage": bool(row["low_coverage"]), "top_urls": row["top_urls"],
         "mean_centroid_similarity": float(cl.similarity[cl.labels == t].mean()),
@@ -167,15 +226,19 @@ def topic_coverage(
     n_init: int = 10,
     n_representatives: int = 3,
     low_coverage_factor: float = 0.5,
+    centre_languages: bool = True,
+    n_terms: int = 5,
 ) -> tuple[pd.DataFrame, dict]:
-    """Cluster the questions (:func:`cluster_questions`) and measure each topic's reach (:func:`coverage_by_topic`).
+    """Cluster the questions (:func:`find_topics`: language-centred unless ``centre_languages`` is False, labelled
+    with ``n_terms`` top terms) and measure each topic's reach (:func:`coverage_by_topic`).
 
     Returns (per-question frame indexed by question id: ``question``, ``topic_id``, ``centroid_similarity``,
     ``representative``, ``retrieved``; summary with the original fields ``n_topics``, ``total_questions``,
     ``avg_chunks_per_topic`` (mean unique_chunks over topics) and ``topic_coverage`` — a list of
     ``{topic_id, question_count, unique_chunks, unique_urls, chunks_per_question, low_coverage, top_urls,
-    representative_questions, representative_ids}`` — plus ``silhouette``, ``avg_urls_per_topic``,
-    ``low_coverage_topics`` and ``top_k``).
+    representative_questions, representative_ids}`` — plus per topic ``top_terms`` and ``languages``, and
+    ``silhouette``, ``avg_urls_per_topic``, ``low_coverage_topics``, ``top_k`` and ``clustering`` with the
+    language mix).
     """
     ids = [str(q) for q in question_ids]
     if not (len(ids) == len(questions) == len(vectors) == len(retrieved)):
@@ -185,18 +248,20 @@ def topic_coverage(
         raise ValueError("question ids must be unique")
     if n_representatives < 1:
         raise ValueError(f"n_representatives = {n_representatives}; show at least one question per topic")
-    cl = cluster_questions(vectors, n_topics, seed=seed, n_init=n_init)
+    found = find_topics(questions, vectors, n_topics, seed, n_init, centre_languages, n_terms)
+    cl = found.clustering
     topics = coverage_by_topic(cl.labels, retrieved, chunk_urls, low_coverage_factor)
     reps = representatives(cl, n_representatives)
     rep_set = {i for idx in reps.values() for i in idx}
 
     per_q = pd.DataFrame({
-        "question": list(questions), "topic_id": cl.labels.astype(int), "centroid_similarity": cl.similarity,
+        "question": list(questions), "topic_id": cl.labels.astype(int), "language": found.languages,
+        "centroid_similarity": cl.similarity,
         "representative": [i in rep_set for i in range(len(ids))],
         "retrieved": [" ".join(r) for r in retrieved],
     }, index=pd.Index(ids, name="question_id"))
 
-    entries = [_coverage_entry(row, cl, [str(questions[i]) for i in reps[row["topic_id"]]],
+    entries = [_coverage_entry(row, found, [str(questions[i]) for i in reps[row["topic_id"]]],
                                [ids[i] for i in reps[row["topic_id"]]]) for row in topics.to_dict("records")]
     summary = {
         "n_topics": int(n_topics),
@@ -208,14 +273,33 @@ def topic_coverage(
         "low_coverage_topics": [e["topic_id"] for e in entries if e["low_coverage"]],
         "low_coverage_rule": f"question_count >= median and chunks_per_question < {low_coverage_factor} x median",
         "top_k": max((len(r) for r in retrieved), default=0),
-        "clustering": {"algorithm": "KMeans on unit-normalised vectors", "random_state": seed, "n_init": n_init,
-                       "inertia": cl.inertia},
+        "clustering": found.clustering_info(seed, n_init),
     }
     return per_q, summary
 
 
 def topics_frame(summary: dict) -> pd.DataFrame:
-    """The summary's ``topic_coverage`` list as a table (representative questions joined by " | ")."""
-    rows = [{**e, "representative_questions": " | ".join(e["representative_questions"]),
+    """The summary's ``topic_coverage`` list as a table (terms, pages and representative questions joined)."""
+    rows = [{**e, "top_terms": ", ".join(e["top_terms"]), "languages": languages_text(e["languages"]),
+             "representative_questions": " | ".join(e["representative_questions"]),
              "top_urls": ", ".join(e["top_urls"])} for e in summary["topic_coverage"]]
     return pd.DataFrame(rows).drop(columns=["representative_ids"]).set_index("topic_id")
+
+
+def languages_text(counts: Mapping[str, int]) -> str:
+    """{"ru": 5, "en": 3} → "ru 5, en 3" (a topic's languages in a report table)."""
+    return ", ".join(f"{lang} {n}" for lang, n in counts.items())
+
+
+def clustering_note(clustering: Mapping) -> str:
+    """One sentence for a report: what was clustered and how much the topics follow language."""
+    mix = clustering["language_mix"]
+    langs = languages_text(mix["languages"])
+    if not np.isfinite(mix["purity"]):
+        return f"{clustering['algorithm']}; questions in one language ({langs})."
+    # more than half-way from the mixed baseline to one language per topic
+    by_language = mix["purity"] - mix["baseline"] > 0.5 * (1 - mix["baseline"])
+    verdict = "the topics are mostly languages, not subjects" if by_language else "the topics mix the languages"
+    return (f"{clustering['algorithm']}; languages by script: {langs}. Language purity of the topics "
+            f"{mix['purity']:.2f} (share of questions in their topic's majority language; {mix['baseline']:.2f} if "
+            f"every topic mixed the languages as the log does, 1.00 if each topic were one language): {verdict}.")

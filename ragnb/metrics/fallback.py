@@ -185,11 +185,17 @@ def split_sentences(text: str) -> list[str]:
 # --------------------------------------------------------------------------- words
 
 
-def _detect(text: str) -> str:
-    """"ru" if Cyrillic letters outnumber Latin ones, else "en"."""
-    cyr = len(_CYRILLIC.findall(text))
-    lat = sum(1 for ch in text if "a" <= ch.casefold() <= "z")
-    return "ru" if cyr > lat else "en"
+def script_language(text: str) -> str:
+    """The language of a text by its script: "ru" if words with Cyrillic letters outnumber words of Latin letters,
+    "en" if the Latin ones outnumber the Cyrillic ones, "other" when neither does (no such words, or as many of each).
+
+    Words, not letters, so that a Russian question naming long Latin products stays Russian ("Как настроить VPN в
+    GlobalConnect?": 3 Cyrillic words, 2 Latin). Enough to tell the languages of a Russian/English log apart; it
+    does not tell English from other Latin-script languages."""
+    words = _WORD.findall(text)
+    cyr = sum(1 for w in words if _CYRILLIC.search(w))
+    lat = sum(1 for w in words if not _CYRILLIC.search(w) and any("a" <= ch <= "z" for ch in w.casefold()))
+    return "ru" if cyr > lat else "en" if lat > cyr else "other"
 
 
 def stem_ru(word: str) -> str:

@@ -16,12 +16,15 @@
 # %% [markdown]
 # # Real-user domain analysis
 # What do real users ask about, how satisfied are they per topic, and where does the knowledge base have
-# nothing close to the question? The logged questions (stored embeddings) are clustered into topics (KMeans,
-# as in the topic-coverage report); per topic: user scores 1–5, the mean score with a bootstrap 95% CI, the
-# share of scores ≤ 2, and the share of *knowledge gaps* — questions whose best retrieved chunk has a top-1
-# cosine similarity below a threshold. By default the threshold is relative (the `gap_quantile` quantile of
-# the top-1 similarities, so about that share is always flagged: "where does the corpus serve worst");
-# `gap_threshold` sets an absolute cosine level instead, comparable over time for one embedding model.
+# nothing close to the question? The logged questions (stored embeddings) are clustered into topics (KMeans on
+# language-centred vectors, as in the topic-coverage report, each labelled with its top terms); per topic: user
+# scores 1–5, the mean score with a bootstrap 95% CI, the share of scores ≤ 2, and the share of *knowledge-gap
+# candidates*. A question is a candidate when the log gives a reason: a user score ≤ 2, no cited page, a cited page
+# that is not in the corpus, or a top-1 cosine similarity below a threshold. The threshold is model-specific, so by
+# default it is calibrated on the log: the `gap_quantile` quantile of the top-1 similarities of the questions whose
+# cited page was retrieved (uncalibrated, over all questions, when fewer than 10 have one); `gap_threshold` sets an
+# absolute cosine level instead. A short follow-up turn ("And which client?") of a turn the user scored ≥ 4 is not
+# flagged on similarity alone. Each candidate lists the signals that flagged it.
 # The bundled demo log has **simulated** user scores (see `ragnb/demo.py`); its questions are real.
 
 # %% tags=["parameters"]
@@ -32,7 +35,9 @@ max_questions: int = 0  # use only the first N logged questions, ordered by id (
 n_topics: int = 8  # KMeans clusters (at least 2, at most the number of questions)
 top_k: int = 5  # chunks retrieved per question (the page-hit rate per topic uses this cut-off)
 gap_threshold: float = 0.0  # absolute top-1 cosine below which a question is a knowledge gap; 0: use gap_quantile
-gap_quantile: float = 0.1  # relative gap threshold: this quantile of the top-1 similarities
+gap_quantile: float = 0.1  # gap threshold: this quantile of the top-1 similarities of questions whose cited page was retrieved
+centre_languages: bool = True  # subtract each language's mean vector before KMeans (False: plain KMeans)
+n_terms: int = 5  # top terms (c-TF-IDF) that label each topic
 backend: str = "memory"  # "memory" (exact, in-process) or "pgvector" (search in the database)
 index_mode: str = "auto"  # pgvector only: "auto", "exact" or "hnsw"
 seed: int = 0  # KMeans random_state and bootstrap seed
@@ -50,7 +55,8 @@ output_dir = str(notebook_output_dir(output_dir))  # the one rule for the defaul
 
 from ragnb.reports import report
 from ragnb.analysis import source_charts
-from ragnb.analysis.domain import domain_analysis, page_hits, topic_table
+from ragnb.analysis.domain import domain_analysis, page_hits, signal_table, topic_table
+from ragnb.analysis.topics import clustering_note, language_centred
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
 from ragnb.datasets.corpus import open_corpus
 from ragnb.tiers.result import analysis_result
@@ -65,7 +71,7 @@ per_question, summary = domain_analysis(
     list(log.index), log["question"].tolist(), vectors, log["score"].tolist(),
     [s[0] if len(s) else float("nan") for s in retrieval.scores], n_topics=n_topics, hits=hits,
     gap_threshold=gap_threshold or None, gap_quantile=gap_quantile, seed=seed, n_init=n_init, n_boot=n_boot,
-    max_listed=max_listed)
+    max_listed=max_listed, log=log, chunk_urls=chunks.urls, centre_languages=centre_languages, n_terms=n_terms)
 table = topic_table(summary)
 
 # %%
@@ -74,7 +80,7 @@ report.header("Real-user domain analysis", {
     **ctx.header_info(), "questions": f"{summary['total_questions']} logged questions"
                                       f"{f' with score ≥ {min_score}' if min_score else ''}",
     "n_topics": n_topics, "backend": retrieval.backend, "top_k": top_k,
-    "gap_threshold": f"{gap['threshold']:.3f} ({gap['method']}{', q = ' + str(gap['quantile']) if gap['quantile'] else ''})",
+    "similarity_threshold": f"{gap['threshold']:.3f} ({gap['method']}{', q = ' + str(gap['quantile']) if gap['quantile'] else ''})",
     "user_scores": "SIMULATED (demo log)" if corpus == "demo" else "from the question log",
 })
 if corpus == "demo":
@@ -83,9 +89,11 @@ if corpus == "demo":
 if not_embedded:
     print(f"Note: {not_embedded} logged questions have no embedding and were not analysed (run `ragnb embed --questions`).")
 ms = summary["mean_score"]
+signals = summary["gap_signals"]
 print(f"Mean user score {ms['mean']:.2f} (95% CI {ms['ci95'][0]:.2f}–{ms['ci95'][1]:.2f}, {ms['n_valid']} scored of "
-      f"{ms['n']}); share of scores ≤ 2: {summary['low_score_share']:.3f}. Knowledge gaps: {gap['n_gaps']} of "
-      f"{gap['n']} questions ({gap['gap_share']:.1%}) below top-1 similarity {gap['threshold']:.3f}.")
+      f"{ms['n']}); share of scores ≤ 2: {summary['low_score_share']:.3f}. Knowledge-gap candidates: "
+      f"{signals['any']['n_flagged']} of {signals['any']['n']} questions flagged by at least one signal.")
+print(clustering_note(summary["clustering"]))
 report.show_table(table, max_rows=max(n_topics, 1), max_chars=400)
 
 # %% [markdown]
@@ -98,14 +106,20 @@ report.show(source_charts.mean_score_bars(table))
 
 # %% [markdown]
 # ## Knowledge gaps
-# Questions whose best retrieved chunk is far from them: candidates for missing or badly written content.
+# Candidates for missing or badly written content, and the signal(s) that flagged each. The similarity threshold
+# depends on the embedding model: the histogram shows this model's top-1 similarities beside it.
 
 # %%
+print(f"Similarity threshold: {gap['description']}. Follow-up turns of a well-answered turn not flagged on "
+      f"similarity alone: {signals['follow_ups_not_flagged']}.")
+report.show_table(signal_table(summary), max_rows=10, max_chars=400)
 report.show(source_charts.similarity_histogram(per_question["top1_score"], gap["threshold"]))
-report.show(source_charts.topic_map(vectors, per_question["topic_id"], log["question"].tolist()))
-gaps = per_question[per_question["is_gap"]].sort_values("top1_score")
-report.show_table(gaps[["question", "topic_id", "score", "top1_score", "page_hit"]], max_rows=max(max_listed, 1),
-                  full="domain_analysis.per_item.csv")
+map_vectors = language_centred(vectors, per_question["language"]) if centre_languages else vectors
+report.show(source_charts.topic_map(map_vectors, per_question["topic_id"], log["question"].tolist(),
+                                    space=summary["clustering"]["algorithm"].removeprefix("KMeans on ")))
+gaps = per_question[per_question["is_gap"]].sort_values(["n_signals", "top1_score"], ascending=[False, True])
+report.show_table(gaps[["question", "signals", "topic_id", "score", "top1_score", "page_hit"]],
+                  max_rows=max(max_listed, 1), full="domain_analysis.per_item.csv")
 
 # %%
 analysis_result(per_question, summary, analysis="domain_analysis", retrieval=retrieval,

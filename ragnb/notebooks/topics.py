@@ -17,7 +17,9 @@
 # # Topic coverage
 # docs/metrics.md, Analytics: the questions are clustered into `n_topics` topics (KMeans over their unit-normalised
 # embeddings, fixed `random_state`); for every topic the top-k retrievals of its questions are pooled and the
-# distinct chunks and source pages counted. A topic with many questions but few distinct chunks leans on a
+# distinct chunks and source pages counted. With `centre_languages`, each language's mean vector (Cyrillic vs Latin
+# script) is subtracted before KMeans, so a bilingual log splits by subject rather than by language; each topic is
+# labelled with its top terms (c-TF-IDF over its questions). A topic with many questions but few distinct chunks leans on a
 # narrow slice of the knowledge base; a topic served by a few URLs only reuses a narrow set of sources.
 # A topic is flagged *low coverage* when it is at least as large as the median topic and reaches fewer than
 # `low_coverage_factor` × the median number of distinct chunks per question.
@@ -37,6 +39,8 @@ seed: int = 0  # KMeans random_state
 n_init: int = 10  # KMeans restarts (the best of n_init runs is kept)
 n_representatives: int = 3  # questions closest to each topic centroid, shown as its examples
 low_coverage_factor: float = 0.5  # flag large topics below this share of the median distinct chunks per question
+centre_languages: bool = True  # subtract each language's mean vector before KMeans (False: plain KMeans)
+n_terms: int = 5  # top terms (c-TF-IDF) that label each topic
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 output_dir: str = ""  # folder for the metrics JSON and the per-question table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
@@ -49,7 +53,7 @@ output_dir = str(notebook_output_dir(output_dir))  # the one rule for the defaul
 from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import load_questions, open_chunks
-from ragnb.analysis.topics import topic_coverage, topics_frame
+from ragnb.analysis.topics import clustering_note, language_centred, topic_coverage, topics_frame
 from ragnb.datasets.corpus import open_corpus
 from ragnb.tiers.result import analysis_result
 
@@ -59,7 +63,8 @@ chunks = open_chunks(ctx, backend, index_mode)
 retrieval = chunks.retriever.search(questions.vectors, top_k)
 per_question, summary = topic_coverage(questions.ids, questions.texts, questions.vectors, retrieval.ids, chunks.urls,
                                        n_topics=n_topics, seed=seed, n_init=n_init,
-                                       n_representatives=n_representatives, low_coverage_factor=low_coverage_factor)
+                                       n_representatives=n_representatives, low_coverage_factor=low_coverage_factor,
+                                       centre_languages=centre_languages, n_terms=n_terms)
 topics = topics_frame(summary)
 
 # %%
@@ -70,6 +75,7 @@ if corpus == "demo" and questions.source == "log":
 print(f"{summary['total_questions']} questions in {n_topics} topics; on average a topic reaches "
       f"{summary['avg_chunks_per_topic']:.1f} distinct chunks and {summary['avg_urls_per_topic']:.1f} pages. "
       f"Silhouette (cosine) = {summary['silhouette']:.3f} (−1…1; near 0 = overlapping topics).")
+print(clustering_note(summary["clustering"]))
 flagged = summary["low_coverage_topics"]
 print(f"Low-coverage topics: {flagged if flagged else 'none'}")
 report.show_table(topics, max_rows=max(n_topics, 1), max_chars=400)
@@ -80,7 +86,10 @@ report.show_table(topics, max_rows=max(n_topics, 1), max_chars=400)
 # %%
 report.show(source_charts.topic_bars(topics))
 report.show(source_charts.topic_scatter(topics))
-report.show(source_charts.topic_map(questions.vectors, per_question["topic_id"], questions.texts))
+# the map shows the space KMeans clustered: on a bilingual log the raw vectors' first component is the language
+map_vectors = language_centred(questions.vectors, per_question["language"]) if centre_languages else questions.vectors
+report.show(source_charts.topic_map(map_vectors, per_question["topic_id"], questions.texts,
+                                    space=summary["clustering"]["algorithm"].removeprefix("KMeans on ")))
 
 # %%
 analysis_result(per_question, summary, analysis="topic_coverage", questions=questions, retrieval=retrieval,
