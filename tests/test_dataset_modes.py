@@ -578,6 +578,10 @@ def test_bad_judge_pipeline_files(tmp_path):
     csv_file.write_text("question,answer,ground_truth_show\nQ1?,A1.,yes\nQ2?,A2.,maybe\n", encoding="utf-8")
     _fails(["judge-pipeline", "--from", str(csv_file)], out, str(csv_file), "row 2 (line 3)", "'ground_truth_show'",
            "yes/no")
+    csv_file.write_text("question;answer;ground_truth_show\r\nQ1?;A1.;да\r\nQ2?;A2.;может\r\n", encoding="utf-8-sig")
+    _fails(["judge-pipeline", "--from", str(csv_file)], out, "row 2 (line 3)", "'ground_truth_show'", "'может'")
+    csv_file.write_text("question;answer;ground_truth_show\nQ1?;A1;2;да\n", encoding="utf-8")
+    _fails(["judge-pipeline", "--from", str(csv_file)], out, "row 1 (line 2)", "more values than header columns")
     csv_file.write_text("question,answer\nQ1?,A1.\n", encoding="utf-8")
     _fails(["judge-pipeline", "--from", str(csv_file)], out, "missing column(s) ['ground_truth_show']")
     csv_file.write_text("question,answer,ground_truth_show\n,A1.,yes\n", encoding="utf-8")
