@@ -476,9 +476,11 @@ def test_judge_pipeline_from_csv_loads_in_the_notebook_loader(tmp_path, encoder)
     assert ds.items[1].answer == "Bananas, probably." and ds.items[3].context is None
     assert ds.items[0].contexts() == ["Paris is the capital of France."] and ds.name == path.stem
     assert load_dataset(path).type == "judge_pipeline"
-    # And the tier runs on it (offline fallback) for the items that have a context.
-    result = judging.run_tier_judge_pipeline(ds.items[:3], "baseline", encoder=encoder, n_boot=20)
-    assert list(result.per_item["ground_truth_show"]) == [True, False, True]
+    # And the tier runs on all of it (offline fallback): the item without a context is counted as not scored.
+    result = judging.run_tier_judge_pipeline(ds, "baseline", encoder=encoder, n_boot=20)
+    assert list(result.per_item["ground_truth_show"]) == [True, False, True, False]
+    assert result.per_item["outcome"].tolist()[3] == "not scored"
+    assert (result.summary["n"], result.summary["n_not_scored"]) == (3, 1)
 
 
 def test_judge_pipeline_from_jsonl(tmp_path):

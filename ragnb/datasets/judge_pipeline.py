@@ -77,8 +77,9 @@ def _judge_result(items: list[dict], source: str, extra_counts: dict, warnings: 
     counts = {"items": len(items), "show": shows, "no_show": len(items) - shows, "without_context": no_context,
               **extra_counts}
     if no_context:
-        warnings.append(f"{no_context} item(s) have no context: the baseline show/no-show judge (faithfulness to "
-                        "the context) needs one; a system with its own judge does not")
+        warnings.append(f"{no_context} item(s) have no context: the judge and judge_pipeline notebooks count them as "
+                        "not scored (faithfulness needs a context to judge against); a system with its own judge "
+                        "scores them")
     metadata = mode_metadata("judge-pipeline", source_file=source, counts=counts, **meta)
     return BuildResult(Dataset(name="judge_pipeline", type="judge_pipeline", items=ds_items, metadata=metadata),
                        FILE_PREFIX["judge-pipeline"], counts, warnings)
