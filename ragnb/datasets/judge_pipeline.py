@@ -25,7 +25,8 @@ def read_judge_csv(path: str | Path):
     """A judge-pipeline CSV (header: question, answer, ground_truth_show; optional id, context and any other
     columns; delimiter ``,`` ``;`` tab or ``|``, read as annotation CSVs are read:
     :func:`ragnb.datasets.annotation_csv.open_csv`) as a :class:`ragnb.datasets.judge_items.JudgePipelineDataset`;
-    empty optional cells and blank lines are left out. Errors name the file, the row (1 = first data row) and its line, and the field."""
+    empty optional cells and blank lines are left out. Errors name the file, the row (1 = first data row) and its
+    line, and the field."""
     p = Path(path)
     header, reader = open_csv(p, "judge-pipeline file", "it needs a header line (question, answer, "
                                                         "ground_truth_show) and one row per item")

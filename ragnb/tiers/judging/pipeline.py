@@ -209,7 +209,8 @@ def run_tier_judge_pipeline(
     if log is not None and log.resume_note():
         notes.append(log.resume_note())
     summary["info"] = {
-        "n_items": len(all_items), "n_scored": len(items), "n_show": int(sum(y_true)), "positive_rate": float(np.mean(y_true)), "system": label,
+        "n_items": len(all_items), "n_scored": len(items), "n_show": int(sum(y_true)),
+        "positive_rate": float(np.mean(y_true)), "system": label,
         "show_threshold": show_threshold if baseline else None, "models": models if baseline else [],
         "mode": mode if baseline and client is not None else None,
         "judge_backend": "system" if not baseline else ("llm" if client is not None else OFFLINE_BACKEND),
