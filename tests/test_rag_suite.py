@@ -160,7 +160,8 @@ def team_db(encoder, tmp_path, monkeypatch):
     load_file(db, "chunks", team_wiki.write_bilingual_wiki(tmp_path / "wiki"), chunk_size=team_wiki.WIKI_CHUNK_SIZE,
               overlap=0, url_template=team_wiki.TEMPLATE)
     load_file(db, "questions", team_wiki.write_log(tmp_path / "log.jsonl", ANSWERED_LOG))
-    embed_table(db, "chunks", encoder, progress=False)  # the baseline retrieves over the chunks; questions need none
+    embed_table(db, "chunks", encoder, progress=False)  # the baseline retrieves over the chunks
+    embed_table(db, "questions", encoder, progress=False)  # for `ragnb dataset from-real-questions`; rag_metrics needs none
     yield db
     db.dispose()
 
@@ -206,3 +207,21 @@ def test_notebook_scores_the_databases_questions(team_db, tmp_path):
     assert metrics["provenance"]["datasets"][0]["n_items"] == 6
     html = (result.run_dir / "rag_metrics.html").read_text(encoding="utf-8")
     assert "question_log (6 questions)" in html and "Как получить доступ к VPN?" in html
+
+
+    # What `ragnb dataset from-real-questions` writes is answered the same way (questions_path)
+    from click.testing import CliRunner
+
+    from ragnb.cli.main import build_cli
+
+    written = tmp_path / "rq.json"
+    res = CliRunner().invoke(build_cli(), ["dataset", "from-real-questions", "--corpus", "db", "--max-questions", "3",
+                                           "--output", str(written)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    again = run_notebooks(["rag_metrics"], {"corpus": "db", "questions_path": str(written), "n_boot": 50},
+                          outputs=tmp_path / "out2", log=lambda *_: None)
+    assert again.failures == [], again.reports
+    rq = json.loads((again.run_dir / "rag_metrics.metrics.json").read_text(encoding="utf-8"))
+    assert pd.read_csv(again.run_dir / "rag_metrics.per_item.csv")["id"].tolist() == ["rq-w1", "rq-w2", "rq-w3"]
+    assert (rq["fallback_faithfulness"]["n"], rq["rouge1"]["n_valid"]) == (3, 3)
+    assert rq["provenance"]["datasets"][0]["name"] == "rq" and rq["provenance"]["datasets"][0]["n_items"] == 3

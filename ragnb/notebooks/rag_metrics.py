@@ -19,12 +19,14 @@
 # metrics over a dataset of question, retrieved contexts, response and reference — with an LLM judge when an endpoint is
 # configured — plus the offline faithfulness fallback (see docs/metrics.md, Faithfulness), hallucination rate, context
 # utilization and the comparison with the reference, which always run. Every mean comes with a 95% confidence interval
-# and its counts. Without a samples file, the system under test answers the questions, as in Tier 3: the demo's, or
-# with `corpus = "db"` the database's question log (references: the logged answers).
+# and its counts. Without a samples file, the system under test answers the questions, as in Tier 3: those of a dataset
+# file (`questions_path`), the demo's, or with `corpus = "db"` the database's question log (references: the logged
+# answers).
 
 # %% tags=["parameters"]
 dataset_path: str = ""  # JSON array or JSONL of samples (question, retrieved_contexts, response, reference), scored as they are; "": questions answered by the system under test
 corpus: str = "demo"  # without dataset_path: "demo" (bundled XQuAD questions and corpus) or "db" (the configured database: its question log, answered over its chunks)
+questions_path: str = ""  # without dataset_path: a dataset JSON written by `ragnb dataset …` whose questions the system answers; "": the corpus's questions (demo, or the database's question log)
 language: str = "ru"  # demo: which version ("ru" or "en"); also the language of the baseline's LLM answers
 system: str = "baseline"  # without dataset_path, the system under test that retrieves and answers: "baseline", "package.module:attribute" or "http:FILE.yaml"
 top_k: int = 3  # without dataset_path: contexts the system retrieves per question
@@ -76,7 +78,7 @@ else:  # questions answered by the system under test, as Tier 3 runs it
 
     ctx = open_corpus(corpus, language, embedding_model)
     encoder = ctx.encoder
-    questions = open_questions(corpus, ctx.db, language, max_items)  # the demo's, or the database's question log
+    questions = open_questions(questions_path, corpus, ctx.db, language, max_items)  # a file's, the demo's or the log's
     answer_by, extractive_note = answer_model(llm.client, generation_model) if system == "baseline" else ("", None)
     baseline = {}
     if system == "baseline":  # ragnb's reference RAG over the corpus database
