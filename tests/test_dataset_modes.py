@@ -476,9 +476,11 @@ def test_judge_pipeline_from_csv_loads_in_the_notebook_loader(tmp_path, encoder)
     assert ds.items[1].answer == "Bananas, probably." and ds.items[3].context is None
     assert ds.items[0].contexts() == ["Paris is the capital of France."] and ds.name == path.stem
     assert load_dataset(path).type == "judge_pipeline"
-    # And the tier runs on it (offline fallback) for the items that have a context.
-    result = judging.run_tier_judge_pipeline(ds.items[:3], "baseline", encoder=encoder, n_boot=20)
-    assert list(result.per_item["ground_truth_show"]) == [True, False, True]
+    # And the tier runs on all of it (offline fallback): the item without a context is counted as not scored.
+    result = judging.run_tier_judge_pipeline(ds, "baseline", encoder=encoder, n_boot=20)
+    assert list(result.per_item["ground_truth_show"]) == [True, False, True, False]
+    assert result.per_item["outcome"].tolist()[3] == "not scored"
+    assert (result.summary["n"], result.summary["n_not_scored"]) == (3, 1)
 
 
 def test_judge_pipeline_from_jsonl(tmp_path):
@@ -578,6 +580,10 @@ def test_bad_judge_pipeline_files(tmp_path):
     csv_file.write_text("question,answer,ground_truth_show\nQ1?,A1.,yes\nQ2?,A2.,maybe\n", encoding="utf-8")
     _fails(["judge-pipeline", "--from", str(csv_file)], out, str(csv_file), "row 2 (line 3)", "'ground_truth_show'",
            "yes/no")
+    csv_file.write_text("question;answer;ground_truth_show\r\nQ1?;A1.;да\r\nQ2?;A2.;может\r\n", encoding="utf-8-sig")
+    _fails(["judge-pipeline", "--from", str(csv_file)], out, "row 2 (line 3)", "'ground_truth_show'", "'может'")
+    csv_file.write_text("question;answer;ground_truth_show\nQ1?;A1;2;да\n", encoding="utf-8")
+    _fails(["judge-pipeline", "--from", str(csv_file)], out, "row 1 (line 2)", "more values than header columns")
     csv_file.write_text("question,answer\nQ1?,A1.\n", encoding="utf-8")
     _fails(["judge-pipeline", "--from", str(csv_file)], out, "missing column(s) ['ground_truth_show']")
     csv_file.write_text("question,answer,ground_truth_show\n,A1.,yes\n", encoding="utf-8")

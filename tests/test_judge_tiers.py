@@ -269,6 +269,34 @@ def test_pipeline_with_a_system_judge(tmp_path):
     assert not fresh.exists() and (tmp_path / "p.items.jsonl.old").exists()
 
 
+def test_items_without_context_are_not_scored_by_the_baseline_but_by_a_system_judge(llm_server):
+    # q1 and q4 have no context: the faithfulness judges cannot score them; a production judge needs none.
+    items = [it.model_copy(update={"context": None}) if it.id in ("q1", "q4") else it for it in make_items(LABELS)]
+    scripted(llm_server, {("judge-a", "direct"): DIRECT, ("judge-a", "reasoned"): REASONED})
+    client = make_client(llm_server)
+    res = judging.run_tier_judge_pipeline(items, "baseline", client=client, models=["judge-a"], n_boot=0)
+    s = res.summary
+    # scored: q0 1.0 → TP, q2 0.8 → TP, q3 0.0 → TN, q5 0.6 (label no-show) → FP; threshold 0.5
+    assert (s["tp"], s["fp"], s["fn"], s["tn"], s["n"], s["n_failed"], s["n_not_scored"]) == (2, 1, 0, 1, 4, 0, 2)
+    assert s["not_scored"] == {"reason": "no context", "n": 2, "ids": ["q1", "q4"]}
+    assert res.per_item["outcome"].tolist() == ["TP", "not scored", "TP", "TN", "not scored", "FP"]
+    assert res.per_item["predicted_show"].tolist() == [True, None, True, False, None, True]
+    sent = {a for r in llm_server.chat_requests for m in r.messages for a in ANSWER.findall(m["content"])}
+    assert sent == {"answer-0", "answer-2", "answer-3", "answer-5"}  # items without a context never reach the judge
+    scripted(llm_server, {("judge-a", "direct"): DIRECT, ("judge-a", "reasoned"): REASONED})  # passes count anew
+    tj = judging.run_tier_judge(items, client, ["judge-a"], modes=["direct"], n_boot=0)
+    assert tj.summary["n_not_scored"] == 2 and tj.summary["consistency_score"]["n"] == 4
+    # pass 1 vs pass 2 of q0, q2, q3, q5: |1.0−0.9|, |0.8−0.2|, 0, q5 failed on the repeat → 2 of 3 consistent
+    assert tj.summary["consistency_score"]["mean"] == pytest.approx(2 / 3)
+    assert tj.per_item.set_index("id").loc[["q1", "q4"], "status_1"].tolist() == ["not scored"] * 2
+    system = judging.run_tier_judge_pipeline(items[:5], ProductionJudge(), n_boot=0)
+    assert system.summary["n_not_scored"] == 0 and system.summary["n"] == 5
+    bare = [it.model_copy(update={"context": None}) for it in items]
+    for run in (lambda: judging.run_tier_judge(bare, None), lambda: judging.run_tier_judge_pipeline(bare, "baseline")):
+        with pytest.raises(ValueError, match=r"no item has a context \(all 6\)"):
+            run()
+
+
 def test_pipeline_system_from_module_spec_needs_only_judge(tmp_path, monkeypatch):
     (tmp_path / "prod_judge_mod.py").write_text(
         "class Judge:\n"
@@ -480,3 +508,82 @@ def test_notebooks_offline(tmp_path):
     np.testing.assert_allclose(per_item["score"], tj_items["score_1"], atol=1e-6)
     html = (run_dir / "tier_judge.html").read_text(encoding="utf-8")
     assert "offline-fallback" in html and not re.search(r"<script[^>]*\bsrc=[\"']?https?://", html)
+
+
+# A judge-pipeline sheet as a Russian Excel saves it: UTF-8 with a byte-order mark, ';' between cells, ИСТИНА/ЛОЖЬ,
+# a cell holding ';' quoted; two rows without a context (a system's own judge needs none, the baseline cannot score them).
+EXCEL_ROWS = [
+    ("Как получить доступ к VPN?", "Заявку на VPN подают через портал сервис-деска.", "ИСТИНА",
+     "Заявку на VPN подают через портал сервис-деска; форма «Удалённый доступ»."),
+    ("Сколько дней отпуска?", "Сорок дней в году.", "ЛОЖЬ",
+     "У каждого сотрудника двадцать восемь дней оплачиваемого отпуска в год."),
+    ("Кто одобряет заявку?", "Руководитель команды.", "ИСТИНА", ""),
+    ("How do I deploy?", "Merge to the main branch.", "TRUE",
+     "Merge to the main branch and the pipeline builds a container image."),
+    ("How do I roll back?", "Call the support hotline.", "FALSE",
+     "Roll back with the previous image tag if health checks fail."),
+    ("Where is the canteen menu?", "On the intranet.", "FALSE", ""),
+    ("Who approves production?", "Someone signs it off in chat.", "TRUE",  # right, but in other words: a false no-show
+     "Production needs a manual approval in the release channel."),
+]
+
+
+def _excel_csv(path):
+    def cell(text):
+        return f'"{text}"' if ";" in text else text
+
+    lines = ["question;answer;ground_truth_show;context"] + [";".join(cell(c) for c in row) for row in EXCEL_ROWS]
+    path.write_text("\r\n".join(lines) + "\r\n\r\n", encoding="utf-8-sig")
+    return path
+
+
+@pytest.mark.slow
+def test_notebooks_score_what_ragnb_dataset_writes_and_skip_items_without_context(tmp_path):
+    from click.testing import CliRunner
+
+    from ragnb.cli.main import build_cli
+    from ragnb.metrics.fallback import OFFLINE_THRESHOLD, faithfulness_fallback
+    from ragnb.runs.runner import run_notebooks
+
+    out = tmp_path / "judge_set.json"
+    res = CliRunner().invoke(build_cli(), ["dataset", "judge-pipeline", "--from", str(_excel_csv(tmp_path / "s.csv")),
+                                           "--output", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "2 item(s) have no context" in res.stderr
+    written = json.loads(out.read_text(encoding="utf-8"))["items"]
+    assert [it["ground_truth_show"] for it in written] == [True, False, True, True, False, False, True]
+    assert written[0]["context"] == EXCEL_ROWS[0][3] and "context" not in written[2]  # the quoted ';' kept
+
+    result = run_notebooks(["tier_judge", "tier_judge_pipeline"], {"dataset_path": str(out), "n_boot": 50},
+                           outputs=tmp_path / "runs", log=lambda *_: None)
+    assert result.failures == [], result.reports
+    run_dir = result.run_dir
+    scored = [i for i, row in enumerate(EXCEL_ROWS) if row[3]]
+    y = [EXCEL_ROWS[i][2] in ("ИСТИНА", "TRUE") for i in scored]
+    scores = [faithfulness_fallback(EXCEL_ROWS[i][1], [EXCEL_ROWS[i][3]])["score"] for i in scored]
+    cut = OFFLINE_THRESHOLD["word_overlap"]
+    pred = [s >= cut for s in scores]
+    assert pred == [True, False, True, False, False]  # one false no-show: accuracy 0.8, not a trivial 1.0
+
+    tp = json.loads((run_dir / "tier_judge_pipeline.metrics.json").read_text(encoding="utf-8"))
+    assert tp["n_not_scored"] == 2 and tp["not_scored"] == {"reason": "no context", "n": 2, "ids": ["item-3", "item-6"]}
+    assert (tp["n"], tp["n_valid"], tp["n_failed"]) == (5, 5, 0)
+    assert tp["tp"] + tp["fp"] + tp["fn"] + tp["tn"] == 5
+    assert tp["accuracy"]["mean"] == pytest.approx(skm.accuracy_score(y, pred))
+    assert (tp["tp"], tp["fn"]) == (sum(p and t for p, t in zip(pred, y)), sum(t and not p for p, t in zip(pred, y)))
+    assert tp["info"]["n_items"] == 7 and tp["info"]["n_scored"] == 5
+    assert any("2 of 7 items have no context and were not scored" in n for n in tp["notes"])
+    items = pd.read_csv(run_dir / "tier_judge_pipeline.per_item.csv")
+    assert items["id"].tolist() == [f"item-{k}" for k in range(1, 8)]
+    assert items.set_index("id").loc[["item-3", "item-6"], "outcome"].tolist() == ["not scored"] * 2
+    np.testing.assert_allclose(items.set_index("id").loc[[f"item-{i + 1}" for i in scored], "score"], scores)
+
+    tj = json.loads((run_dir / "tier_judge.metrics.json").read_text(encoding="utf-8"))
+    assert tj["n_not_scored"] == 2 and tj["not_scored"]["ids"] == ["item-3", "item-6"]
+    assert (tj["consistency_score"]["n"], tj["consistency_score"]["n_failed"]) == (5, 0)
+    assert tj["avg_faithfulness"]["mean"] == pytest.approx(np.mean(scores))
+    assert tj["roc_auc"]["mean"] == pytest.approx(skm.roc_auc_score(y, scores)) and tj["roc_auc"]["n"] == 5
+    assert tj["error_rate"] == 0.0
+    for stem in ("tier_judge", "tier_judge_pipeline"):
+        html = (run_dir / f"{stem}.html").read_text(encoding="utf-8")
+        assert "not_scored (no context)" in html and "n_not_scored (no context)" in html, stem

@@ -6,7 +6,9 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
+import team_wiki
 from llm_server import completion
 
 from ragnb.llm import LLMClient, LLMSettings
@@ -130,3 +132,96 @@ def test_answer_model_uses_the_llm_or_says_why_not(llm_server, monkeypatch):
     assert answer_model(client, "") == ("gen-env", None)
     model, note = answer_model(None, "gen-x")
     assert model == "" and "no LLM endpoint is configured" in note
+
+
+# --------------------------------------------------------------------------------------------
+# A team's own questions: corpus "db" without a samples file
+# --------------------------------------------------------------------------------------------
+
+# The bilingual wiki's log with the answers production gave (w5, w6: none logged — no reference).
+ANSWERED_LOG = [{**row, "answer": answer} for row, answer in zip(team_wiki.WIKI_LOG, [
+    "Заявку подают через портал сервис-деска.", "Двадцать восемь дней.", "Merge to the main branch.",
+    "Roll back with the previous image tag.", None, None])]
+
+
+@pytest.fixture
+def team_db(encoder, tmp_path, monkeypatch):
+    """The bilingual team wiki and its question log in a database of their own, which the notebook's kernel reads
+    as the configured database (``corpus db``)."""
+    import os
+
+    from ragnb.store.engine import connect
+    from ragnb.store.loaders import load_file
+    from ragnb.store.vectors import embed_table
+
+    name = f"rqlog_{os.getpid()}_{tmp_path.name[-12:].replace('-', '_')}"
+    monkeypatch.setenv("RAGNB_EMBEDDED_DB", name)
+    db = connect(database=name)
+    load_file(db, "chunks", team_wiki.write_bilingual_wiki(tmp_path / "wiki"), chunk_size=team_wiki.WIKI_CHUNK_SIZE,
+              overlap=0, url_template=team_wiki.TEMPLATE)
+    load_file(db, "questions", team_wiki.write_log(tmp_path / "log.jsonl", ANSWERED_LOG))
+    embed_table(db, "chunks", encoder, progress=False)  # the baseline retrieves over the chunks
+    embed_table(db, "questions", encoder, progress=False)  # for `ragnb dataset from-real-questions`; rag_metrics needs none
+    yield db
+    db.dispose()
+
+
+def test_question_log_dataset_names_items_as_from_real_questions(team_db):
+    from ragnb.datasets.real_questions import question_log_dataset
+
+    ds = question_log_dataset(team_db)
+    assert [it.id for it in ds.items] == [f"rq-w{k}" for k in range(1, 7)]
+    assert [it.question for it in ds.items] == [r["question"] for r in ANSWERED_LOG]
+    assert [it.ground_truth_answer for it in ds.items] == [r["answer"] for r in ANSWERED_LOG]
+    assert ds.items[0].confluence_url == team_wiki.WIKI_LOG[0]["url"] and ds.items[5].confluence_url is None
+    assert ds.items[0].model_extra == {"question_answer_id": "w1", "user_score": 5}
+    assert ds.metadata["counts"] == {"questions": 6, "without_question": 0, "without_answer": 2}
+    assert [it.id for it in question_log_dataset(team_db, 2).items] == ["rq-w1", "rq-w2"]
+    with pytest.raises(ValueError, match="max_questions"):
+        question_log_dataset(team_db, -1)
+
+
+@pytest.mark.slow
+def test_notebook_scores_the_databases_questions(team_db, tmp_path):
+    from ragnb.runs.runner import run_notebooks
+
+    result = run_notebooks(["rag_metrics"], {"corpus": "db", "max_items": 0, "n_boot": 50}, outputs=tmp_path / "out",
+                           log=lambda *_: None)
+    assert result.failures == [], result.reports
+    metrics = json.loads((result.run_dir / "rag_metrics.metrics.json").read_text(encoding="utf-8"))
+    per_item = pd.read_csv(result.run_dir / "rag_metrics.per_item.csv")
+    # every logged question answered by the extractive baseline and scored
+    assert per_item["id"].tolist() == [f"rq-w{k}" for k in range(1, 7)]
+    for name in ("fallback_faithfulness", "hallucination_rate", "context_utilization"):
+        assert (metrics[name]["n"], metrics[name]["n_valid"], metrics[name]["n_failed"]) == (6, 6, 0), name
+    # extractive answers are context sentences: fully supported (word overlap) and contained in the context
+    assert per_item["fallback_faithfulness"].tolist() == [1.0] * 6
+    assert per_item["context_utilization"].tolist() == [1.0] * 6
+    assert metrics["methods"]["fallback_faithfulness"] == {"word_overlap": 6}
+    # the reference is the logged answer: 4 rows have one, the 2 without are counted, not dropped
+    assert (metrics["rouge1"]["n"], metrics["rouge1"]["n_valid"], metrics["rouge1"]["n_failed"]) == (6, 4, 2)
+    assert per_item.set_index("id")["rouge1"].isna().tolist() == [False] * 4 + [True] * 2
+    assert any("answer logged in production" in n and "4 question(s)" in n for n in metrics["notes"])
+    assert any("extractive" in n for n in metrics["notes"])
+    assert metrics["provenance"]["datasets"][0]["name"] == "question_log"
+    assert metrics["provenance"]["datasets"][0]["n_items"] == 6
+    html = (result.run_dir / "rag_metrics.html").read_text(encoding="utf-8")
+    assert "question_log (6 questions)" in html and "Как получить доступ к VPN?" in html
+
+
+    # What `ragnb dataset from-real-questions` writes is answered the same way (questions_path)
+    from click.testing import CliRunner
+
+    from ragnb.cli.main import build_cli
+
+    written = tmp_path / "rq.json"
+    res = CliRunner().invoke(build_cli(), ["dataset", "from-real-questions", "--corpus", "db", "--max-questions", "3",
+                                           "--output", str(written)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    again = run_notebooks(["rag_metrics"], {"corpus": "db", "questions_path": str(written), "n_boot": 50},
+                          outputs=tmp_path / "out2", log=lambda *_: None)
+    assert again.failures == [], again.reports
+    rq = json.loads((again.run_dir / "rag_metrics.metrics.json").read_text(encoding="utf-8"))
+    assert pd.read_csv(again.run_dir / "rag_metrics.per_item.csv")["id"].tolist() == ["rq-w1", "rq-w2", "rq-w3"]
+    assert (rq["fallback_faithfulness"]["n"], rq["rouge1"]["n_valid"]) == (3, 3)
+    assert rq["provenance"]["datasets"][0]["name"] == "rq" and rq["provenance"]["datasets"][0]["n_items"] == 3

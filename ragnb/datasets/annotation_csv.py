@@ -183,19 +183,27 @@ def _check_review_header(header: list[str], path: Path) -> None:
                              f"{fix[0].upper()}{fix[1:]}, then import again")
 
 
+def open_csv(path: Path, what: str, fix: str) -> tuple[list[str], Any]:
+    """(header, ``csv.reader`` over the rows after it) of a CSV a spreadsheet saved: UTF-8 with or without a
+    byte-order mark, the delimiter sniffed from the header line (``,`` ``;`` tab ``|``: Excel in a Russian or
+    German locale saves with ``;``). An empty file is refused with ``fix``. The one reader of review and
+    judge-pipeline CSVs; ``reader.line_num`` counts physical lines, so messages can name them."""
+    from ragnb.store.loaders import sniff_delimiter
+
+    text = read_text(path, what).lstrip("\ufeff")
+    if not text.strip():
+        raise ValueError(f"{path}: the CSV file is empty; {fix}")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text.splitlines()[0]))
+    return [h.strip() for h in next(reader)], reader
+
+
 def parse_annotation_csv(path: str | Path, review: bool = False) -> tuple[dict[str, Any], list[Place]]:
     """The decoded dataset (``{"name", "type", "metadata": {"review_baseline"}, "items"}``) of an annotation CSV
     and where each item was read (its row's first physical line; messages name the column). ``review``: the
     file is a review to apply, so every review column must be there. Errors name the file, the line and the
     column."""
-    from ragnb.store.loaders import sniff_delimiter
-
     p = Path(path)
-    text = read_text(p, "annotation CSV").lstrip("\ufeff")
-    if not text.strip():
-        raise ValueError(f"{p}: the CSV file is empty; export one with `ragnb dataset export-annotation --format csv`")
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text.splitlines()[0]))
-    header = [h.strip() for h in next(reader)]
+    header, reader = open_csv(p, "annotation CSV", "export one with `ragnb dataset export-annotation --format csv`")
     _check_header(header, p)
     if review:
         _check_review_header(header, p)

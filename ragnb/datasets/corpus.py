@@ -129,3 +129,17 @@ def open_dataset(dataset_path: str, corpus: str = "demo", language: str = "ru", 
         ds = ds.model_copy(update={"items": ds.items[:max_questions]})
     note_dataset(ds)  # the run record says which questions were scored (ragnb.datasets.fingerprint)
     return ds
+
+
+def open_questions(questions_path: str, corpus: str, db: Database, language: str = "ru",
+                   max_questions: int = 0) -> Dataset:
+    """The questions a system under test answers: a dataset file (what ``ragnb dataset …`` writes) as
+    :func:`open_dataset` reads it, else the demo's, or on ``"db"`` the database's question log
+    (:func:`ragnb.datasets.real_questions.question_log_dataset`); each is noted as the dataset scored."""
+    if questions_path or corpus != "db":
+        return open_dataset(questions_path, corpus, language, max_questions)
+    from ragnb.datasets.real_questions import question_log_dataset
+
+    ds = question_log_dataset(db, max_questions)
+    note_dataset(ds)
+    return ds

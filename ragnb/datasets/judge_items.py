@@ -201,8 +201,14 @@ def check_items(items: Any) -> list[JudgePipelineItem]:
     return items
 
 
-def require_context(items: list[JudgePipelineItem], who: str) -> None:
-    missing = [it.id for it in items if not any(c.strip() for c in it.contexts())]
-    if missing:
-        raise ValueError(f"{len(missing)} item(s) have no context (e.g. {missing[:5]}); {who} scores faithfulness "
-                         "to the context — add a 'context' field to every item")
+def split_by_context(items: list[JudgePipelineItem],
+                     who: str) -> tuple[list[JudgePipelineItem], list[JudgePipelineItem]]:
+    """(items with a context, items without one), each in item order. ``who`` judges faithfulness to the context, so
+    an item without one is *not scored* — counted apart, neither failed nor wrong (``ragnb dataset judge-pipeline``
+    writes such items with a warning: a system's own judge may not need a context). Only a dataset in which no item
+    has a context is refused: there is nothing to score."""
+    missing = {it.id for it in items if not any(c.strip() for c in it.contexts())}
+    if len(missing) == len(items):
+        raise ValueError(f"no item has a context (all {len(items)}); {who} scores faithfulness to the context — add "
+                         "a 'context' field to the items, or judge them with a system's own judge")
+    return [it for it in items if it.id not in missing], [it for it in items if it.id in missing]

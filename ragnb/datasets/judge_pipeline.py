@@ -3,18 +3,17 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ragnb.datasets.annotation import load_annotation
+from ragnb.datasets.annotation_csv import open_csv
 from ragnb.datasets.judge_items import JudgePipelineDataset, JudgePipelineItem, load_judge_dataset
 from ragnb.datasets.build import FILE_PREFIX, BuildResult, mode_metadata
 from ragnb.datasets.schema import Dataset, DatasetItem
-from ragnb.io import check_unique, is_json_lines, read_text
+from ragnb.io import check_unique, is_json_lines
 
 def _judge_item_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
@@ -24,24 +23,27 @@ def _judge_item_error(exc: ValidationError) -> str:
 
 def read_judge_csv(path: str | Path):
     """A judge-pipeline CSV (header: question, answer, ground_truth_show; optional id, context and any other
-    columns) as a :class:`ragnb.datasets.judge_items.JudgePipelineDataset`; empty optional cells are left out.
-    Errors name the file, the row (1 = first data row) and its line, and the field."""
+    columns; delimiter ``,`` ``;`` tab or ``|``, read as annotation CSVs are read:
+    :func:`ragnb.datasets.annotation_csv.open_csv`) as a :class:`ragnb.datasets.judge_items.JudgePipelineDataset`;
+    empty optional cells and blank lines are left out. Errors name the file, the row (1 = first data row) and its
+    line, and the field."""
     p = Path(path)
-    text = read_text(p, "judge-pipeline file").removeprefix("\ufeff")  # a spreadsheet's byte-order mark
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    header, reader = open_csv(p, "judge-pipeline file", "it needs a header line (question, answer, "
+                                                        "ground_truth_show) and one row per item")
     missing = [c for c in ("question", "answer", "ground_truth_show") if c not in header]
     if missing:
         raise ValueError(f"{p}: missing column(s) {missing}; the header must name question, answer, "
                          f"ground_truth_show (optional: id, context); found {header}")
-    reader.fieldnames = header
-    items, seen = [], {}
-    for k, row in enumerate(reader, 1):
+    items, seen, k = [], {}, 0
+    for cells in reader:
+        if not any(c.strip() for c in cells):
+            continue  # a blank line (Excel leaves some at the end)
+        k += 1
         where = f"{p}: row {k} (line {reader.line_num})"
-        if None in row:
-            raise ValueError(f"{where}: more values than header columns; quote values that contain commas")
-        data = {key: val for key, val in row.items() if val is not None and (val.strip() or key in
-                                                                             ("question", "answer", "ground_truth_show"))}
+        if len(cells) > len(header):
+            raise ValueError(f"{where}: more values than header columns; quote values that contain the delimiter")
+        data = {key: val for key, val in zip(header, cells)
+                if val.strip() or key in ("question", "answer", "ground_truth_show")}
         data.setdefault("id", f"item-{k}")
         try:
             item = JudgePipelineItem.model_validate(data)
@@ -76,8 +78,9 @@ def _judge_result(items: list[dict], source: str, extra_counts: dict, warnings: 
     counts = {"items": len(items), "show": shows, "no_show": len(items) - shows, "without_context": no_context,
               **extra_counts}
     if no_context:
-        warnings.append(f"{no_context} item(s) have no context: the baseline show/no-show judge (faithfulness to "
-                        "the context) needs one; a system with its own judge does not")
+        warnings.append(f"{no_context} item(s) have no context: the judge and judge_pipeline notebooks count them as "
+                        "not scored (faithfulness needs a context to judge against); a system with its own judge "
+                        "scores them")
     metadata = mode_metadata("judge-pipeline", source_file=source, counts=counts, **meta)
     return BuildResult(Dataset(name="judge_pipeline", type="judge_pipeline", items=ds_items, metadata=metadata),
                        FILE_PREFIX["judge-pipeline"], counts, warnings)

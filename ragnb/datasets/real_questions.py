@@ -182,3 +182,30 @@ def generate_from_real_questions(corpus: Any, max_questions: int = 0, exact_scor
     return BuildResult(Dataset(name=mode, type="real-users", items=items, metadata=meta), FILE_PREFIX[mode],
                        report, _warnings(counts, skipped, where,
                                          url_match_warning(url_match([p["url"] for p in picks], list(urls.values())))))
+
+
+def question_log_dataset(db: Any, max_questions: int = 0) -> Dataset:
+    """The database's logged questions as a dataset for a system under test to answer (``rag_metrics`` on
+    ``corpus db``): the first ``max_questions`` rows by id (0 = all), no embedding needed — the system retrieves for
+    itself. Per item, as :func:`generate_from_real_questions` names them: id ``rq-<log id>``, ``question``,
+    ``ground_truth_answer`` = the logged answer (what production answered, not a verified reference),
+    ``confluence_url``, ``user_score``, ``question_answer_id``. Rows with a blank question are left out and counted
+    in ``metadata["counts"]["without_question"]``."""
+    from ragnb.store.questions import fetch_question_log
+
+    check_count(max_questions, "max_questions", allow_zero=True)
+    log, _ = fetch_question_log(db, limit=max_questions)
+    blank = log["question"].map(lambda q: _text_or_none(q) is None)
+    items = [
+        DatasetItem(id=f"rq-{qa_id}", question=row["question"], ground_truth_answer=_text_or_none(row["answer"]),
+                    confluence_url=_text_or_none(row["url"]), source="question_log", question_source="user",
+                    question_answer_id=str(qa_id), user_score=None if pd.isna(row["score"]) else int(row["score"]))
+        for qa_id, row in log[~blank].iterrows()
+    ]
+    if not items:
+        raise ValueError(f"{db.display_url}: the question log has no question{' with text' if len(log) else ''}; "
+                         "load one with `ragnb load questions FILE`")
+    counts = {"questions": len(items), "without_question": int(blank.sum()),
+              "without_answer": sum(it.ground_truth_answer is None for it in items)}
+    return Dataset(name="question_log", type="real-users", items=items,
+                   metadata={"source_db": db.display_url, "counts": counts, "max_questions": max_questions})

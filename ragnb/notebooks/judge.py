@@ -69,7 +69,8 @@ primary = summary["primary_mode"]
 show_threshold = summary["info"]["show_threshold"]  # 0 resolved to the automatic threshold
 report.header("About this run", {
     **choice.header_info(), "dataset": dataset.name, "items": len(dataset.items),
-    "human_show_rate": round(dataset.positive_rate(), 3), "modes": ", ".join(summary["info"]["modes"]),
+    "human_show_rate": round(dataset.positive_rate(), 3), "not_scored (no context)": summary["n_not_scored"],
+    "modes": ", ".join(summary["info"]["modes"]),
     "delta": delta, "show_threshold": show_threshold, "embedding_model": encoder.name if encoder else "not used"})
 for note in result.notes:
     print("Note:", note)
@@ -110,8 +111,9 @@ if "mode_agreement" in summary:
 # ## Largest disagreements with the human labels
 
 # %%
-gap = (rows["score_1"] - rows["ground_truth_show"].astype(float)).abs()
-worst = rows.assign(gap=gap).sort_values("gap", ascending=False, na_position="first")
+judged = rows[rows["outcome"] != judging.NOT_SCORED]  # items without a context: counted above, not disagreements
+gap = (judged["score_1"] - judged["ground_truth_show"].astype(float)).abs()
+worst = judged.assign(gap=gap).sort_values("gap", ascending=False, na_position="first")
 report.show_table(worst.head(worst_n)[["id", "label", "ground_truth_show", "score_1", "score_2", "method",
                                        "explanation_1", "question", "answer"]], max_rows=worst_n,
                   full="tier_judge.per_item.csv")

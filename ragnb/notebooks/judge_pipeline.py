@@ -73,7 +73,7 @@ info = {"judge_backend": backend, "judge": summary["judge"]}
 if sut is None:
     info.update({k: v for k, v in choice.header_info().items() if k != "judge_backend"})
 report.header("About this run", {**info, "dataset": dataset.name, "items": len(dataset.items),
-              "human_show_rate": round(dataset.positive_rate(), 3),
+              "human_show_rate": round(dataset.positive_rate(), 3), "not_scored (no context)": summary["n_not_scored"],
               "embedding_model": encoder.name if encoder else "not used"})
 for note in result.notes:
     print("Note:", note)
@@ -103,11 +103,13 @@ print(f"mean {summary['avg_latency_ms']:.1f} ms, p50 {summary['p50_latency_ms']:
 
 # %% [markdown]
 # ## Wrong verdicts
-# False show: the judge would show an answer humans would not. False no-show: a good answer withheld.
+# False show: the judge would show an answer humans would not. False no-show: a good answer withheld. Items without a
+# context are listed apart: the baseline judge cannot score them, so they are in no metric.
 
 # %%
 cols = ["id", "label", "score", "method", "error", "question", "answer"]
-for outcome, title in (("FP", "False show"), ("FN", "False no-show"), ("failed", "No verdict")):
+for outcome, title in (("FP", "False show"), ("FN", "False no-show"), ("failed", "No verdict"),
+                       (judging.NOT_SCORED, "Not scored (no context)")):
     part = result.per_item[result.per_item["outcome"] == outcome]
     if len(part):
         print(f"{title}: {len(part)} items")

@@ -19,15 +19,19 @@
 # metrics over a dataset of question, retrieved contexts, response and reference — with an LLM judge when an endpoint is
 # configured — plus the offline faithfulness fallback (see docs/metrics.md, Faithfulness), hallucination rate, context
 # utilization and the comparison with the reference, which always run. Every mean comes with a 95% confidence interval
-# and its counts.
+# and its counts. Without a samples file, the system under test answers the questions, as in Tier 3: those of a dataset
+# file (`questions_path`), the demo's, or with `corpus = "db"` the database's question log (references: the logged
+# answers).
 
 # %% tags=["parameters"]
-dataset_path: str = ""  # JSON array or JSONL of samples (question, retrieved_contexts, response, reference); "": built from the demo
-corpus: str = "demo"  # demo only: where the demo samples are retrieved from ("demo" or "db")
-language: str = "ru"  # demo only: "ru" or "en"
-top_k: int = 3  # demo only: contexts retrieved per question for the built samples
-generation_model: str = ""  # demo only: LLM model id that writes the answers; "": RAGNB_GENERATION_MODEL, else extractive answers
-max_items: int = 50  # score only the first N samples (0: all)
+dataset_path: str = ""  # JSON array or JSONL of samples (question, retrieved_contexts, response, reference), scored as they are; "": questions answered by the system under test
+corpus: str = "demo"  # without dataset_path: "demo" (bundled XQuAD questions and corpus) or "db" (the configured database: its question log, answered over its chunks)
+questions_path: str = ""  # without dataset_path: a dataset JSON written by `ragnb dataset …` whose questions the system answers; "": the corpus's questions (demo, or the database's question log)
+language: str = "ru"  # demo: which version ("ru" or "en"); also the language of the baseline's LLM answers
+system: str = "baseline"  # without dataset_path, the system under test that retrieves and answers: "baseline", "package.module:attribute" or "http:FILE.yaml"
+top_k: int = 3  # without dataset_path: contexts the system retrieves per question
+generation_model: str = ""  # baseline only: LLM model id that writes the answers; "": RAGNB_GENERATION_MODEL, else extractive answers
+max_items: int = 50  # score only the first N samples or questions (0: all)
 metrics: str = "faithfulness,context_precision,context_recall,context_entity_recall,noise_sensitivity,response_relevancy,nv_context_relevance,nv_response_groundedness,nv_answer_accuracy"  # LLM metrics (comma-separated)
 judge_models: str = ""  # comma-separated judge model ids; "": RAGNB_JUDGE_MODELS, else the LLM metrics are skipped
 judge_aggregate: str = "mean"  # how several judge models combine: mean, median or majority
@@ -59,28 +63,32 @@ from ragnb.metrics.stats import summary_frame
 from ragnb.llm.setup import open_llm
 from ragnb.tiers.rag_suite import answer_model, load_rag_dataset, run_rag_suite, samples_from_system, top_rows
 
-encoder = get_encoder(embedding_model or None)
 llm = open_llm(prices, concurrency, max_retries=llm_max_retries, max_wait_s=llm_max_wait_s)
 models = comma_list(judge_models or os.environ.get("RAGNB_JUDGE_MODELS", ""), "judge_models")
-extractive_note = None
+extractive_note, sample_notes = None, []
 if dataset_path:
     samples = load_rag_dataset(dataset_path)
     source = dataset_path
-else:
-    from ragnb.rag.retrieval import MemoryRetriever
+    encoder = get_encoder(embedding_model or None)
+else:  # questions answered by the system under test, as Tier 3 runs it
+    from ragnb.rag.retrieval import PgVectorRetriever
     from ragnb.store.vectors import fetch_texts
-    from ragnb.rag.system import BaselineSystem
-    from ragnb.datasets.corpus import open_corpus, open_dataset
+    from ragnb.rag.system import load_system
+    from ragnb.datasets.corpus import open_corpus, open_questions
 
     ctx = open_corpus(corpus, language, embedding_model)
-    ids, urls, vecs = ctx.vectors("chunks")
-    answer_by, extractive_note = answer_model(llm.client, generation_model)
-    system = BaselineSystem(ctx.encoder, MemoryRetriever(ids, vecs, urls, model=ctx.model), fetch_texts(ctx.db, "chunks"),
-                            dict(zip(ids, urls)), client=llm.client, model=answer_by, language=language)
-    items = open_dataset("", corpus, language, max_items).items
-    samples = samples_from_system(items, system, top_k)
-    source = (f"demo ({corpus}, {language}): baseline top-{top_k} retrieval + {system.answer_method} answers"
-              + (f" by {answer_by}" if answer_by else ""))
+    encoder = ctx.encoder
+    questions = open_questions(questions_path, corpus, ctx.db, language, max_items)  # a file's, the demo's or the log's
+    answer_by, extractive_note = answer_model(llm.client, generation_model) if system == "baseline" else ("", None)
+    baseline = {}
+    if system == "baseline":  # ragnb's reference RAG over the corpus database
+        baseline = {"retriever": PgVectorRetriever(ctx.db, mode="auto", dim=ctx.encoder.dim, model=ctx.model),
+                    "texts": fetch_texts(ctx.db, "chunks")}
+    sut = load_system(system, encoder=ctx.encoder, client=llm.client, model=answer_by, language=language, **baseline)
+    samples, sample_notes = samples_from_system(questions, sut, top_k)
+    how = f"{sut.answer_method} answers" if system == "baseline" else "its answers"
+    source = (f"{ctx.label}, {questions.name} ({len(questions.items)} questions): {system}'s top-{top_k} contexts and "
+              f"{how}" + (f" by {answer_by}" if answer_by else ""))
 if max_items:
     samples = samples[:max_items]
 
@@ -88,12 +96,9 @@ if max_items:
 result = run_rag_suite(samples, encoder, client=llm.client, metrics=comma_list(metrics, "metrics"),
                        models=models, aggregate_how=judge_aggregate, language=explanation_language,
                        log_dir=Path(output_dir), concurrency=concurrency, n_boot=n_boot)
-if extractive_note:
-    result.add_notes([extractive_note])
-if not dataset_path and len(samples) < min(len(items), max_items or len(items)):
-    result.add_notes([f"{len(items) - len(samples)} demo question(s) got no answer from the system (an error or a "
-                      "truncated LLM answer) and are not among the samples."])
+result.add_notes([n for n in (extractive_note, *sample_notes) if n])
 report.header("About this run", {**llm.header_info(), "dataset": source, "samples": len(samples),
+              "system": "not run (samples from the file)" if dataset_path else system,
               "judge_models": ", ".join(models) or "none", "embedding_model": encoder.name})
 for note in result.notes:
     print("Note:", note)

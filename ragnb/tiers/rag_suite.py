@@ -105,18 +105,36 @@ def answer_model(client: Any, generation_model: str = "") -> tuple[str, str | No
                 f"LLM-generated, because {why}; faithfulness and context utilization are high by construction.")
 
 
-def samples_from_system(items: list, system: Any, top_k: int) -> list[dict]:
-    """Build suite samples by running a system under test: its top-k contexts and its answer per item."""
+def samples_from_system(questions: Any, system: Any, top_k: int) -> tuple[list[dict], list[str]]:
+    """Suite samples made by running a system under test on a dataset's questions (the demo's, or the database's
+    question log — :func:`ragnb.datasets.corpus.open_questions`) as Tier 3 runs it
+    (:func:`ragnb.rag.system.run_system`): its top-k contexts and its answer per item, the item's reference answer. Returns the samples and notes: log rows
+    without a question, questions the system failed on (no sample: counted and named), and where the references are
+    logged answers."""
     from ragnb.rag.system import run_system
 
+    items = questions.items
     outs = run_system(system, [it.question for it in items], top_k)
-    samples = []
+    samples, failed = [], []
     for it, out in zip(items, outs):
         if out.error or not out.answer:
-            continue  # counted by the caller from the difference in length
+            failed.append((it.id, out.error or "an empty answer"))
+            continue
         samples.append({"id": it.id, "user_input": it.question, "retrieved_contexts": [c.text for c in out.contexts],
                         "response": out.answer, "reference": it.ground_truth_answer})
-    return samples
+    notes = []
+    blank = (questions.metadata.get("counts") or {}).get("without_question")
+    if blank:
+        notes.append(f"{blank} logged row(s) have no question text and were left out.")
+    if failed:
+        notes.append(f"{len(failed)} of {len(items)} question(s) got no answer from the system and are not among the "
+                     f"samples (e.g. {failed[0][0]!r}: {failed[0][1][:200]}).")
+    logged = sum(getattr(it, "source", None) == "question_log" and bool(it.ground_truth_answer) for it in items)
+    if logged:
+        notes.append(f"The reference of {logged} question(s) is the answer logged in production, not a verified "
+                     "reference: reference-based scores (ROUGE, BLEU, semantic similarity, context recall, answer "
+                     "accuracy) measure agreement with what production answered.")
+    return samples, notes
 
 
 # ------------------------------------------------------------------------------------ offline part

@@ -33,12 +33,12 @@ from ragnb.datasets.judge_items import (BEGIN_DIR, BEGIN_FILE, GENERIC_CHOICES, 
 from ragnb.tiers.judging.figures import (best_threshold_line, confusion_figure, consistency_figure, grade_line,
                                          judge_table, pipeline_table, roc_figure, score_by_label_figure)
 from ragnb.tiers.judging.pipeline import TierJudgePipelineResult, resolve_judge_system, run_tier_judge_pipeline
-from ragnb.tiers.judging.scoring import DEFAULT_SHOW_THRESHOLD, OFFLINE_MODE
+from ragnb.tiers.judging.scoring import DEFAULT_SHOW_THRESHOLD, NOT_SCORED, OFFLINE_MODE
 from ragnb.tiers.judging.tier_judge import TierJudgeResult, run_tier_judge
 
 __all__ = ["BEGIN_DIR", "BEGIN_FILE", "DEFAULT_SHOW_THRESHOLD", "GENERIC_CHOICES", "JudgeChoice",
-           "JudgePipelineDataset", "JudgePipelineItem", "LLM_BACKEND", "OFFLINE_BACKEND", "OFFLINE_MODE",
-           "TierJudgePipelineResult", "TierJudgeResult", "begin_pipeline_dataset", "best_threshold_line",
+           "JudgePipelineDataset", "JudgePipelineItem", "LLM_BACKEND", "NOT_SCORED", "OFFLINE_BACKEND",
+           "OFFLINE_MODE", "TierJudgePipelineResult", "TierJudgeResult", "begin_pipeline_dataset", "best_threshold_line",
            "choose_judge", "confusion_figure", "consistency_figure", "grade_line", "item_log_path", "judge_table",
            "load_judge_dataset", "open_judge_dataset", "parse_list", "pipeline_table", "resolve_judge_system",
            "roc_figure", "run_tier_judge", "run_tier_judge_pipeline", "score_by_label_figure"]

@@ -47,6 +47,8 @@ def judge_table(summary: dict) -> pd.DataFrame:
             a = b["agreement"]
             rows.append(_row("models_share_within_delta", a["share_within_delta"], mode=mode))
             rows.append(_row("models_krippendorff_alpha", a["krippendorff_alpha"], mode=mode))
+    if summary.get("n_not_scored"):
+        rows.append(_row("n_not_scored (no context)", summary["n_not_scored"]))
     return _frame(rows)
 
 
@@ -72,6 +74,8 @@ def pipeline_table(summary: dict) -> pd.DataFrame:
     # majority_class_accuracy is the baseline row of the commoner label
     rows += [_row(n, summary[n]) for n in ("tp", "fp", "fn", "tn", "n", "n_valid", "n_failed", "avg_latency_ms",
                                             "p50_latency_ms", "p95_latency_ms")]
+    if summary.get("n_not_scored"):
+        rows.insert(-3, _row("n_not_scored (no context)", summary["n_not_scored"]))
     return _frame(rows)
 
 

@@ -25,9 +25,9 @@ from ragnb.metrics import classification as cls
 from ragnb.metrics.fallback import OFFLINE_LABEL
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.tiers.judging.choice import LLM_BACKEND, OFFLINE_BACKEND, parse_list
-from ragnb.datasets.judge_items import JudgePipelineItem, check_items, require_context
-from ragnb.tiers.judging.scoring import (OFFLINE_MODE, SHOW_LABELS, resolve_show_threshold, dataset_meta,
-                                         outcomes, score_pass)
+from ragnb.datasets.judge_items import JudgePipelineItem, check_items, split_by_context
+from ragnb.tiers.judging.scoring import (OFFLINE_MODE, SHOW_LABELS, dataset_meta, not_scored, outcomes,
+                                         resolve_show_threshold, score_pass, with_not_scored)
 from ragnb.tiers.result import TierResult
 
 
@@ -165,9 +165,13 @@ def run_tier_judge_pipeline(
     labels, accuracy alone flatters a judge: ``accuracy["baselines"]`` compares it item by item with the trivial
     baselines (:mod:`ragnb.metrics.baselines`), and accuracy is graded good only if it beats them with its CI
     (:func:`ragnb.spec.grade_of`). The baseline also reports how its scores separate the classes
-    (``roc_auc``, ``score_calibration`` with the best threshold by Youden's J).
+    (``roc_auc``, ``score_calibration`` with the best threshold by Youden's J). The baseline judges faithfulness to
+    the context, so an item without one is *not scored*: a per-item row with outcome "not scored", counted in
+    ``n_not_scored`` / ``not_scored`` and left out of every metric (``n`` is the scored items); a system's own judge
+    scores every item.
     """
-    items_in, items = items, check_items(items)
+    items_in, all_items = items, check_items(items)
+    items, without = all_items, []
     obj, label = resolve_judge_system(system)
     models = parse_list(models)
     automatic = show_threshold is None or show_threshold == 0
@@ -175,7 +179,8 @@ def run_tier_judge_pipeline(
     baseline = obj is None
     notes: list[str] = []
     if baseline:
-        judge_label = _baseline_label(items, client, models, mode, encoder, show_threshold, notes)
+        items, without = split_by_context(all_items, "the baseline show/no-show judge")
+        judge_label = _baseline_label(client, models, mode, encoder, show_threshold, notes)
         if automatic and client is None:
             notes.append(f"The automatic threshold {show_threshold:g} is the fallback's cut calibrated on BEGIN dev "
                          "(Youden): on the bundled BEGIN data the accuracy at it is in-sample, so optimistic; "
@@ -197,10 +202,15 @@ def run_tier_judge_pipeline(
         v = _system_verdicts(obj, items, log, concurrency)
     y_true = [it.ground_truth_show for it in items]
     summary = _summary(y_true, v, baseline, judge_label, n_boot, seed, notes)
+    skipped, note = not_scored(all_items, without, "the baseline show/no-show judge")
+    summary.update(skipped)
+    if note:
+        notes.insert(0, note)
     if log is not None and log.resume_note():
         notes.append(log.resume_note())
     summary["info"] = {
-        "n_items": len(items), "n_show": int(sum(y_true)), "positive_rate": float(np.mean(y_true)), "system": label,
+        "n_items": len(all_items), "n_scored": len(items), "n_show": int(sum(y_true)),
+        "positive_rate": float(np.mean(y_true)), "system": label,
         "show_threshold": show_threshold if baseline else None, "models": models if baseline else [],
         "mode": mode if baseline and client is not None else None,
         "judge_backend": "system" if not baseline else ("llm" if client is not None else OFFLINE_BACKEND),
@@ -215,6 +225,7 @@ def run_tier_judge_pipeline(
         "source": [it.source for it in items], "question": [it.question for it in items],
         "answer": [it.answer for it in items],
     })
+    per_item = with_not_scored(per_item, all_items, without, predicted_show=None, method="none")
     return TierJudgePipelineResult(per_item, summary, notes, lead={"tier": "tier_judge_pipeline"},
                                    meta=_meta(baseline, label, client, models, mode, items_in, encoder))
 
@@ -226,10 +237,9 @@ def _llm_judge(client: Any, models: list[str], aggregate: str, mode: str, langua
     return Judge(client, JudgeConfig(models=models, aggregate=aggregate, mode=mode, language=language))
 
 
-def _baseline_label(items: list[JudgePipelineItem], client: Any, models: list[str], mode: str, encoder: Any,
+def _baseline_label(client: Any, models: list[str], mode: str, encoder: Any,
                     show_threshold: float, notes: list[str]) -> str:
     """Check the baseline judge can run, and say how it decides (adds a note when offline)."""
-    require_context(items, "the baseline judge")
     if client is not None and not models:
         raise ValueError("models is empty; name at least one judge model, or pass client=None for the "
                          "offline fallback")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ragnb.io import to_jsonable
 from ragnb.metrics.fallback import OFFLINE_METHOD
@@ -25,6 +26,10 @@ from ragnb.datasets.judge_items import JudgePipelineDataset, JudgePipelineItem
 DEFAULT_SHOW_THRESHOLD = 0.5
 OFFLINE_MODE = "offline-fallback"
 SHOW_LABELS = ("show", "no-show")  # names of the positive and negative verdict in baselines and reports
+# The outcome of an item a faithfulness judge cannot score by design (it has no context): counted in
+# ``n_not_scored``, left out of every metric — neither a failed judgement nor a wrong verdict.
+NOT_SCORED = "not scored"
+NO_CONTEXT = "no context"
 
 
 def resolve_show_threshold(value: Any, offline: bool) -> float:
@@ -131,3 +136,30 @@ def dataset_meta(items: Any, encoder: Any) -> dict:
     """What the metrics JSON says about the data and the fallback's embedding model."""
     return {"dataset": items.name if isinstance(items, JudgePipelineDataset) else None,
             "embedding_model": getattr(encoder, "name", None) if encoder is not None else None}
+
+
+def not_scored(items: list[JudgePipelineItem], without: list[JudgePipelineItem], who: str) -> tuple[dict, str | None]:
+    """The summary entries of the items left unscored for want of a context (``n_not_scored``, ``not_scored``
+    with the reason and ids) and the note that says so (None when every item was scored)."""
+    block = {"n_not_scored": len(without),
+             "not_scored": {"reason": NO_CONTEXT, "n": len(without), "ids": [it.id for it in without]}}
+    if not without:
+        return block, None
+    ids = ", ".join(repr(it.id) for it in without[:5]) + (", …" if len(without) > 5 else "")
+    return block, (f"{len(without)} of {len(items)} items have no context and were not scored ({ids}): {who} needs "
+                   f"one to judge faithfulness against. They are counted in n_not_scored, not as failed or wrong; "
+                   f"every metric is over the {len(items) - len(without)} scored items.")
+
+
+def with_not_scored(frame: pd.DataFrame, items: list[JudgePipelineItem], without: list[JudgePipelineItem],
+                    **values: Any) -> pd.DataFrame:
+    """``frame`` (one row per scored item) and one row per item of ``without``, in item order: the item's own
+    fields, ``outcome`` "not scored", ``values``, and NaN in the score columns."""
+    if not without:
+        return frame
+    rows = [{"id": it.id, "ground_truth_show": it.ground_truth_show, "label": it.label, "source": it.source,
+             "question": it.question, "answer": it.answer, "outcome": NOT_SCORED, **values} for it in without]
+    extra = pd.DataFrame(rows).reindex(columns=frame.columns)
+    order = {it.id: i for i, it in enumerate(items)}
+    both = pd.concat([frame, extra], ignore_index=True)
+    return both.sort_values("id", key=lambda ids: ids.map(order), kind="stable").reset_index(drop=True)

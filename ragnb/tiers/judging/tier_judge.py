@@ -24,9 +24,9 @@ from ragnb.metrics import classification as cls
 from ragnb.metrics.fallback import OFFLINE_LABEL
 from ragnb.tiers.itemlog import ItemLog, fingerprint
 from ragnb.tiers.judging.choice import LLM_BACKEND, OFFLINE_BACKEND, parse_list
-from ragnb.datasets.judge_items import JudgePipelineItem, check_items, require_context
-from ragnb.tiers.judging.scoring import (OFFLINE_MODE, SHOW_LABELS, agg, resolve_show_threshold,
-                                         dataset_meta, outcomes, score_pass)
+from ragnb.datasets.judge_items import JudgePipelineItem, check_items, split_by_context
+from ragnb.tiers.judging.scoring import (NO_CONTEXT, NOT_SCORED, OFFLINE_MODE, SHOW_LABELS, agg, dataset_meta,
+                                         not_scored, outcomes, resolve_show_threshold, score_pass, with_not_scored)
 from ragnb.tiers.result import TierResult
 
 
@@ -92,9 +92,12 @@ def run_tier_judge(
     The summary's top level holds the first mode's ``consistency_score``, ``error_rate``,
     ``avg_latency_ms``, ``avg_faithfulness``, ``roc_auc``, ``balanced_accuracy`` and ``cohen_kappa``
     (the threshold (see docs/metrics.md, Conventions) applies to consistency_score); ``by_mode`` holds every mode.
+    Items without a context are not scored (:func:`ragnb.datasets.judge_items.split_by_context`): one per-item row
+    each with outcome "not scored", counted in ``n_not_scored`` / ``not_scored``, left out of every metric (whose
+    ``n`` is the scored items); ``info`` has ``n_items`` (all) and ``n_scored``.
     """
-    items_in, items = items, check_items(items)
-    require_context(items, "Tier Judge")
+    items_in, all_items = items, check_items(items)
+    items, without = split_by_context(all_items, "Tier Judge")
     delta = _check_delta(delta)
     models = parse_list(models)
     offline = client is None
@@ -120,11 +123,16 @@ def run_tier_judge(
         frame, by_mode[mode] = _mode_block(items, first, second, delta, show_threshold, n_boot, seed,
                                            several_models=len(models) > 1)
         frame.insert(1, "mode", mode)
-        frames.append(frame)
+        frames.append(with_not_scored(frame, all_items, without, mode=mode, predicted_show=None, status_1=NOT_SCORED,
+                                      status_2=NOT_SCORED, reason_1=NO_CONTEXT))
         if any(r.method == "word_overlap" for r in first) and offline and encoder is not None:
             notes.append("Some items were scored by word overlap (the last fallback level); see the method column.")
 
     summary = _summary(by_mode, mode_list, results, delta, n_boot, seed)
+    skipped, note = not_scored(all_items, without, "Tier Judge")
+    summary.update(skipped)
+    if note:
+        notes.insert(0, note)
     if log is not None and log.resume_note():
         notes.append(log.resume_note())
     if client is not None and client.failure_note():
@@ -138,7 +146,8 @@ def run_tier_judge(
     if len(mode_list) > 1:
         notes.append(f"Headline numbers are the first mode's ({mode_list[0]}); every mode is under by_mode.")
     summary["info"] = {
-        "n_items": len(items), "n_show": int(sum(y_true)), "positive_rate": float(np.mean(y_true)),
+        "n_items": len(all_items), "n_scored": len(items), "n_show": int(sum(y_true)),
+        "positive_rate": float(np.mean(y_true)),
         "modes": mode_list, "models": models, "aggregate": aggregate if not offline else None,
         "language": language, "delta": delta, "show_threshold": show_threshold,
         "judge_backend": OFFLINE_BACKEND if offline else "llm",
