@@ -25,7 +25,7 @@ from ragnb.tiers import judging
 FIGURE_MODULES = ("ragnb.reports.charts", "ragnb.tiers.ux_figures", "ragnb.tiers.judging.figures",
                   "ragnb.analysis.source_charts", "ragnb.analysis.chunking", "ragnb.analysis.vector_space")
 
-# figure → the test below that asserts its data equals the table showing the same numbers
+# figure → the test (below, or in the file named) that asserts its data equals the table showing the same numbers
 CHECKED = {
     "ragnb.reports.charts.hit_rate_curve": "test_tier1_and_real_users_figures_equal_their_tables",
     "ragnb.reports.charts.metric_bars": "test_tier1_and_real_users_figures_equal_their_tables",
@@ -40,6 +40,8 @@ CHECKED = {
     "ragnb.analysis.source_charts.mean_score_bars": "test_tier1_and_real_users_figures_equal_their_tables",
     "ragnb.tiers.judging.figures.confusion_figure": "test_judge_figures_equal_the_pipeline_table",
     "ragnb.tiers.judging.figures.roc_figure": "test_judge_figures_equal_the_pipeline_table",
+    "ragnb.tiers.ux_figures.tau_curve_chart":
+        "tests/test_ux.py::test_hits_are_checked_against_the_cited_pages_and_tau_is_calibrated",
 }
 # figure → why it plots no metric that a table shows (distributions of per-item values, build timings…)
 NO_TABLE_METRIC = {
