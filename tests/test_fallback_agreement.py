@@ -121,6 +121,11 @@ def test_an_uninformative_offline_judge_gets_no_grade_and_a_plain_note():
     block = {"judge_backend": spec.OFFLINE_BACKEND, **summary}
     assert ungraded_degenerate({"tier_2_metrics": block}, rule="uninformative") == [
         ("tier_2_metrics", "fallback_faithfulness", grade.reason), ("tier_2_metrics", "hallucination_rate", grade.reason)]
+    from ragnb.runs.summary import summary_lines
+
+    lines = summary_lines({"id": "r1", "tier_2_metrics": block})
+    assert ("not graded: the offline judge is near chance on held-out data of this kind — Tier 2 (generation): "
+            "fallback_faithfulness, hallucination_rate") in lines[-1]
     # on answer grounding (what the tiers score) it is informative: the aggregate keeps its grade
     assert fb.mark_trust(summary, ("fallback_faithfulness",)) is None
     assert summary["fallback_faithfulness"]["offline_trust"] == {"kind": "answer_grounding", "method": "word_overlap",

@@ -69,6 +69,10 @@ def test_tier2_offline_matches_independent_computations(parts):
     assert s["fallback_faithfulness"]["mean"] == pytest.approx(np.mean(faith), abs=1e-6)
     assert (s["fallback_faithfulness"]["n"], s["fallback_faithfulness"]["n_valid"], s["fallback_faithfulness"]["n_failed"]) == (4, 3, 1)
     assert s["hallucination_rate"]["mean"] == pytest.approx(1 - np.mean(faith), abs=1e-6)
+    # the offline scores say how far to trust them: word overlap on held-out answer grounding is informative
+    trust = {"kind": "answer_grounding", "method": "word_overlap", "informative": True, "reason": ""}
+    assert s["fallback_faithfulness"]["offline_trust"] == s["hallucination_rate"]["offline_trust"] == trust
+    assert "offline_trust" not in s["context_utilization"] and not any("near chance" in n for n in res.notes)
     util = [context_utilization(a, [it.chunk_text]) for a, it in zip(answers, ITEMS)]
     assert s["context_utilization"]["mean"] == pytest.approx(np.mean(util))
 
