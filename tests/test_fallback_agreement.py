@@ -155,3 +155,14 @@ def test_sentence_overlap_needs_each_sentence_in_one_context_sentence():
     assert fb.sentence_overlap_faithfulness(one, ctx) == 0.75 and fb.word_overlap_faithfulness(one, ctx) == 1.0
     assert math.isnan(fb.sentence_overlap_faithfulness("It is what it is.", ctx))
     assert fb.sentence_overlap_faithfulness(one, []) == 0.0
+
+
+def test_docs_and_benchmarks_quote_the_stored_figures():
+    from tests.conftest import REPO
+
+    for doc in ("docs/metrics.md", "BENCHMARKS.md"):
+        text = (REPO / doc).read_text(encoding="utf-8")
+        for r in TABLE["held_out"]:
+            lo, hi = r["roc_auc_ci95"]
+            assert f"{r['roc_auc']:.3f} ({lo:.3f}–{hi:.3f})" in text, (doc, r["kind"], r["method"])
+            assert f"{r['accuracy_ci95'][0]:.3f}–{r['accuracy_ci95'][1]:.3f})" in text, (doc, r["kind"], r["method"])
