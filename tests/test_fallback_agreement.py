@@ -92,6 +92,8 @@ def test_a_verdict_near_chance_is_marked_as_such():
                       "'not supported' (0.680) beyond chance") == (
         False, "accuracy 0.690 does not beat always answering 'not supported' (0.680) beyond chance")
     assert fa.verdict(_row(0.94, [0.92, 0.95], True)) == (True, "")
+    assert fa.verdict(_row(0.9, [None, None], None)) == (
+        False, "no confidence interval for its ROC-AUC (too few items, or one class only)")
 
 
 def test_held_out_marks_scores_unrelated_to_the_labels_as_near_chance():

@@ -154,9 +154,10 @@ def verdict(row: dict, baselines_reason: str = "") -> tuple[bool, str]:
     (answering by the score is no better than always giving the more common answer).
     """
     lo = row["roc_auc_ci95"][0]
-    if lo is None or lo <= 0.5:
-        return False, f"ROC-AUC {row['roc_auc']:.2f} (95% CI from {lo if lo is not None else float('nan'):.2f}) " \
-                      "does not exceed chance (0.5)"
+    if lo is None:
+        return False, "no confidence interval for its ROC-AUC (too few items, or one class only)"
+    if lo <= 0.5:
+        return False, f"ROC-AUC {row['roc_auc']:.2f} (95% CI from {lo:.2f}) does not exceed chance (0.5)"
     if row["beats_baselines"] is not True:
         return False, baselines_reason or "accuracy does not beat the trivial baselines"
     return True, ""
