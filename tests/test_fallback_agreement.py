@@ -145,7 +145,7 @@ def test_a_measured_near_chance_row_gives_the_plain_note():
         "On held-out claim support data the offline judge (word overlap) is near chance — accuracy 0.690 does not "
         "beat always answering 'not supported' (0.680) beyond chance (ROC-AUC 0.71 (95% CI 0.66–0.76), accuracy "
         "0.69 at ≥ 0.8 vs 0.68 for always answering the more common label, n = 571): its scores here are not "
-        "graded; read them as word counts, not as a verdict.")
+        "graded; read them as an overlap or similarity, not as a verdict.")
 
 
 def test_sentence_overlap_needs_each_sentence_in_one_context_sentence():

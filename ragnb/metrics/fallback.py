@@ -391,7 +391,7 @@ def offline_trust(kind: str = TIER_KIND, method: str = OFFLINE_METHOD, rows: Seq
         note = f"On held-out {KIND_LABEL[kind]} data the offline judge ({label}) agrees with human labels: {fig}."
     else:
         note = (f"On held-out {KIND_LABEL[kind]} data the offline judge ({label}) is near chance — {row['reason']} "
-                f"({fig}): its scores here are not graded; read them as word counts, not as a verdict.")
+                f"({fig}): its scores here are not graded; read them as an overlap or similarity, not as a verdict.")
     return {"kind": kind, "method": method, "informative": bool(row["informative"]), "reason": row["reason"],
             "note": note}
 
