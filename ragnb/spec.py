@@ -203,14 +203,15 @@ class Grade:
 
     status: str | None
     reason: str = ""
-    rule: str = ""  # the step that decided against the band: "says_nothing", "baselines" or ""
+    rule: str = ""  # the step that decided against the band: "says_nothing", "baselines", "uninformative" or ""
 
 
 def grade_of(bounds: tuple[float, float] | None, value: Any) -> Grade:
     """The grade rule — the one place the run record, the executive summary and the reports read
     (docs/metrics.md, Thresholds and Baselines):
 
-    1. no threshold or no value → not graded;
+    1. no threshold or no value → not graded; an aggregate of the offline judge that is near chance on held-out
+       data of its kind (``offline_trust``: :func:`ragnb.metrics.fallback.offline_trust`) → not graded, with why;
     2. an aggregate that says nothing here (constant, or fewer than 10 valid items:
        :func:`ragnb.metrics.stats.degenerate_reason`) → not graded, with that reason;
     3. the band: value > ``excellent_above`` → excellent, < ``attention_below`` → attention, else good
@@ -223,6 +224,10 @@ def grade_of(bounds: tuple[float, float] | None, value: Any) -> Grade:
     from ragnb.runs.record import metric_value
 
     v = metric_value(value)
+    trust = value.get("offline_trust") if isinstance(value, dict) else None
+    if isinstance(trust, dict) and trust.get("informative") is False:
+        return Grade(None, f"offline judge near chance on held-out {str(trust.get('kind', '')).replace('_', ' ')} "
+                           f"data: {trust.get('reason') or 'not measured'}", "uninformative")
     if bounds is None or v is None:
         return Grade(None)
     reason = degenerate_reason(value)

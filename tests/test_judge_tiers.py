@@ -364,10 +364,10 @@ def test_offline_baseline_equals_fallback_thresholded(encoder):
 
 def test_offline_automatic_threshold_is_the_fallbacks_calibrated_cut(encoder):
     # The fallback's word-overlap scores are not on the LLM judge's scale: offline, "automatic" (None or 0)
-    # thresholds them at their own cut calibrated on BEGIN dev (Youden), not at the LLM scale's midpoint.
+    # thresholds them at their own cut tuned on BEGIN dev's tuning half (Youden), not at the LLM scale's midpoint.
     from ragnb.metrics.fallback import AGREEMENT
 
-    cut = next(r["threshold"] for r in AGREEMENT if r["dev_set"] == "BEGIN dev" and r["method"] == "word_overlap")
+    cut = next(r["threshold"] for r in AGREEMENT if r["kind"] == "answer_grounding" and r["method"] == "word_overlap")
     ds = judging.begin_pipeline_dataset(40)
     for auto in (None, 0):
         res = judging.run_tier_judge_pipeline(ds, "baseline", encoder=encoder, show_threshold=auto, n_boot=50)

@@ -2,9 +2,9 @@
 agrees best with human labels), hallucination rate and context utilization, for Russian and English.
 
 The LLM level lives with the judge (``ragnb.llm``); its caller passes the LLM score here when it has one.
-Without it, :func:`faithfulness_fallback` uses :data:`OFFLINE_METHOD` — word overlap, whose agreement with human
-labels is higher than embedding similarity's on both dev sets measured (:data:`AGREEMENT`; BEGIN dev ROC-AUC
-0.94 vs 0.86) — and every result names the ``method`` that produced it ("llm" | "embedding" | "word_overlap"):
+Without it, :func:`faithfulness_fallback` uses :data:`OFFLINE_METHOD` — word overlap, chosen on the tuning parts of
+two human-labelled sets and reported on their held-out parts (:data:`AGREEMENT`, :func:`offline_trust`) — and every
+result names the ``method`` that produced it ("llm" | "embedding" | "word_overlap"):
 a fallback score is never an LLM judgement. Embedding similarity is used only when asked for
 (``method="embedding"``) with an encoder.
 
@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ragnb.metrics.fallback_agreement import KIND_LABEL, TIER_KIND, load_table
 from ragnb.metrics.registry import register
 from ragnb.metrics.vectors import unit_rows
 
@@ -42,30 +43,18 @@ UTILIZATION_METHODS = ("contains", "word_overlap", "embedding")
 SIGMOID_CENTER = 0.6
 SIGMOID_SLOPE = 10.0
 
-# Agreement of the two offline methods with human labels, measured by benchmarks/measure_fallback_agreement.py
-# (docs/metrics.md, Faithfulness): ROC-AUC of the score against the label; balanced accuracy of
-# "score ≥ threshold", the threshold calibrated on BEGIN dev by Youden's J (max TPR − FPR) — so on BEGIN dev it
-# is in-sample, on WiCE dev out-of-sample. embedding scores = the mean best-match cosine (before the sigmoid,
-# which leaves ROC-AUC unchanged), all-MiniLM-L6-v2. BEGIN dev: the bundled ragnb/data/begin_groundedness,
-# attributable vs not_attributable (generic rows dropped). WiCE dev: oracle-chunk version (not bundled),
-# claim vs its evidence chunk, supported vs partially/not supported. ``threshold`` = the BEGIN-dev Youden cut
-# applied on both sets (embedding: a mean best-match cosine; word overlap: F_wo). BEGIN dev word overlap has
-# n = 1144: 4 responses have no content words (NaN).
-AGREEMENT: tuple[dict, ...] = (
-    {"dev_set": "BEGIN dev", "method": "embedding", "n": 1148, "positives": 313, "roc_auc": 0.8568,
-     "balanced_accuracy": 0.7686, "threshold": 0.5469},
-    {"dev_set": "BEGIN dev", "method": "word_overlap", "n": 1144, "positives": 313, "roc_auc": 0.9376,
-     "balanced_accuracy": 0.8701, "threshold": 0.8},
-    {"dev_set": "WiCE dev", "method": "embedding", "n": 1043, "positives": 342, "roc_auc": 0.6882,
-     "balanced_accuracy": 0.6252, "threshold": 0.5469},
-    {"dev_set": "WiCE dev", "method": "word_overlap", "n": 1043, "positives": 342, "roc_auc": 0.7876,
-     "balanced_accuracy": 0.6668, "threshold": 0.8},
-)
+# Agreement of the offline methods with human labels on *held-out* data of each kind (answer grounding: BEGIN dev;
+# claim support: WiCE dev), measured by benchmarks/measure_fallback_agreement.py under the protocol of
+# ragnb.metrics.fallback_agreement (a hash split: method and threshold chosen on the tuning parts, figures with
+# bootstrap CIs on the held-out parts) and stored in ragnb/data/fallback_agreement.json; a test recomputes it.
+_TABLE = load_table()
+AGREEMENT: tuple[dict, ...] = tuple(_TABLE["held_out"])
 OFFLINE_METHODS = ("embedding", "word_overlap")
-# The method of the offline chain: the higher ROC-AUC on both dev sets (test_fallback_metrics checks it against
-# AGREEMENT). Its threshold (BEGIN dev, Youden) is the "supported?" cut the judge baselines may use.
+# The method of the offline chain: the higher tuning ROC-AUC averaged over the kinds (test_fallback_agreement
+# checks it against the stored table). Its threshold (answer-grounding tuning part, Youden) is the "supported?"
+# cut the judge baselines use.
 OFFLINE_METHOD = "word_overlap"
-OFFLINE_THRESHOLD = {r["method"]: r["threshold"] for r in AGREEMENT if r["dev_set"] == "BEGIN dev"}
+OFFLINE_THRESHOLD = {r["method"]: r["threshold"] for r in _TABLE["tuning"] if r["kind"] == TIER_KIND}
 OFFLINE_LABEL = {"embedding": "embedding similarity", "word_overlap": "word overlap"}[OFFLINE_METHOD]
 
 _WORD = re.compile(r"[^\W_]+")
@@ -288,6 +277,23 @@ def word_overlap_faithfulness(answer: str, contexts: Sequence[str], language: st
     return len(a & c) / len(a)
 
 
+def sentence_overlap_faithfulness(answer: str, contexts: Sequence[str], language: str = "auto") -> float:
+    """A candidate offline method, measured beside word overlap (docs/metrics.md, Faithfulness):
+    F_so = (1/n) Σ_i max_j |W(a_i) ∩ W(c_j)| / |W(a_i)| over the answer's sentences a_i with content words and
+    the contexts' sentences c_j — each answer sentence must be found in *one* context sentence.
+
+    Answer without content words → NaN; no context sentence → 0.
+    """
+    answer = _check_text(answer, "answer")
+    ctx = [set(content_words(s, language)) for c in _check_contexts(contexts) for s in split_sentences(c)]
+    shares = []
+    for sentence in split_sentences(answer):
+        a = set(content_words(sentence, language))
+        if a:
+            shares.append(max((len(a & c) / len(a) for c in ctx), default=0.0))
+    return float(np.mean(shares)) if shares else math.nan
+
+
 def faithfulness_fallback(answer: str, contexts: Sequence[str], encoder=None, language: str = "auto", *,
                           llm_score: float | None = None, method: str | None = None,
                           center: float = SIGMOID_CENTER, slope: float = SIGMOID_SLOPE) -> dict:
@@ -295,7 +301,7 @@ def faithfulness_fallback(answer: str, contexts: Sequence[str], encoder=None, la
 
     1. ``llm_score`` given and finite → that score, method "llm" (the judge computed it elsewhere);
     2. else the offline ``method``: None = :data:`OFFLINE_METHOD`, the method that agrees best with human labels
-       on the dev sets (:data:`AGREEMENT`) — word overlap (:func:`word_overlap_faithfulness`, method
+       (chosen on tuning data; held-out figures in :data:`AGREEMENT`) — word overlap (:func:`word_overlap_faithfulness`, method
        "word_overlap"); ``"embedding"`` with an ``encoder`` → :func:`embedding_faithfulness` over the answer's and
        contexts' sentences (:func:`split_sentences`), method "embedding"; ``"embedding"`` without an encoder →
        word overlap, and the reason says so.
@@ -364,21 +370,61 @@ def fallback_faithfulness(answer: str, contexts: Sequence[str], *, encoder=None,
 
 
 def agreement_rows() -> list[dict]:
-    """:data:`AGREEMENT` as rows (dev_set, method, n, positives, roc_auc, balanced_accuracy, threshold, chosen),
-    for the reports' table."""
-    return [{**row, "chosen": row["method"] == OFFLINE_METHOD} for row in AGREEMENT]
+    """:data:`AGREEMENT` (held-out) as rows for the reports' table: kind of data, method, n, positives, the
+    threshold, ROC-AUC, accuracy and balanced accuracy with their 95% CIs, the majority-class accuracy, whether
+    the method is informative there, and ``chosen`` (the chain's method)."""
+    cols = ("method", "n", "positives", "threshold", "roc_auc", "roc_auc_ci95", "accuracy", "accuracy_ci95",
+            "balanced_accuracy", "balanced_accuracy_ci95", "majority_class", "informative", "reason")
+    return [{"data (held-out)": KIND_LABEL[r["kind"]], **{c: r[c] for c in cols}, "chosen": r["method"] == OFFLINE_METHOD}
+            for r in AGREEMENT]
 
 
-def agreement_note() -> str:
-    """One sentence: which offline method is used and its measured agreement next to the other's."""
+def offline_trust(kind: str = TIER_KIND, method: str = OFFLINE_METHOD, rows: Sequence[dict] = AGREEMENT) -> dict:
+    """How far to trust ``method`` on data of ``kind`` (``"answer_grounding"`` | ``"claim_support"``): its held-out
+    row's ``informative`` verdict (:func:`ragnb.metrics.fallback_agreement.verdict`), ``reason`` and a plain
+    ``note``. A kind without a held-out measurement is not informative ("not measured"). ``rows``: the held-out
+    rows to read (the stored table)."""
+    row = next((r for r in rows if r["kind"] == kind and r["method"] == method), None)
+    label = {"embedding": "embedding similarity", "word_overlap": "word overlap"}.get(method, method)
+    if row is None:
+        return {"kind": kind, "method": method, "informative": False, "reason": "not measured on held-out data",
+                "note": f"The offline judge ({label}) was not measured on held-out {KIND_LABEL.get(kind, kind)} "
+                        "data: its scores are not graded."}
+    fig = (f"ROC-AUC {row['roc_auc']:.2f} (95% CI {row['roc_auc_ci95'][0]:.2f}–{row['roc_auc_ci95'][1]:.2f}), "
+           f"accuracy {row['accuracy']:.2f} at ≥ {row['threshold']:.3g} vs {row['majority_class']:.2f} for always "
+           f"answering the more common label, n = {row['n']}")
+    if row["informative"]:
+        note = f"On held-out {KIND_LABEL[kind]} data the offline judge ({label}) agrees with human labels: {fig}."
+    else:
+        note = (f"On held-out {KIND_LABEL[kind]} data the offline judge ({label}) is near chance — {row['reason']} "
+                f"({fig}): its scores here are not graded; read them as an overlap or similarity, not as a verdict.")
+    return {"kind": kind, "method": method, "informative": bool(row["informative"]), "reason": row["reason"],
+            "note": note}
+
+
+def mark_trust(summary: dict, names: Sequence[str], kind: str = TIER_KIND) -> str | None:
+    """Attach :func:`offline_trust` to the aggregates ``names`` of ``summary`` that come from the offline judge
+    (the grade rule, :func:`ragnb.spec.grade_of`, leaves them ungraded when it is near chance); returns the
+    plain note when it is."""
+    trust = offline_trust(kind)
+    for name in names:
+        if isinstance(summary.get(name), dict):
+            summary[name]["offline_trust"] = {k: trust[k] for k in ("kind", "method", "informative", "reason")}
+    return None if trust["informative"] else trust["note"]
+
+
+def agreement_note(kind: str = TIER_KIND) -> str:
+    """One sentence: which offline method is used, why, and its held-out agreement on each kind of data."""
     parts = []
-    for dev_set in dict.fromkeys(r["dev_set"] for r in AGREEMENT):
-        by = {r["method"]: r for r in AGREEMENT if r["dev_set"] == dev_set}
-        other = next(m for m in by if m != OFFLINE_METHOD)
-        parts.append(f"{dev_set} ROC-AUC {by[OFFLINE_METHOD]['roc_auc']:.2f} vs {other.replace('_', ' ')} "
-                     f"{by[other]['roc_auc']:.2f}, balanced accuracy {by[OFFLINE_METHOD]['balanced_accuracy']:.2f}")
-    return (f"chosen for its agreement with human labels — {'; '.join(parts)}; threshold "
-            f"{OFFLINE_THRESHOLD[OFFLINE_METHOD]:.3g} calibrated on BEGIN dev (Youden)")
+    for k in dict.fromkeys(r["kind"] for r in AGREEMENT):
+        by = {r["method"]: r for r in AGREEMENT if r["kind"] == k}
+        row = by[OFFLINE_METHOD]
+        verdict = "" if row["informative"] else " — near chance"
+        parts.append(f"{KIND_LABEL[k]} ROC-AUC {row['roc_auc']:.2f} (95% CI {row['roc_auc_ci95'][0]:.2f}–"
+                     f"{row['roc_auc_ci95'][1]:.2f}), balanced accuracy {row['balanced_accuracy']:.2f}, n = "
+                     f"{row['n']}{verdict}")
+    return (f"chosen on tuning data for its agreement with human labels; on held-out data {'; '.join(parts)}; "
+            f"threshold {OFFLINE_THRESHOLD[OFFLINE_METHOD]:.3g} tuned on answer-grounding data (Youden)")
 
 
 @register("hallucination_rate", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=False)

@@ -103,8 +103,8 @@ report.show(charts.histogram(result.per_item["bleu"], "Sentence BLEU per answer 
 # ## Faithfulness by the method that produced it
 # "llm": the judge's score; "word_overlap" / "embedding": the offline fallback (see docs/metrics.md, Faithfulness;
 # no judge, or the judge failed on that answer). A fallback score is an overlap or similarity, not an LLM judgement.
-# The fallback uses the method that agrees best with human labels on two dev sets — the table below (ROC-AUC;
-# balanced accuracy at the threshold calibrated on BEGIN dev by Youden's J, out-of-sample on WiCE dev).
+# The fallback's method and cut were chosen on tuning data; the table below is its agreement with human labels on
+# held-out answer-grounding and claim-support data (ROC-AUC, accuracy at the cut with 95% CIs, and a verdict).
 
 # %%
 faith = result.faithfulness_key  # judge_faithfulness (LLM judge) or fallback_faithfulness (offline)

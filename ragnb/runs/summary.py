@@ -145,6 +145,9 @@ def _not_computed_line(record: dict, blocks: dict) -> str | None:
     undecided = [(k, n) for k, n, _ in ungraded_degenerate(blocks, rule="baselines")]
     if undecided:
         parts.append(f"not graded: no CI to compare with its trivial baselines — {_listed(undecided)}")
+    near_chance = [(k, n) for k, n, _ in ungraded_degenerate(blocks, rule="uninformative")]
+    if near_chance:
+        parts.append(f"not graded: the offline judge is near chance on held-out data of this kind — {_listed(near_chance)}")
     undefined = _undefined(blocks)
     if undefined:
         parts.append(f"undefined (no valid item) — {_listed(undefined)}")

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from ragnb.io import check_unique, iter_json_records, read_text
-from ragnb.metrics.fallback import OFFLINE_LABEL, agreement_note, agreement_rows
+from ragnb.metrics.fallback import OFFLINE_LABEL, agreement_note, agreement_rows, mark_trust
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.metrics.stats import aggregate
 from ragnb.tiers.result import TierResult
@@ -250,6 +250,8 @@ def run_rag_suite(samples: list[dict], encoder: Any, *, client: Any = None, metr
     summary: dict[str, Any] = {c: aggregate(frame[c].to_numpy(dtype=float), n_boot=n_boot) for c in numeric}
     summary["methods"] = {"fallback_faithfulness": dict(Counter(frame["fallback_faithfulness_method"]))}
     summary["fallback_agreement"] = agreement_rows()
+    trust_note = mark_trust(summary, ("fallback_faithfulness", "hallucination_rate"))
+    notes += [trust_note] if trust_note else []
     for name in metrics:
         if f"{name}_status" in frame:
             summary["methods"][name] = dict(Counter(frame[f"{name}_status"].fillna("skipped")))

@@ -46,7 +46,7 @@ from ragnb.datasets.schema import Dataset
 from ragnb.io import comma_list
 from ragnb.llm import run_sync
 from ragnb.progress import reporter
-from ragnb.metrics.fallback import (OFFLINE_LABEL, OFFLINE_METHOD, agreement_note, agreement_rows,
+from ragnb.metrics.fallback import (OFFLINE_LABEL, OFFLINE_METHOD, agreement_note, agreement_rows, mark_trust,
                                    split_sentences)
 from ragnb.rag.system import BaselineSystem
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
@@ -189,6 +189,10 @@ def _run(kind: Tier2, dataset: Dataset, system: Any, encoder: Any, *, judge: Any
     errors = Counter(r["stage"] for r in records if r["error"] is not None)
     notes = _notes(kind, summary, extra["methods"], records, errors, judge, judge_metrics, consistency_runs,
                    answer_method(system), top_k, log.resume_note() if log is not None else None)
+    # The offline judge's scores are graded only where it is informative on held-out data of this kind.
+    trust_note = mark_trust(summary, ("fallback_faithfulness",) if judge is not None else
+                            ("fallback_faithfulness", "hallucination_rate"))
+    notes += [trust_note] if trust_note else []
     clients = {id(c): c for c in (getattr(judge, "client", None), getattr(system, "client", None)) if c is not None}
     notes += [n for c in clients.values() if (n := getattr(c, "failure_note", lambda: None)())]
     summary["info"] = _info(kind, system, encoder, judge, judge_metrics, extra["methods"], records, errors,

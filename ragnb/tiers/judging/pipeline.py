@@ -182,9 +182,10 @@ def run_tier_judge_pipeline(
         items, without = split_by_context(all_items, "the baseline show/no-show judge")
         judge_label = _baseline_label(client, models, mode, encoder, show_threshold, notes)
         if automatic and client is None:
-            notes.append(f"The automatic threshold {show_threshold:g} is the fallback's cut calibrated on BEGIN dev "
-                         "(Youden): on the bundled BEGIN data the accuracy at it is in-sample, so optimistic; "
-                         "the out-of-sample agreement (WiCE dev) is in docs/metrics.md, Faithfulness.")
+            notes.append(f"The automatic threshold {show_threshold:g} is the fallback's cut tuned on the tuning half "
+                         "of BEGIN dev (Youden): on the bundled BEGIN data about half the items are in-sample, so "
+                         "the accuracy there is optimistic; the held-out agreement on answer-grounding and "
+                         "claim-support data is in docs/metrics.md, Faithfulness.")
     else:
         judge_label = f"system: {label}"
     log = None

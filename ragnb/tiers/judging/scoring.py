@@ -21,7 +21,7 @@ from ragnb.datasets.judge_items import JudgePipelineDataset, JudgePipelineItem
 
 # Faithfulness at or above this → show, for an LLM judge: the midpoint of its 0–1 scale (0.5 = "partially
 # agrees"). The offline fallback's scores live on another scale, so offline the automatic threshold is its own
-# calibrated cut (BEGIN dev, Youden: ragnb.metrics.fallback.OFFLINE_THRESHOLD — word overlap 0.8). The Tier Judge
+# calibrated cut (the tuning half of BEGIN dev, Youden: ragnb.metrics.fallback.OFFLINE_THRESHOLD — word overlap 0.8). The Tier Judge
 # report shows the best threshold on labelled data to tune it.
 DEFAULT_SHOW_THRESHOLD = 0.5
 OFFLINE_MODE = "offline-fallback"
