@@ -5,27 +5,21 @@ naming the file, line and field (nothing written), or — where the input is leg
 from __future__ import annotations
 
 import json
-import os
-from itertools import count
 
 import pandas as pd
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner
 
 import team_wiki
-from ragnb.cli.main import build_cli
+from db_env import cli_on_new_db
 from ragnb.store.loaders import count_rows, load_file
 from ragnb.store.schema import ID_MAX_CHARS, tables
 
-_names = count()
 
 
 @pytest.fixture
 def cli():
-    env = {"RAGNB_EMBEDDED_DB": f"refusals_{os.getpid()}_{next(_names)}"}
-    runner = CliRunner()
-    return lambda *args: runner.invoke(build_cli(), list(args), env=env, catch_exceptions=False)
+    return cli_on_new_db("refusals")
 
 
 def _refused(db, kind, path, message, **kw) -> None:

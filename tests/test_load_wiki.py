@@ -4,26 +4,20 @@ do (or do not) match the chunk URLs, semicolon CSVs from Excel, unknown column n
 from __future__ import annotations
 
 import json
-import os
-from itertools import count
 
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner
 
 import team_wiki
-from ragnb.cli.main import build_cli
+from db_env import cli_on_new_db
 from ragnb.store.loaders import count_rows, insert_rows, load_file, sniff_delimiter
 from ragnb.store.schema import tables
 
-_names = count()
 
 
 @pytest.fixture
 def cli():
-    env = {"RAGNB_EMBEDDED_DB": f"wiki_{os.getpid()}_{next(_names)}"}
-    runner = CliRunner()
-    return lambda *args: runner.invoke(build_cli(), list(args), env=env, catch_exceptions=False)
+    return cli_on_new_db("wiki")
 
 
 def _last_json(output: str) -> dict:

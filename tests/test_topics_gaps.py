@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 import helpdesk_log as hd
+from db_env import default_embedded_db
 from ragnb.analysis.gaps import follow_ups
 from ragnb.analysis.topic_terms import language_mix, question_languages, topic_terms
 from ragnb.analysis.topics import cluster_questions
@@ -147,19 +148,14 @@ def helpdesk_db(tmp_path_factory, e5):
 
     folder = tmp_path_factory.mktemp("helpdesk")
     name = f"helpdesk_{os.getpid()}"
-    before = os.environ.get("RAGNB_EMBEDDED_DB")
-    os.environ["RAGNB_EMBEDDED_DB"] = name
-    db = connect(database=name)
-    load_file(db, "chunks", hd.write_wiki(folder / "wiki"), chunk_size=20, overlap=0)
-    load_file(db, "questions", hd.write_log(folder / "log.jsonl"))
-    embed_table(db, "chunks", e5, progress=False)
-    embed_table(db, "questions", e5, progress=False)
-    yield db
-    db.dispose()
-    if before is None:
-        os.environ.pop("RAGNB_EMBEDDED_DB", None)
-    else:
-        os.environ["RAGNB_EMBEDDED_DB"] = before
+    with default_embedded_db(name):
+        db = connect(database=name)
+        load_file(db, "chunks", hd.write_wiki(folder / "wiki"), chunk_size=20, overlap=0)
+        load_file(db, "questions", hd.write_log(folder / "log.jsonl"))
+        embed_table(db, "chunks", e5, progress=False)
+        embed_table(db, "questions", e5, progress=False)
+        yield db
+        db.dispose()
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from itertools import count
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from ragnb.cli.main import build_cli
+from db_env import cli_on_new_db
 from ragnb.datasets.trec import evaluate_files, read_qrels, read_run
 from ragnb.metrics.retrieval import per_query
 
@@ -28,7 +25,6 @@ MEASURES = {
     "ndcg@5": "ndcg_cut_5", "ndcg@10": "ndcg_cut_10", "ndcg@100": "ndcg_cut_100",
 }  # fmt: skip
 PYTREC_MEASURES = {"success.1,5,10", "recip_rank", "P.5,10,100", "recall.5,10,100", "ndcg_cut.5,10,100"}
-_names = count()
 
 
 def trec_eval_printed(name: str) -> dict[tuple[str, str], float]:
@@ -110,9 +106,7 @@ def test_level_2_equals_what_trec_eval_printed_with_l2():
 
 @pytest.fixture
 def cli():
-    env = {"RAGNB_EMBEDDED_DB": f"trecfiles_{os.getpid()}_{next(_names)}"}
-    runner = CliRunner()
-    return lambda *args: runner.invoke(build_cli(), list(args), env=env, catch_exceptions=False)
+    return cli_on_new_db("trecfiles")
 
 
 def test_cli_relevance_level_and_note(cli):

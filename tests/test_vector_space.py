@@ -13,6 +13,7 @@ import pytest
 from numba.core.caching import NullCache
 from sklearn.manifold import trustworthiness as sk_trustworthiness
 
+from db_env import default_embedded_db
 from ragnb.analysis import vector_space as vs
 
 
@@ -259,23 +260,18 @@ def small_corpus_db():
     from ragnb.store.vectors import embed_table
 
     name = f"vs_nb_{os.getpid()}"
-    before = os.environ.get("RAGNB_EMBEDDED_DB")
-    os.environ["RAGNB_EMBEDDED_DB"] = name
-    db = connect(database=name)
-    chunks = demo.chunk_rows("ru")[:20]
-    urls = {c["url"] for c in chunks}
-    questions = [q for q in demo.question_rows("ru") if q["url"] in urls][:60]
-    insert_rows(db, "chunks", chunks)
-    insert_rows(db, "questions", questions)
-    encoder = get_encoder()
-    embed_table(db, "chunks", encoder, progress=False)
-    embed_table(db, "questions", encoder, progress=False)
-    yield db
-    db.dispose()
-    if before is None:
-        os.environ.pop("RAGNB_EMBEDDED_DB", None)
-    else:
-        os.environ["RAGNB_EMBEDDED_DB"] = before
+    with default_embedded_db(name):
+        db = connect(database=name)
+        chunks = demo.chunk_rows("ru")[:20]
+        urls = {c["url"] for c in chunks}
+        questions = [q for q in demo.question_rows("ru") if q["url"] in urls][:60]
+        insert_rows(db, "chunks", chunks)
+        insert_rows(db, "questions", questions)
+        encoder = get_encoder()
+        embed_table(db, "chunks", encoder, progress=False)
+        embed_table(db, "questions", encoder, progress=False)
+        yield db
+        db.dispose()
 
 
 @pytest.mark.slow
