@@ -75,7 +75,8 @@ def simulated_scores(db: Database) -> bool:
     t = tables(db.schema).question
     if not table_exists(db, t):
         return False
-    expected = {qid: f["score"] for qid, f in _simulated_fields([q["query_id"] for q in _read("queries.jsonl.gz")]).items()}
+    drawn = _simulated_fields([q["query_id"] for q in _read("queries.jsonl.gz")])
+    expected = {qid: f["score"] for qid, f in drawn.items()}
     stmt = sa.select(sa.cast(t.c.id, sa.Text), t.c.score).where(sa.cast(t.c.id, sa.Text).in_(list(expected)))
     with db.engine.connect() as conn:
         stored = {str(i): s for i, s in conn.execute(stmt)}

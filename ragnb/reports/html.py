@@ -299,7 +299,8 @@ def _inputs_section(record: dict) -> str:
         return ""
     rows = "".join(
         f"<tr><td>{escape(block_label(k))}</td>"
-        + "".join(f"<td>{escape(v.get(f)) if v.get(f) else '—'}</td>" for f in ("dataset", "corpus", "embedding_model"))
+        + "".join(f"<td>{escape(v.get(f)) if v.get(f) else '—'}</td>"
+                  for f in ("dataset", "corpus", "embedding_model"))
         + "</tr>" for k, v in inputs.items() if isinstance(v, dict))
     return ("<h2>Inputs</h2><table><tr><th>notebook</th><th>dataset</th><th>corpus</th><th>embedding model</th></tr>"
             + rows + "</table>")
