@@ -3,6 +3,7 @@ inputs, and the four notebooks executed on the demo with their JSON checked agai
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import math
 from collections import Counter
@@ -288,7 +289,11 @@ def test_notebooks_run_and_land_in_the_run_record(notebook_run):
         block = result.record.get(RECORD_KEYS[stem]) or (result.record.get("other_metrics") or {}).get(stem)
         assert block == metrics[stem], stem
     html = (result.run_dir / "real_users.html").read_text(encoding="utf-8")
-    assert "SIMULATED" in html
+    assert "SIMULATED (bundled demo log)" in html  # the demo's own rows say so (ragnb.datasets.demo.simulated_scores)
+    assert "The bundled demo question log has simulated user scores and about 8% of rows without a URL" in html
+    domain = (result.run_dir / "domain_analysis.html").read_text(encoding="utf-8")
+    assert "The bundled demo log's user scores are simulated" in html_lib.unescape(domain)
+    assert "ragnb/demo.py" not in html + domain  # no such file: the note names ragnb/datasets/demo.py
 
 
 @pytest.mark.slow

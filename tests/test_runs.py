@@ -85,14 +85,16 @@ def test_executive_summary_mentions_tiers_ci_and_attention():
         "dataset_file": "demo.jsonl", "dataset_type": "synthetic", "embedding_model": "mini",
         "tier_0_metrics": {"isotropy": {"mean": 0.41, "ci95": [0.4, 0.42], "n": 10}},
         "tier_1_metrics": {"hit_rate@1": {"mean": 0.42, "ci95": [0.35, 0.49], "n": 200, "n_failed": 0},
-                           "mrr": 0.61, "judge_backend": "offline-fallback"},
+                           "mrr": 0.61, "judge_backend": "offline-fallback", "embedding_model": "mini",
+                           "provenance": {"datasets": [{"name": "demo", "n_items": 200, "sha256": "ab"}]}},
     }
     text = executive_summary(rec)
     lines = text.splitlines()
     assert len(lines) <= 8
-    assert lines[0] == ("Status: ATTENTION — 1 of 2 graded metrics below their threshold; 2 notebooks reported "
-                        "metrics on demo.jsonl (synthetic), embedding model mini.")
-    assert lines[1] == "Needs attention — Tier 1 (retrieval): hit_rate@1 = 0.420 (95% CI 0.350–0.490, n=200) < 0.500."
+    # the record's one dataset_file is not every notebook's: each notebook's own inputs are on the Inputs line
+    assert lines[0] == "Status: ATTENTION — 1 of 2 graded metrics below their threshold; 2 notebooks reported metrics."
+    assert lines[1] == "Inputs: Tier 1 (retrieval) — dataset demo (200 items), model mini."
+    assert lines[2] == "Needs attention — Tier 1 (retrieval): hit_rate@1 = 0.420 (95% CI 0.350–0.490, n=200) < 0.500."
     assert "isotropy" not in text  # numbers that are fine stay in the key-metrics table
     assert lines[-1].startswith("Not computed: LLM-judge metrics from the offline fallback") and "Tier 1" in lines[-1]
     ok = executive_summary({"tier_1_metrics": {"mrr": 0.9}})

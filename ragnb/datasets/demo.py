@@ -64,6 +64,25 @@ def _simulated_fields(ids: list[str]) -> dict[str, dict]:
             for qid, s, n, u in zip(order, scores, no_url, users)}
 
 
+def simulated_scores(db: Database) -> bool:
+    """Whether ``db``'s question log is the demo's: it holds every bundled demo question with the simulated score
+    :func:`ensure_demo` gave it. Decided by the stored rows (SQuAD-style hash ids and their fixed draw), never by
+    a label or a parameter, so a team's own log is never called simulated and the demo always is."""
+    import sqlalchemy as sa
+
+    from ragnb.store.schema import table_exists, tables
+
+    t = tables(db.schema).question
+    if not table_exists(db, t):
+        return False
+    drawn = _simulated_fields([q["query_id"] for q in _read("queries.jsonl.gz")])
+    expected = {qid: f["score"] for qid, f in drawn.items()}
+    stmt = sa.select(sa.cast(t.c.id, sa.Text), t.c.score).where(sa.cast(t.c.id, sa.Text).in_(list(expected)))
+    with db.engine.connect() as conn:
+        stored = {str(i): s for i, s in conn.execute(stmt)}
+    return stored == expected
+
+
 def question_rows(language: str = "ru") -> list[dict]:
     """The demo questions as a question log: real questions, answers and article URLs, with simulated user
     scores (1–5), users, and about 8% of rows without a logged URL (see ``SIMULATED_*``)."""

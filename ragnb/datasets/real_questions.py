@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from ragnb.datasets.build import (FILE_PREFIX, BuildResult, check_count, chunk_texts, embedded_chunk_urls,
                                   mode_metadata)
+from ragnb.datasets.demo import simulated_scores
 from ragnb.datasets.schema import Dataset, DatasetItem
 from ragnb.datasets.urls import page_id, url_match, url_match_warning
 from ragnb.io import natural_key
@@ -172,7 +173,7 @@ def generate_from_real_questions(corpus: Any, max_questions: int = 0, exact_scor
               "without_url": counts["without_url"], "url_not_in_corpus": counts["url_not_in_corpus"],
               "without_fixed_context": counts["without_fixed_context"], "without_answer": counts["without_answer"], "skipped_without_embedding": skipped,
               "chunks_with_embeddings": len(urls)}
-    notes = ["user scores in the demo question log are simulated"] if corpus.label.startswith("demo") else []
+    notes = ["user scores in the bundled demo question log are simulated"] if simulated_scores(db) else []
     notes.append("fixed context (chunk_text, Tier 2) = the logged page's chunks in chunk order, not a retrieved chunk")
     if counts["without_fixed_context"]:
         notes.append(_no_context_note(counts["without_fixed_context"]))

@@ -56,6 +56,7 @@ from ragnb.rag.embeddings import get_encoder
 from ragnb.store.engine import connect
 from ragnb.datasets.corpus import CORPORA, open_dataset
 from ragnb.tiers.result import analysis_result
+from ragnb.tiers.tier0 import input_limit_text
 
 configs = chunking.parse_grid(chunk_sizes, overlaps)
 if corpus not in CORPORA:
@@ -114,9 +115,10 @@ report.show_table(stages.round(3))
 
 # %% [markdown]
 # ## Index size and truncation
-# all-MiniLM-L6-v2 reads at most 256 tokens: the rest of a longer chunk is never embedded.
+# `share_truncated`: the share of chunks longer than the model's input limit, whose rest is never embedded.
 
 # %%
+report.notes([input_limit_text(encoder)])
 report.show(chunking.size_figure(t))
 report.show_table(t[["n_chunks", "table_bytes", "index_bytes", "hnsw_bytes", "total_bytes", "bytes_per_chunk",
                      "share_truncated", "mean_tokens"]].round(3))

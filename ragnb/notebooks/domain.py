@@ -25,7 +25,6 @@
 # cited page was retrieved (uncalibrated, over all questions, when fewer than 10 have one); `gap_threshold` sets an
 # absolute cosine level instead. A short follow-up turn ("And which client?") of a turn the user scored ≥ 4 is not
 # flagged on similarity alone. Each candidate lists the signals that flagged it.
-# The bundled demo log has **simulated** user scores (see `ragnb/demo.py`); its questions are real.
 
 # %% tags=["parameters"]
 corpus: str = "demo"  # "demo": bundled XQuAD corpus and question log (own embedded database); "db": the configured database
@@ -59,11 +58,13 @@ from ragnb.analysis.domain import domain_analysis, page_hits, signal_table, topi
 from ragnb.analysis.topics import clustering_note, language_centred
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
 from ragnb.datasets.corpus import open_corpus
+from ragnb.datasets.demo import simulated_scores
 from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)
 log, vectors = load_log(ctx, min_score=min_score, limit=max_questions)
 not_embedded = count_unembedded(ctx, min_score)
+simulated = simulated_scores(ctx.db)  # the stored log is the bundled demo's (its rows say so, not a parameter)
 chunks = open_chunks(ctx, backend, index_mode)
 retrieval = chunks.retriever.search(vectors, top_k)
 hits = page_hits(retrieval.ids, log["url"].tolist(), chunks.urls, top_k)
@@ -81,13 +82,14 @@ report.header("Real-user domain analysis", {
                                       f"{f' with score ≥ {min_score}' if min_score else ''}",
     "n_topics": n_topics, "backend": retrieval.backend, "top_k": top_k,
     "similarity_threshold": f"{gap['threshold']:.3f} ({gap['method']}{', q = ' + str(gap['quantile']) if gap['quantile'] else ''})",
-    "user_scores": "SIMULATED (demo log)" if corpus == "demo" else "from the question log",
+    "user_scores": "SIMULATED (bundled demo log)" if simulated else "from the question log",
 })
-if corpus == "demo":
-    print("Note: the demo user scores are simulated (a fixed random draw), so score differences between topics "
-          "are noise here; topics, similarities and gaps are real.")
-if not_embedded:
-    print(f"Note: {not_embedded} logged questions have no embedding and were not analysed (run `ragnb embed --questions`).")
+report.notes(
+    (["The bundled demo log's user scores are simulated (a fixed random draw, see ragnb/datasets/demo.py), so score "
+      "differences between topics are noise here; its questions, topics, similarities and gaps are real."]
+     if simulated else [])
+    + ([f"{not_embedded} logged questions have no embedding and were not analysed (run `ragnb embed --questions`)."]
+       if not_embedded else []))
 ms = summary["mean_score"]
 signals = summary["gap_signals"]
 print(f"Mean user score {ms['mean']:.2f} (95% CI {ms['ci95'][0]:.2f}–{ms['ci95'][1]:.2f}, {ms['n_valid']} scored of "
@@ -125,4 +127,4 @@ report.show_table(gaps[["question", "signals", "topic_id", "score", "top1_score"
 analysis_result(per_question, summary, analysis="domain_analysis", retrieval=retrieval,
                 encoder=ctx.encoder).write(output_dir, "domain_analysis", extra={
     "min_score": min_score, "top_k": top_k, "questions_without_embedding": not_embedded,
-    "scores_simulated": corpus == "demo"})
+    "scores_simulated": simulated})

@@ -100,7 +100,7 @@ report.show(judging.consistency_figure(result.per_item, delta))
 for mode, block in summary["by_mode"].items():
     err = block["errors"]
     print(f"{mode}: {err['n_failed']} of {err['n']} judgements failed, {err['n_reasked']} needed a re-ask; "
-          f"latency mean {block['latency']['mean_ms']:.1f} ms, p95 {block['latency']['p95_ms']:.1f} ms "
+          f"latency {report.latency_text(block['latency']['mean_ms'], p95=block['latency']['p95_ms'])} "
           f"({block['latency']['n_calls']} calls, {block['latency']['n_cached_excluded']} cache hits excluded).")
 if "mode_agreement" in summary:
     for pair, agr in summary["mode_agreement"].items():

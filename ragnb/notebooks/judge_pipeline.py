@@ -98,8 +98,8 @@ if sut is None:
 lat = result.per_item["latency_ms"].dropna()
 if len(lat):
     report.show(charts.histogram(lat, "Judge latency per item", "ms"))
-print(f"mean {summary['avg_latency_ms']:.1f} ms, p50 {summary['p50_latency_ms']:.1f} ms, "
-      f"p95 {summary['p95_latency_ms']:.1f} ms; {summary['info']['latency']}")
+print(f"{report.latency_text(summary['avg_latency_ms'], summary['p50_latency_ms'], summary['p95_latency_ms'])}; "
+      f"{summary['info']['latency']}")
 
 # %% [markdown]
 # ## Wrong verdicts

@@ -23,8 +23,7 @@
 # natural level here, since the label is a page. Questions are searched with their **stored** embeddings.
 # Questions without a logged URL, and questions whose URL matches no chunk of the corpus, are excluded from
 # the metrics and counted. By default every logged question is used, whatever its user score, and the metrics are
-# broken down by score: a score filter would hide exactly the questions users were unhappy with. The bundled demo log has **simulated** user scores and about 8% of rows without a URL
-# (see `ragnb/demo.py`); its questions, URLs and retrieval results are real.
+# broken down by score: a score filter would hide exactly the questions users were unhappy with.
 
 # %% tags=["parameters"]
 corpus: str = "demo"  # "demo": bundled XQuAD corpus and question log (own embedded database); "db": the configured database
@@ -50,6 +49,7 @@ from ragnb.reports import charts, report
 from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
 from ragnb.datasets.corpus import open_corpora
+from ragnb.datasets.demo import simulated_scores
 from ragnb.store.vectors import fetch_texts
 from ragnb.tiers.model_comparison import models_table, run_models, verdict_table
 from ragnb.tiers.real_users import COMPARED, EVALUATED, by_score_table, metrics_table, run_real_users
@@ -57,6 +57,7 @@ from ragnb.tiers.real_users import COMPARED, EVALUATED, by_score_table, metrics_
 corpora = open_corpora(corpus, language, embedding_model, embedding_models)
 ctx = corpora[0]  # the primary model: its metrics are the report's headline
 not_embedded = count_unembedded(ctx, min_score)
+simulated = simulated_scores(ctx.db)  # the stored log is the bundled demo's (its rows say so, not a parameter)
 
 
 def real_users_of(c):
@@ -76,16 +77,15 @@ report.header("Real-users benchmark", {
                  f"{f', first {limit}' if limit else ''})",
     "evaluated": q["evaluated"], "backend": result.summary["info"]["backend"], "top_k": top_k,
     "ground_truth": "logged URL matched by page id (proxy label)",
-    "user_scores": "SIMULATED (demo log)" if corpus == "demo" else "from the question log",
+    "user_scores": "SIMULATED (bundled demo log)" if simulated else "from the question log",
 })
-if corpus == "demo":
-    print("Note: the demo question log has simulated user scores and about 8% of rows without a URL; "
-          "the score filter acts on those simulated ratings.")
-for note in result.notes:
-    print("Note:", note)
-if not_embedded:
-    print(f"Note: {not_embedded} logged questions passing the score filter have no embedding and were not analysed "
-          "(run `ragnb embed --questions`).")
+report.notes(
+    (["The bundled demo question log has simulated user scores and about 8% of rows without a URL (see "
+      "ragnb/datasets/demo.py); its questions, URLs and retrieval results are real, and the score filter acts on "
+      "the simulated ratings."] if simulated else [])
+    + result.notes
+    + ([f"{not_embedded} logged questions passing the score filter have no embedding and were not analysed "
+        "(run `ragnb embed --questions`)."] if not_embedded else []))
 report.show_table(metrics_table(result.summary), max_rows=60)
 
 # %% [markdown]
@@ -151,5 +151,5 @@ if len(excluded):
 # %%
 result.write(output_dir, "real_users", extra={
     "min_score": min_score, "limit": limit, "questions_without_embedding": not_embedded,
-    "scores_simulated": corpus == "demo", "embedding_model": ctx.encoder.name,
+    "scores_simulated": simulated, "embedding_model": ctx.encoder.name,
     "encoder": ctx.encoder.describe(), **models})

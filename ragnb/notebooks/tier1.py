@@ -72,7 +72,7 @@ for note in result.notes:
     print("Note:", note)
 report.show_table(summary_frame(result.summary), max_rows=60)
 lat = result.summary["latency_ms"]
-print(f"Latency ({lat['mode']}, n = {lat['n']}): mean {lat['mean']:.2f} ms, p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms")
+print(f"Latency ({lat['mode']}, n = {lat['n']}): {report.latency_text(lat['mean'], lat['p50'], lat['p95'], 2)}")
 for name, value in result.summary["info"].items():
     if name.startswith("hnsw_recall"):
         print(f"HNSW index {name.replace('hnsw_', '')}: {value:.3f} (share of exact top-k that the index also returns)")

@@ -81,7 +81,7 @@ for note in result.notes:
 print("Methods per metric:", report.plain(info["methods"]))
 report.show_table(summary_frame(result.summary), max_rows=60)
 lat = result.summary["latency_answer_ms"]
-print(f"Answer latency (n = {lat['n']}): mean {lat['mean']:.1f} ms, p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms")
+print(f"Answer latency (n = {lat['n']}): {report.latency_text(lat['mean'], lat['p50'], lat['p95'])}")
 
 # %% [markdown]
 # ## Scores with 95% confidence intervals, and their distribution over questions

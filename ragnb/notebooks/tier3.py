@@ -90,8 +90,7 @@ print("Methods per metric:", report.plain(info["methods"]))
 report.show_table(summary_frame(result.summary), max_rows=60)
 for name in ("latency_retrieve_ms", "latency_answer_ms"):
     lat = result.summary[name]
-    print(f"{name} (n = {lat['n']}, {lat['mode']}): mean {lat['mean']:.1f} ms, p50 {lat['p50']:.1f} ms, "
-          f"p95 {lat['p95']:.1f} ms")
+    print(f"{name} (n = {lat['n']}, {lat['mode']}): {report.latency_text(lat['mean'], lat['p50'], lat['p95'])}")
 
 # %% [markdown]
 # ## Scores with 95% confidence intervals, and their distribution over questions

@@ -55,6 +55,7 @@ from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import load_questions, open_chunks
 from ragnb.analysis.topics import clustering_note, language_centred, topic_coverage, topics_frame
 from ragnb.datasets.corpus import open_corpus
+from ragnb.datasets.demo import simulated_scores
 from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)
@@ -70,8 +71,8 @@ topics = topics_frame(summary)
 # %%
 report.header("Topic coverage", {**ctx.header_info(), "questions": f"{len(questions.ids)} from {questions.label}",
                                  "n_topics": n_topics, "backend": retrieval.backend, "top_k": top_k})
-if corpus == "demo" and questions.source == "log":
-    print("Note: the demo question log has simulated user scores; min_score filters on them.")
+if questions.source == "log" and simulated_scores(ctx.db):  # the stored log is the bundled demo's
+    report.notes(["The bundled demo question log has simulated user scores; min_score filters on them."])
 print(f"{summary['total_questions']} questions in {n_topics} topics; on average a topic reaches "
       f"{summary['avg_chunks_per_topic']:.1f} distinct chunks and {summary['avg_urls_per_topic']:.1f} pages. "
       f"Silhouette (cosine) = {summary['silhouette']:.3f} (−1…1; near 0 = overlapping topics).")

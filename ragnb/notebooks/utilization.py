@@ -48,6 +48,7 @@ from ragnb.analysis.inputs import load_questions, open_chunks
 from ragnb.analysis.utilization import chunk_utilization, count_distribution, unused_by_page
 from ragnb.store.vectors import fetch_texts
 from ragnb.datasets.corpus import open_corpus
+from ragnb.datasets.demo import simulated_scores
 from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)
@@ -59,8 +60,8 @@ per_chunk, summary = chunk_utilization(chunks.ids, retrieval.ids, chunks.urls, t
 # %%
 report.header("Chunk utilization", {**ctx.header_info(), "questions": f"{len(questions.ids)} from {questions.label}",
                                     "backend": retrieval.backend, "top_k": top_k})
-if corpus == "demo" and questions.source == "log":
-    print("Note: the demo question log has simulated user scores; min_score filters on them.")
+if questions.source == "log" and simulated_scores(ctx.db):  # the stored log is the bundled demo's
+    report.notes(["The bundled demo question log has simulated user scores; min_score filters on them."])
 print(f"{summary['used_chunks']} of {summary['total_chunks']} chunks appear in a top {top_k} at least once: "
       f"utilization_rate = {summary['utilization_rate']:.3f}; {summary['unused_chunks']} are never retrieved. "
       f"Gini of retrieval counts = {summary['gini']:.3f}.")

@@ -33,6 +33,13 @@ _OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 {%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{%- block html_head_css -%}
+<style type="text/css">
+/* printed notes wrap between words (the lab stylesheet breaks them mid-word); wide outputs scroll sideways */
+.jp-OutputArea-output pre{word-break:normal;overflow-wrap:anywhere;white-space:pre-wrap}
+.jp-OutputArea-output{max-width:100%;overflow-x:auto}
+</style>
+{%- endblock html_head_css -%}
 """
 
 
@@ -284,6 +291,22 @@ def summary_html(text: Any) -> str:
     return '<ul class="summary">' + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ul>"
 
 
+def _inputs_section(record: dict) -> str:
+    """What each notebook ran on (:func:`ragnb.runs.summary.run_inputs`): one row per notebook, its own inputs."""
+    from ragnb.runs.summary import block_label, run_inputs
+
+    inputs = record.get("inputs") if isinstance(record.get("inputs"), dict) else run_inputs(record)
+    if not inputs:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(block_label(k))}</td>"
+        + "".join(f"<td>{escape(v.get(f)) if v.get(f) else '—'}</td>"
+                  for f in ("dataset", "corpus", "embedding_model"))
+        + "</tr>" for k, v in inputs.items() if isinstance(v, dict))
+    return ("<h2>Inputs</h2><table><tr><th>notebook</th><th>dataset</th><th>corpus</th><th>embedding model</th></tr>"
+            + rows + "</table>")
+
+
 def _param_value(value: Any) -> str:
     # one readable line per value: lists comma-separated, nested settings as key=value, paths as plain text
     if isinstance(value, (list, tuple)):
@@ -314,10 +337,9 @@ def index_html(run_dir: str | Path, run_record: dict, reports: list[dict]) -> st
     meta = [
         ("run id", rec.get("id")), ("timestamp", rec.get("timestamp")),
         ("git", f"{rec.get('git_branch') or '—'} @ {commit[:12] if commit else '—'}"),
-        ("author", rec.get("run_author")), ("dataset", rec.get("dataset_file")),
-        ("dataset type", rec.get("dataset_type")), ("embedding model", rec.get("embedding_model")),
+        ("author", rec.get("run_author")),
         ("judge model", rec.get("judge_model")), ("generation model", rec.get("generation_model")),
-    ]
+    ]  # datasets, corpora and embedding models are per notebook: the Inputs table
     meta_rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in meta if v)
     params_html = _params_section(rec.get("params") or {})
     return (
@@ -325,7 +347,7 @@ def index_html(run_dir: str | Path, run_record: dict, reports: list[dict]) -> st
         f"<title>ragnb run {escape(rec.get('id'))}</title><style>{_INDEX_CSS}</style></head><body>"
         f"<h1>ragnb run <code>{escape(rec.get('id'))}</code> {_badge(rec.get('overall_status'))}</h1>"
         f'<table class="meta">{meta_rows}</table>'
-        f"<h2>Summary</h2>{summary_html(rec.get('executive_summary'))}"
+        f"<h2>Summary</h2>{summary_html(rec.get('executive_summary'))}{_inputs_section(rec)}"
         f"<h2>Reports</h2>{_report_rows(run_dir, reports)}"
         f"<h2>Key metrics</h2>{_metric_rows(rec)}{_model_run_section(rec)}{params_html}"
         f"<p style=\"color:#57606a;font-size:12px;margin-top:24px\">schema {escape(rec.get('schema_version'))} · "

@@ -99,16 +99,26 @@ def plotly_mimebundle(fig: Any, include_plotlyjs: bool) -> dict[str, Any]:
     }
 
 
+def path_html(path: str | PurePath) -> str:
+    """A written file as a labelled link by its name (reports sit in the same folder as the files a notebook
+    writes), never a bare filesystem path at the end of a report."""
+    name = PurePath(path).name
+    label = "metrics JSON" if name.endswith(".metrics.json") else "file written"
+    return f'<p style="color:#57606a">{label}: <a href="{html.escape(quote(name))}">{html.escape(name)}</a></p>'
+
+
 def _plain_paths() -> None:
     """In a kernel, a path left as a cell's last value (``result.write(...)`` returns one) shows as plain text,
-    not ``PosixPath('…')``."""
+    not ``PosixPath('…')``, and in HTML as a labelled link by its name (:func:`path_html`)."""
     try:
         from IPython import get_ipython
     except ImportError:
         return
     ip = get_ipython()
     if ip is not None and getattr(ip, "display_formatter", None) is not None:
-        ip.display_formatter.formatters["text/plain"].for_type(PurePath, lambda p, printer, cycle: printer.text(str(p)))
+        formatters = ip.display_formatter.formatters
+        formatters["text/plain"].for_type(PurePath, lambda p, printer, cycle: printer.text(str(p)))
+        formatters["text/html"].for_type(PurePath, path_html)
 
 
 def _display(bundle: dict[str, Any]) -> None:
@@ -226,8 +236,10 @@ def table_html(df: pd.DataFrame, max_rows: int = 20, max_chars: int | None = 300
     if empty:
         notes.append("Not shown, no value in any row: " + ", ".join(html.escape(str(c)) for c in empty) + ".")
     note = f"<p><em>{' '.join(notes)}</em></p>" if notes else ""
-    return (_CSS_TABLE + f'<table class="ragnb-table" id="{table_id}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>" + _SORT_JS % json.dumps(table_id) + note)
+    # a table wider than the page scrolls sideways inside its own box instead of being cut at the page's edge
+    return (_CSS_TABLE + '<div class="ragnb-scroll" style="overflow-x:auto;max-width:100%">'
+            f'<table class="ragnb-table" id="{table_id}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>" + _SORT_JS % json.dumps(table_id) + note)
 
 
 def show_table(df: pd.DataFrame, max_rows: int = 20, max_chars: int | None = 300,
@@ -235,6 +247,31 @@ def show_table(df: pd.DataFrame, max_rows: int = 20, max_chars: int | None = 300
     """Display ``df`` as a sortable HTML table with all text escaped (see :func:`table_html`)."""
     _display({"text/html": table_html(df, max_rows, max_chars, full),
               "text/plain": df.head(max_rows).to_string(max_colwidth=80, na_rep="n/a")})
+
+
+def latency_text(mean: Any, p50: Any = None, p95: Any = None, digits: int = 1) -> str:
+    """``mean 12.3 ms, p50 11.0 ms, p95 20.1 ms`` — or ``— (no latency recorded)`` when nothing was timed
+    (:func:`ragnb.metrics.stats.latency_summary` gives NaN then), never ``nan ms``."""
+    def one(v: Any) -> str:
+        return "—" if v is None or pd.isna(v) else f"{float(v):.{digits}f} ms"
+
+    if mean is None or pd.isna(mean):
+        return "— (no latency recorded)"
+    parts = [f"mean {one(mean)}"] + [f"{k} {one(v)}" for k, v in (("p50", p50), ("p95", p95)) if v is not None]
+    return ", ".join(parts)
+
+
+def notes_html(notes: list[str]) -> str:
+    """Notes as an escaped list whose lines wrap to the page (printed text is preformatted and runs off it)."""
+    items = "".join(f"<li>{html.escape(str(n))}</li>" for n in notes)
+    return f'<ul class="ragnb-notes" style="margin:4px 0 8px;padding-left:20px;line-height:1.45">{items}</ul>'
+
+
+def notes(items: list[str]) -> None:
+    """Display ``items`` as the report's notes (see :func:`notes_html`); nothing when there are none."""
+    items = [str(n) for n in items if str(n).strip()]
+    if items:
+        _display({"text/html": notes_html(items), "text/plain": "\n".join(f"Note: {n}" for n in items)})
 
 
 def run_id_of(output_dir: str | Path) -> str | None:

@@ -3,7 +3,8 @@
 A run record follows the ``benchmark_runs.json`` schema 2.0 (see README, Concepts; one JSON object per run in a
 JSON array). ragnb adds a few fields of its own after the schema fields (``reports``, ``failures``,
 ``params``, ``other_metrics``, ``duration_s``, ``ragnb_version``, ``embedding_encoder`` — what made the
-vectors: backend, model, prompts, dimension, fingerprint); readers of schema 2.0 ignore them.
+vectors: backend, model, prompts, dimension, fingerprint —, ``inputs`` — each notebook's own dataset, corpus and
+model, :func:`ragnb.runs.summary.run_inputs`); readers of schema 2.0 ignore them.
 """
 
 from __future__ import annotations
@@ -367,6 +368,9 @@ def build_record(
     }
     record.update({k: v for k, v in extra.items()})
     record["embedding_encoder"] = _encoder_of(record)
+    from ragnb.runs.summary import run_inputs  # summary reads this module's status helpers
+
+    record["inputs"] = run_inputs(record)  # each notebook's own dataset, corpus and model (not the run's first)
     if record["model_runs"] is None:
         record["model_runs"] = []
     record = to_jsonable(record)

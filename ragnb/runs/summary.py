@@ -2,7 +2,8 @@
 
 The summary has at most about eight lines, in this order:
 
-1. status — the overall status and how many graded metrics decided it, which notebooks ran on what;
+1. status — the overall status and how many graded metrics decided it; then "Inputs:", what each notebook ran
+   on — its own dataset, corpus and embedding model from its own metrics JSON (:func:`block_inputs`);
 2. needs attention — one line per tier (at most three) with each metric below its lower threshold (value,
    95% CI, n and the threshold), or graded attention because it does not beat its trivial baselines (and why:
    :func:`ragnb.spec.grade_of`);
@@ -21,6 +22,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ragnb import spec
 from ragnb.runs.record import (RUNS_FILE, fmt_number, format_aggregate, load_runs, metric_value, overall_status,
@@ -30,7 +32,8 @@ MAX_TIER_LINES = 3  # attention lines; further tiers are counted on one more lin
 MAX_LISTED = 3  # metrics named per line
 
 
-def _label(key: str) -> str:
+def block_label(key: str) -> str:
+    """A block key's label: the tier's (``Tier 1 (retrieval)``), or the notebook stem of ``other:<stem>``."""
     return key.split(":", 1)[1] if key.startswith("other:") else spec.label_of(key)
 
 
@@ -62,15 +65,56 @@ def is_metric(name: str, params: Any = None) -> bool:
     return name not in parameter_names() and name not in run_params
 
 
+def _database_name(url: Any) -> str:
+    """``ragnb`` of ``postgresql+psycopg://user:@/ragnb?host=…`` (the display URL has no password)."""
+    path = urlsplit(str(url or "")).path.strip("/")
+    return path or "database"
+
+
+def block_inputs(block: Any) -> dict[str, str]:
+    """What one notebook itself scored and searched, from its own metrics JSON: the dataset (name and items, from
+    its ``provenance``, else the ``dataset_file`` it reported), the corpus (database, chunks, content digest)
+    and its embedding model. Empty for a block without any (a notebook on no data)."""
+    if not isinstance(block, dict):
+        return {}
+    prov = block.get("provenance") if isinstance(block.get("provenance"), dict) else {}
+    out: dict[str, str] = {}
+    datasets = [d for d in prov.get("datasets") or [] if isinstance(d, dict)]
+    if datasets:
+        out["dataset"] = "; ".join(f"{d.get('name')} ({d.get('n_items')} items)" for d in datasets)
+    elif block.get("dataset_file"):
+        out["dataset"] = Path(str(block["dataset_file"])).name
+    corpora = [c for c in prov.get("corpora") or [] if isinstance(c, dict)]
+    if corpora:
+        out["corpus"] = "; ".join(f"{_database_name(c.get('database'))}: {c.get('n_chunks')} chunks"
+                                  + (f" (md5 {str(c['chunks_md5'])[:8]})" if c.get("chunks_md5") else "")
+                                  for c in corpora)
+    model = block.get("embedding_model") or next((c.get("model") for c in corpora if c.get("model")), None)
+    if model:
+        out["embedding_model"] = str(model)
+    return out
+
+
+def run_inputs(record: dict) -> dict[str, dict[str, str]]:
+    """:func:`block_inputs` of every block of the run, by block key (the record's ``inputs``)."""
+    return {k: inputs for k, b in status_blocks(record).items() if (inputs := block_inputs(b))}
+
+
+def _inputs_line(record: dict) -> str | None:
+    """"Inputs: …" — each notebook's own dataset, corpus and model; notebooks with the same inputs share a part."""
+    groups: dict[str, list[str]] = {}
+    for key, inputs in run_inputs(record).items():
+        text = ", ".join(f"{'model' if k == 'embedding_model' else k} {v}" for k, v in inputs.items())
+        groups.setdefault(text, []).append(block_label(key))
+    if not groups:
+        return None
+    return "Inputs: " + " | ".join(f"{', '.join(labels)} — {text}" for text, labels in groups.items()) + "."
+
+
 def _status_line(record: dict, blocks: dict, graded: list, attention: list) -> str:
     failures = record.get("failures") or []
     status = "failed" if failures else str(record.get("overall_status") or overall_status(blocks))
     n_blocks = sum(isinstance(b, dict) for b in blocks.values())
-    dataset = ""
-    if record.get("dataset_file"):
-        kind = f" ({record['dataset_type']})" if record.get("dataset_type") else ""
-        dataset = f" on {record['dataset_file']}{kind}"
-    model = f", embedding model {record['embedding_model']}" if record.get("embedding_model") else ""
     if failures:
         why = f"{len(failures)} notebook{'s' if len(failures) != 1 else ''} failed ({', '.join(map(str, failures))})"
     elif attention:
@@ -83,7 +127,8 @@ def _status_line(record: dict, blocks: dict, graded: list, attention: list) -> s
         why = f"every graded metric ({len(graded)}) is good or excellent"
     else:
         why = "no metric with a threshold could be graded"
-    return f"Status: {status.upper()} — {why}; {n_blocks} notebook{'s' if n_blocks != 1 else ''} reported metrics{dataset}{model}."
+    # what each notebook ran on is the Inputs line: one dataset or model named here would be wrong for the others
+    return f"Status: {status.upper()} — {why}; {n_blocks} notebook{'s' if n_blocks != 1 else ''} reported metrics."
 
 
 def _attention_lines(attention: list, blocks: dict) -> list[str]:
@@ -94,11 +139,11 @@ def _attention_lines(attention: list, blocks: dict) -> list[str]:
     for key, items in list(by_tier.items())[:MAX_TIER_LINES]:
         parts = [attention_text(name, value, key, blocks[key]) for name, value in items[:MAX_LISTED]]
         more = f"; {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else ""
-        lines.append(f"Needs attention — {_label(key)}: {'; '.join(parts)}{more}.")
+        lines.append(f"Needs attention — {block_label(key)}: {'; '.join(parts)}{more}.")
     rest = list(by_tier)[MAX_TIER_LINES:]
     if rest:
         n = sum(len(by_tier[k]) for k in rest)
-        lines.append(f"Needs attention also: {n} metrics in {', '.join(_label(k) for k in rest)} (see Key metrics).")
+        lines.append(f"Needs attention also: {n} metrics in {', '.join(block_label(k) for k in rest)} (see Key metrics).")
     return lines
 
 
@@ -132,7 +177,7 @@ def _listed(pairs: list[tuple[str, str]]) -> str:
     by_block: dict[str, list[str]] = {}
     for key, name in pairs:
         by_block.setdefault(key, []).append(name)
-    return "; ".join(f"{_label(k)}: {', '.join(names[:MAX_LISTED])}"
+    return "; ".join(f"{block_label(k)}: {', '.join(names[:MAX_LISTED])}"
                      + (f" and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else "")
                      for k, names in by_block.items())
 
@@ -151,7 +196,7 @@ def _not_computed_line(record: dict, blocks: dict) -> str | None:
     undefined = _undefined(blocks)
     if undefined:
         parts.append(f"undefined (no valid item) — {_listed(undefined)}")
-    offline = [_label(k) for k, b in blocks.items() if spec.is_offline(b)]
+    offline = [block_label(k) for k, b in blocks.items() if spec.is_offline(b)]
     if offline:
         from ragnb.metrics.fallback import OFFLINE_LABEL
 
@@ -165,7 +210,11 @@ def summary_lines(record: dict, change: str | None = None) -> list[str]:
     blocks = status_blocks(record)
     graded = tier_statuses(blocks)
     attention = [(k, n, v) for k, n, v, s in graded if s == "attention"]
-    lines = [_status_line(record, blocks, graded, attention), *_attention_lines(attention, blocks)]
+    lines = [_status_line(record, blocks, graded, attention)]
+    inputs = _inputs_line(record)
+    if inputs:
+        lines.append(inputs)
+    lines += _attention_lines(attention, blocks)
     if change:
         lines.append(change)
     not_computed = _not_computed_line(record, blocks)
@@ -175,7 +224,7 @@ def summary_lines(record: dict, change: str | None = None) -> list[str]:
 
 
 def _named(rows: Any, limit: int = MAX_LISTED) -> str:
-    items = [f"{r['metric']} {fmt_number(r['mean_a'])} → {fmt_number(r['mean_b'])} ({_label(r['tier_key'])})"
+    items = [f"{r['metric']} {fmt_number(r['mean_a'])} → {fmt_number(r['mean_b'])} ({block_label(r['tier_key'])})"
              for _, r in rows.head(limit).iterrows()]
     return ", ".join(items) + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 

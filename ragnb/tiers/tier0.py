@@ -47,7 +47,7 @@ def run_tier0(
     """Geometry metrics on (a deterministic sample of) the stored vectors.
 
     With ``texts`` and ``encoder`` it also reports how many texts exceed the model's input limit and were
-    silently truncated when embedded (all-MiniLM-L6-v2 reads at most 256 tokens).
+    silently truncated when embedded (the model's own limit: :func:`input_limit_text`).
     """
     if len(ids) != len(vectors):
         raise ValueError(f"{len(ids)} ids but {len(vectors)} vectors")
@@ -68,3 +68,27 @@ def run_tier0(
     meta = {"embedding_model": encoder.name, **encoder_meta(encoder)} if encoder is not None else {}
     return Tier0Result(per_item, summary, None, lead={"tier": "tier_0"}, meta=meta,
                        explained_variance=cumulative_variance(sample))
+
+
+def input_limit_text(encoder: Encoder) -> str:
+    """What ``encoder`` does with long text, said of the model actually used: its own token limit, reading long
+    texts whole (windowed), or a limit ragnb cannot know (an endpoint that does not declare one)."""
+    limit = getattr(encoder, "max_input_tokens", None)
+    if limit:
+        return f"{encoder.name} reads at most {limit} tokens: the rest of a longer text is cut before embedding."
+    if getattr(encoder, "reads_whole_text", False):
+        return f"{encoder.name} has no input limit: it reads long texts whole (in windows), so nothing is cut."
+    return (f"{encoder.name}: input limit unknown (its {getattr(encoder, 'backend', 'embedding')} backend does not "
+            "declare one), so the share of cut texts cannot be measured.")
+
+
+def truncation_note(encoder: Encoder, truncation: dict | None) -> str:
+    """:func:`input_limit_text` plus, when counted (:func:`ragnb.metrics.embedding.truncation_stats`), how many
+    chunks exceed the limit and their mean length."""
+    text = input_limit_text(encoder)
+    if not truncation:
+        return text
+    if not truncation.get("n"):
+        return f"{text} No chunk to count."
+    return (f"{text} {truncation['n_truncated']} of {truncation['n']} chunks exceed it "
+            f"({truncation['share_truncated']:.0%}); mean length {truncation['mean_tokens']:.0f} tokens.")
