@@ -282,7 +282,7 @@ def check_fingerprint(loc: ModelVectors, encoder: Encoder) -> None:
         return
     active = settings_of(encoder.describe()) if hasattr(encoder, "describe") else {}
     diff = settings_diff(loc.settings, active) if loc.settings is not None else []
-    fix = (f"Re-embed that model with `ragnb embed --model {loc.model} --replace` (and the settings you want), or "
+    fix = (f"Re-embed that model with `ragnb embed --model {command_name(loc)} --replace` (and the settings you want), or "
            "use the settings that made the stored vectors")
     if diff:
         flags = " ".join(f"--{k.replace('_', '-')} {_flag_value(k, loc.settings[k])}" for k in SETTING_KEYS
@@ -295,6 +295,13 @@ def check_fingerprint(loc: ModelVectors, encoder: Encoder) -> None:
         f"{loc.where} holds vectors of model {loc.model!r} made with fingerprint {loc.fingerprint!r}; the active "
         f"encoder of that name has fingerprint {fp!r} (other prompts, input_type, dimensions or model files). "
         f"{fix}.")
+
+
+def command_name(loc: ModelVectors) -> str:
+    """The name a command gives a stored model: an endpoint model's recorded id with its ``endpoint:`` prefix."""
+    from ragnb.config import ENDPOINT_MODEL_PREFIX
+
+    return f"{ENDPOINT_MODEL_PREFIX}{loc.model}" if loc.backend == "openai-compatible" else str(loc.model)
 
 
 def _flag_value(key: str, value: Any) -> str:
