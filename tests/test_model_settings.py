@@ -254,3 +254,45 @@ def test_unknown_and_absent_input_limits_are_told_apart(embeddings_server, encod
     assert "input limit unknown" in encoder_text(unknown.describe())
     assert "input_type 'query' / 'document'" in encoder_text(
         EndpointEncoder("emb-small", input_type=True, settings=settings).describe())
+
+
+def test_the_default_model_is_the_first_embedded_until_chosen(wiki, embeddings_server):
+    from ragnb.datasets.sessions import read_sessions
+    from ragnb.rag.embeddings import get_encoder
+    from ragnb.store.engine import connect
+    from ragnb.store.vectors import fetch_vectors
+
+    assert wiki("embed", "--questions", "--model", "endpoint:emb-small", "--query-prompt", "query: ").exit_code == 0
+    assert wiki("embed", "--questions", "--model", "endpoint:emb-large").exit_code == 0
+    defaults = {m["model"]: m["default"] for m in json.loads(wiki("db", "status").stdout)["questions"]["models"]}
+    assert defaults == {"emb-small": True, "emb-large": False}  # the first model embedded
+    db = connect()
+    asked = [q["question"] for q in QUESTIONS]
+    ids, _, vectors = fetch_vectors(db, "questions")  # naming no model: the default's
+    np.testing.assert_array_equal(vectors, np.stack([expected_vector("query: " + asked[int(i[1]) - 1], 8) for i in ids]))
+    # Tier UX's sessions read the encoder's own vectors, whichever model is the default
+    log = read_sessions(db, encoder=get_encoder("endpoint:emb-large"), model="emb-large")
+    assert log.notes == [] and list(log.turns.index) == ["q1", "q2", "q3"]
+    np.testing.assert_array_equal(log.vectors, np.stack([expected_vector(q, 16) for q in asked]))
+
+    sent = len(embeddings_server.embedding_requests)
+    res = wiki("embed", "--questions", "--model", "endpoint:emb-large", "--default")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert (out["processed"], out["skipped"], out["storage"], out["previous_default"]) == (0, 3, "column", "emb-small")
+    assert len(embeddings_server.embedding_requests) == sent  # nothing re-embedded: the vectors moved
+    models = {m["model"]: m for m in json.loads(wiki("db", "status").stdout)["questions"]["models"]}
+    assert {m: (v["default"], v["dim"], v["embedded"]) for m, v in models.items()} == {
+        "emb-large": (True, 16, 3), "emb-small": (False, 8, 3)}
+    assert models["emb-small"]["settings"]["query_prompt"] == "query: "  # its settings moved with it
+    ids, _, vectors = fetch_vectors(db, "questions")
+    np.testing.assert_array_equal(vectors, np.stack([expected_vector(q, 16) for q in asked]))
+    ids, _, vectors = fetch_vectors(db, "questions", model="emb-small")
+    np.testing.assert_array_equal(vectors, np.stack([expected_vector("query: " + q, 8) for q in asked]))
+    # and back: the previous default's vectors return to the column, still checked against their settings
+    assert json.loads(wiki("embed", "--questions", "--model", "endpoint:emb-small", "--query-prompt", "query: ",
+                           "--default").stdout)["previous_default"] == "emb-large"
+    res = wiki("embed", "--questions", "--model", "endpoint:emb-small")  # other settings than the stored ones
+    assert res.exit_code == 2 and "(query prompt 'query: ' → none)" in res.stderr
+    res = wiki("embed", "--chunks", "--model", "endpoint:emb-large", "--default")
+    assert res.exit_code == 0 and json.loads(res.stdout)["previous_default"] is None  # an empty column: the first

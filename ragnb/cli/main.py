@@ -264,6 +264,9 @@ def embed(
     document_prompt: Optional[str] = _DOCUMENT_PROMPT,
     input_type: Optional[str] = _INPUT_TYPE,
     dimensions: Optional[int] = _DIMENSIONS,
+    default: bool = typer.Option(False, "--default", help="Make this model the tables' default (their own "
+                                 "embedding column, read by whatever names no model); the previous default's vectors "
+                                 "move beside it. Default: the first model embedded into a table."),
     write: bool = _WRITE,
 ) -> None:
     """Embed rows that have no vector of the model yet; another model's vectors are added beside the existing ones,
@@ -282,7 +285,13 @@ def embed(
         encoder = get_encoder(model, **settings)
         for which, wanted in (("chunks", chunks), ("questions", questions)):
             if wanted:
-                _print_json(embed_table(db, which, encoder, batch_size=batch_size, replace=replace).as_dict())
+                stats = embed_table(db, which, encoder, batch_size=batch_size, replace=replace).as_dict()
+                if default:
+                    from ragnb.store.default_model import make_default
+
+                    stats = {**stats, "storage": "column",
+                             "previous_default": make_default(db, which, encoder.name)["previous"]}
+                _print_json(stats)
     except ValueError as exc:
         _fail(exc)
 

@@ -190,8 +190,14 @@ def _record_space(db: Database, t: Tables, table: sa.Table, encoder: Encoder, co
     """Record the column's model (name, dim, backend, fingerprint) in ``ragnb_embedding_space``."""
     from sqlalchemy.dialects.postgresql import insert
 
-    values = {"model": encoder.name, "dim": encoder.dim, "backend": backend(encoder), "fingerprint": fingerprint(encoder),
-              "settings": settings_json(encoder)}
+    record_space(db, t, table, {"model": encoder.name, "dim": encoder.dim, "backend": backend(encoder),
+                                "fingerprint": fingerprint(encoder), "settings": settings_json(encoder)}, conn)
+
+
+def record_space(db: Database, t: Tables, table: sa.Table, values: dict, conn: sa.Connection | None = None) -> None:
+    """Record ``values`` (model, dim, backend, fingerprint, settings JSON) as the column's model."""
+    from sqlalchemy.dialects.postgresql import insert
+
     stmt = insert(t.meta).values(table_name=_qualified(table), **values)
     stmt = stmt.on_conflict_do_update(index_elements=[t.meta.c.table_name], set_={**values, "updated_at": sa.func.now()})
     with _transaction(db, conn) as conn:
