@@ -169,6 +169,8 @@ def test_model_options_are_checked_where_they_are_given(monkeypatch):
         parse_model_options('{"endpoint:x" {}}', "p")
     with pytest.raises(ValueError, match=r"p: model 'endpoint:x' has unknown setting\(s\) \['query'\]; allowed"):
         parse_model_options({"endpoint:x": {"query": "q: "}}, "p")
+    with pytest.raises(ValueError, match=r"^p: model 'endpoint:x' has query_prompt=1, dimensions='4'; a prompt is text"):
+        parse_model_options({"endpoint:x": {"query_prompt": 1, "dimensions": "4"}}, "p")
     with pytest.raises(ValueError, match="names model 'e5' twice"):
         parse_model_options({"multilingual-e5-small": {}, "e5": {}}, "p")
     with pytest.raises(ValueError, match=r"input_type must be true.*got 'query'"):

@@ -105,6 +105,13 @@ def parse_model_options(raw: Any, where: str) -> dict[str, dict]:
         if unknown:
             raise ValueError(f"{where}: model {name!r} has unknown setting(s) {unknown}; "
                              f"allowed: {list(MODEL_OPTION_KEYS)}")
+        bad = [k for k in ("query_prompt", "document_prompt") if k in opts and not isinstance(opts[k], str)]
+        dims = opts.get("dimensions")
+        if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
+            bad.append("dimensions")
+        if bad:
+            raise ValueError(f"{where}: model {name!r} has {', '.join(f'{k}={opts[k]!r}' for k in bad)}; a prompt "
+                             "is text (\"\" = none), dimensions a positive whole number")
         key = canonical_model_name(str(name))
         if key in out:
             raise ValueError(f"{where} names model {name!r} twice (as another spelling of {key!r}); keep one entry")
