@@ -251,6 +251,13 @@ def test_unknown_and_absent_input_limits_are_told_apart(embeddings_server, encod
     vectors = np.stack([expected_vector(f"t{i}", 8) for i in range(6)])
     result = run_tier0([f"c{i}" for i in range(6)], vectors, [f"t{i}" for i in range(6)], declared, k=2)
     assert "truncation" not in result.summary and "tokens" not in result.per_item
+    # the chunking analysis likewise: nothing counted for the endpoint, MiniLM's tokens counted
+    from ragnb.analysis.chunk_build import _truncation
+    from ragnb.analysis.chunk_corpus import Chunk
+
+    chunk = Chunk("vpn#0", "https://wiki/vpn", texts[0], 0, len(texts[0]))
+    assert _truncation(declared, [chunk]) is None and _truncation(unknown, [chunk]) is None
+    assert _truncation(encoder, [chunk])["n_truncated"] == 0
     from ragnb.datasets.corpus import encoder_text
 
     assert "input limit unknown" in encoder_text(unknown.describe())
