@@ -305,3 +305,31 @@ def test_the_default_model_is_the_first_embedded_until_chosen(wiki, embeddings_s
     assert res.exit_code == 2 and "(query prompt 'query: ' → none)" in res.stderr
     res = wiki("embed", "--chunks", "--model", "endpoint:emb-large", "--default")
     assert res.exit_code == 0 and json.loads(res.stdout)["previous_default"] is None  # an empty column: the first
+
+
+def test_a_database_from_before_settings_were_recorded_keeps_working(wiki, embeddings_server):
+    import sqlalchemy as sa
+
+    from ragnb.datasets.corpus import open_corpora
+    from ragnb.store.engine import connect
+
+    assert wiki("embed", "--chunks", "--model", "endpoint:emb-small").exit_code == 0
+    assert wiki("embed", "--chunks", "--model", "endpoint:emb-large").exit_code == 0
+    db = connect()
+    with db.engine.begin() as conn:  # as an older ragnb left them
+        conn.execute(sa.text("ALTER TABLE ragnb_embedding_model DROP COLUMN settings"))
+        conn.execute(sa.text("ALTER TABLE ragnb_embedding_space DROP COLUMN settings"))
+    db.dispose()
+    models = json.loads(wiki("db", "status").stdout)["chunks"]["models"]
+    assert [(m["model"], m["settings"]) for m in models] == [("emb-small", None), ("emb-large", None)]
+    # nothing recorded to compare with: the fingerprint still refuses other settings, without a list of them
+    with pytest.raises(ValueError, match=r"made with fingerprint '[0-9a-f]{64}'; the active encoder of that name "
+                                         r"has fingerprint '[0-9a-f]{64}' \(other prompts, input_type"):
+        open_corpora("db", embedding_model="endpoint:emb-large",
+                     embedding_model_options={"endpoint:emb-large": {"query_prompt": "q: "}})
+    assert open_corpora("db", embedding_model="endpoint:emb-large")[0].model == "emb-large"
+    # the next embedding adds the column back and records the settings
+    assert wiki("embed", "--chunks", "--model", "endpoint:emb-large").exit_code == 0
+    models = {m["model"]: m for m in json.loads(wiki("db", "status").stdout)["chunks"]["models"]}
+    assert models["emb-large"]["settings"] == {"query_prompt": None, "document_prompt": None, "input_type": None,
+                                               "dimensions": None}
