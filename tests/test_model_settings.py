@@ -333,3 +333,39 @@ def test_a_database_from_before_settings_were_recorded_keeps_working(wiki, embed
     models = {m["model"]: m for m in json.loads(wiki("db", "status").stdout)["chunks"]["models"]}
     assert models["emb-large"]["settings"] == {"query_prompt": None, "document_prompt": None, "input_type": None,
                                                "dimensions": None}
+
+
+@pytest.mark.slow
+def test_tier1_report_compares_endpoint_models_with_their_settings(wiki, embeddings_server, tmp_path):
+    """The notebook end to end on a team's database: settings from the parameter, sent to the server, shown in the
+    report's side-by-side table and kept in the metrics JSON."""
+    from ragnb.runs.runner import run_notebooks
+
+    assert wiki("embed", "--chunks", "--model", "endpoint:emb-small", "--query-prompt", "query: ",
+                "--document-prompt", "passage: ", "--input-type", "search_query,search_document").exit_code == 0
+    assert wiki("embed", "--chunks", "--model", "endpoint:emb-large").exit_code == 0
+    dataset = tmp_path / "ds.json"
+    dataset.write_text(json.dumps({"name": "wiki", "type": "manual", "items": [
+        {"id": q["id"], "question": q["question"],
+         "relevant_chunk_ids": [c["id"] for c in CHUNKS if c["url"] == q["url"]]} for q in QUESTIONS]},
+        ensure_ascii=False), encoding="utf-8")
+    sent = len(embeddings_server.embedding_requests)
+    result = run_notebooks(["tier1"], {
+        "corpus": "db", "dataset_path": str(dataset), "backend": "memory", "latency_sample": 0, "n_boot": 50,
+        "embedding_models": "endpoint:emb-small,endpoint:emb-large",
+        "embedding_model_options": json.dumps({"endpoint:emb-small": E5_LIKE})}, outputs=tmp_path / "out")
+    assert result.failures == []
+    queries = [(texts, kind) for texts, kind in _sent(embeddings_server, sent)]
+    asked = {q["question"] for q in QUESTIONS}
+    assert {(t, kind) for texts, kind in queries for t in texts if t.removeprefix("query: ") in asked} == {
+        *(("query: " + q, "search_query") for q in asked), *((q, None) for q in asked)}
+    metrics = json.loads((result.run_dir / "tier1_retrieval.metrics.json").read_text(encoding="utf-8"))
+    small, large = metrics["models"]["emb-small"], metrics["models"]["emb-large"]
+    assert small["encoder"]["query_prompt"] == "query: " and large["encoder"]["query_prompt"] is None
+    assert small["truncation"]["share_truncated"] is None and large["truncation"]["limit"] is None
+    html = (result.run_dir / "tier1_retrieval.html").read_text(encoding="utf-8")
+    for shown in ("<th>query prompt</th><th>document prompt</th><th>input type</th><th>dimensions</th><th>dim</th>"
+                  "<th>max input tokens</th><th>truncated</th>", "<td>'search_query' / 'search_document'</td>",
+                  "<td>not sent</td>", "<td>unknown</td><td>unknown</td>"):
+        assert shown in html, shown
+    assert "truncated 0%" not in html
