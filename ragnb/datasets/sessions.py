@@ -131,8 +131,8 @@ def read_sessions(db: Database, max_sessions: int = 0, encoder: Encoder | None =
     (rows without a timestamp come last in their session), sessions ordered by their first turn.
 
     ``max_sessions`` > 0 keeps the first N sessions in that order. Vectors are model ``model``'s (default: the
-    table's own ``embedding`` column, its default model); rows without one are embedded in memory with ``encoder`` (nothing is written,
-    and a note says how many), or raise ``ValueError`` when no encoder is given.
+    table's own ``embedding`` column, its default model); rows without one are embedded in memory with
+    ``encoder`` (nothing is written, and a note says how many), or raise ``ValueError`` when no encoder is given.
     """
     if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 0:
         raise ValueError(f"max_sessions = {max_sessions!r}; use 0 for all sessions or a positive number")

@@ -282,8 +282,8 @@ def check_fingerprint(loc: ModelVectors, encoder: Encoder) -> None:
         return
     active = settings_of(encoder.describe()) if hasattr(encoder, "describe") else {}
     diff = settings_diff(loc.settings, active) if loc.settings is not None else []
-    fix = (f"Re-embed that model with `ragnb embed --model {command_name(loc)} --replace` (and the settings you want), or "
-           "use the settings that made the stored vectors")
+    fix = (f"Re-embed that model with `ragnb embed --model {command_name(loc)} --replace` (and the settings you "
+           "want), or use the settings that made the stored vectors")
     if diff:
         flags = " ".join(f"--{k.replace('_', '-')} {_flag_value(k, loc.settings[k])}" for k in SETTING_KEYS
                          if loc.settings.get(k) not in (None, ""))
