@@ -247,8 +247,10 @@ def test_resolution_errors_name_the_model_and_the_fix(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="not a sentence-transformers model directory"):
         make_encoder(str(tmp_path / "empty"))
-    with pytest.raises(ValueError, match=r"unknown option\(s\) \['dimensions'\]"):
+    with pytest.raises(ValueError, match=r"\['dimensions'\] only applies to an endpoint model"):
         make_encoder("all-MiniLM-L6-v2", dimensions=128)
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['dimension'\]"):
+        make_encoder("all-MiniLM-L6-v2", dimension=128)
     with pytest.raises(ValueError, match="dim=8 contradicts dimensions=4"):
         EndpointEncoder("emb-small", dimensions=4, dim=8, settings=LLMSettings(base_url="http://127.0.0.1:9/v1"))
     assert get_encoder("default") is get_encoder("default")  # one per name and options per process

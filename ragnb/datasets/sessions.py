@@ -33,7 +33,7 @@ from ragnb.rag.embeddings import Encoder, get_encoder
 from ragnb.store.engine import Database, connect
 from ragnb.store.loaders import insert_rows
 from ragnb.store.schema import table_exists, tables
-from ragnb.store.vectors import embed_table, fetch_vectors_by_id
+from ragnb.store.vectors import embed_table, fetch_vectors, fetch_vectors_by_id
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 DEMO_SESSIONS_DATABASE = "ragnb_demo_sessions"
@@ -125,13 +125,14 @@ class SessionLog:
         return out
 
 
-def read_sessions(db: Database, max_sessions: int = 0, encoder: Encoder | None = None) -> SessionLog:
+def read_sessions(db: Database, max_sessions: int = 0, encoder: Encoder | None = None,
+                  model: str | None = None) -> SessionLog:
     """Logged questions with a session id, as sessions: turns ordered by ``created_at`` then ``id``
     (rows without a timestamp come last in their session), sessions ordered by their first turn.
 
-    ``max_sessions`` > 0 keeps the first N sessions in that order. Vectors come from the table's
-    ``embedding`` column; rows without one are embedded in memory with ``encoder`` (nothing is written,
-    and a note says how many), or raise ``ValueError`` when no encoder is given.
+    ``max_sessions`` > 0 keeps the first N sessions in that order. Vectors are model ``model``'s (default: the
+    table's own ``embedding`` column, its default model); rows without one are embedded in memory with
+    ``encoder`` (nothing is written, and a note says how many), or raise ``ValueError`` when no encoder is given.
     """
     if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 0:
         raise ValueError(f"max_sessions = {max_sessions!r}; use 0 for all sessions or a positive number")
@@ -160,15 +161,19 @@ def read_sessions(db: Database, max_sessions: int = 0, encoder: Encoder | None =
                          f"analyse; load a question log with a session_id column (and created_at for the order)")
     turns = turns.set_index("id", drop=False)
     turns.insert(2, "turn", turns.groupby("session_id", sort=False).cumcount())
+    if model is not None:  # this model's vectors, wherever stored (the column, or its vector table)
+        embedded = set(fetch_vectors(db, "questions", model=model)[0])
+        turns["has_vector"] = turns.index.isin(list(embedded))
     notes: list[str] = []
     if turns["created_at"].isna().any():
         notes.append(f"{int(turns['created_at'].isna().sum())} turn(s) have no created_at: ordered by id after the "
                      "timestamped turns of their session")
-    vectors = _turn_vectors(db, turns, encoder, notes)
+    vectors = _turn_vectors(db, turns, encoder, notes, model)
     return SessionLog(turns.drop(columns="has_vector"), vectors, notes)
 
 
-def _turn_vectors(db: Database, turns: pd.DataFrame, encoder: Encoder | None, notes: list[str]) -> np.ndarray:
+def _turn_vectors(db: Database, turns: pd.DataFrame, encoder: Encoder | None, notes: list[str],
+                  model: str | None = None) -> np.ndarray:
     stored = turns.index[turns["has_vector"]].tolist()
     missing = turns.index[~turns["has_vector"]].tolist()
     if missing and encoder is None:
@@ -176,7 +181,7 @@ def _turn_vectors(db: Database, turns: pd.DataFrame, encoder: Encoder | None, no
                          "`ragnb embed --questions` or pass an encoder to embed them in memory")
     parts: dict[str, np.ndarray] = {}
     if stored:
-        parts.update(zip(stored, fetch_vectors_by_id(db, "questions", stored)))
+        parts.update(zip(stored, fetch_vectors_by_id(db, "questions", stored, model=model)))
     if missing:
         texts = turns.loc[missing, "question"].fillna("").astype(str).tolist()
         empty = [i for i, txt in zip(missing, texts) if not txt.strip()]

@@ -35,6 +35,7 @@ backend: str = "memory"  # "memory" (exact, in-process) or "pgvector" (search in
 index_mode: str = "auto"  # pgvector only: "auto", "exact" or "hnsw"
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 embedding_models: str = ""  # comma-separated models compared side by side (first: primary); "": embedding_model only
+embedding_model_options: str = ""  # JSON per model, e.g. {"endpoint:e5": {"query_prompt": "query: ", "document_prompt": "passage: ", "input_type": "query,document", "dimensions": 384}}; "": RAGNB_EMBEDDING_MODEL_OPTIONS
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 worst_n: int = 15  # questions listed in the tables of missed and excluded questions
 output_dir: str = ""  # folder for the metrics JSON and the per-question table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
@@ -54,7 +55,7 @@ from ragnb.store.vectors import fetch_texts
 from ragnb.tiers.model_comparison import models_table, run_models, verdict_table
 from ragnb.tiers.real_users import COMPARED, EVALUATED, by_score_table, metrics_table, run_real_users
 
-corpora = open_corpora(corpus, language, embedding_model, embedding_models)
+corpora = open_corpora(corpus, language, embedding_model, embedding_models, embedding_model_options)
 ctx = corpora[0]  # the primary model: its metrics are the report's headline
 not_embedded = count_unembedded(ctx, min_score)
 simulated = simulated_scores(ctx.db)  # the stored log is the bundled demo's (its rows say so, not a parameter)

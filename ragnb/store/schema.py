@@ -64,6 +64,7 @@ def meta_table(metadata: sa.MetaData | None = None) -> sa.Table:
         sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.func.now()),
         sa.Column("backend", sa.Text),  # added with several models per table; older databases gain them on write
         sa.Column("fingerprint", sa.Text),
+        sa.Column("settings", sa.Text),  # JSON: the query/document settings (prompts, input_type, dimensions)
     )
 
 
@@ -98,7 +99,7 @@ def ensure_schema(db: Database) -> Tables:
         t.chunk.metadata.create_all(conn, checkfirst=True)
         meta = db.engine.dialect.identifier_preparer.format_table(t.meta)
         conn.execute(sa.text(f"ALTER TABLE {meta} ADD COLUMN IF NOT EXISTS backend text, "
-                             "ADD COLUMN IF NOT EXISTS fingerprint text"))
+                             "ADD COLUMN IF NOT EXISTS fingerprint text, ADD COLUMN IF NOT EXISTS settings text"))
     return t
 
 

