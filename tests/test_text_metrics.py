@@ -134,6 +134,17 @@ def test_bleu_cyrillic_and_edge_cases():
         tm.bleu(None, "x")
 
 
+def test_corpus_bleu_with_no_reference_at_all_is_nan_in_a_fresh_scorer():
+    """A dataset whose items have no reference answer (from-real-questions on a log without answers): NaN and
+    counted, even before any corpus was scored (sacrebleu's signature needs one; the scorer is cached)."""
+    tm._bleu.cache_clear()
+    out = tm.corpus_bleu(["a b c", "d e"], ["", " "])
+    assert math.isnan(out["score"]) and (out["n"], out["n_used"], out["n_blank_reference"]) == (2, 0, 2)
+    assert out["signature"] is None
+    frame, summary = tm.text_metrics(["a b c", "d e"], ["", ""], semantic=False)
+    assert math.isnan(summary["corpus_bleu"]["score"]) and frame["bleu"].isna().all()
+
+
 def test_corpus_bleu_equals_sacrebleu_and_differs_from_mean_sentence_bleu():
     preds = [p for p, _ in EN_PAIRS]
     refs = [r for _, r in EN_PAIRS]

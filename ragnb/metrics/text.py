@@ -191,12 +191,14 @@ def corpus_bleu(predictions: Sequence[str], references: Sequence[str], *, lowerc
     """Corpus BLEU with its counts (the score is :func:`corpus_bleu_score`'s).
 
     Returns ``{score, n, n_used, n_blank_reference, signature}`` (signature = sacrebleu's, for
-    reproducibility); pairs with a blank reference are left out and counted.
+    reproducibility; None with no usable pair); pairs with a blank reference are left out and counted.
     """
     p, r = _check_pairs(predictions, references)
     keep = [i for i, ref in enumerate(r) if ref.strip()]
     scorer = _bleu(False, bool(lowercase), tokenize)
-    score = float(scorer.corpus_score([p[i] for i in keep], [[r[i] for i in keep]]).score) if keep else math.nan
+    if not keep:  # sacrebleu's signature needs a scored corpus: with no usable pair there is neither
+        return {"score": math.nan, "n": len(p), "n_used": 0, "n_blank_reference": len(p), "signature": None}
+    score = float(scorer.corpus_score([p[i] for i in keep], [[r[i] for i in keep]]).score)
     return {"score": score, "n": len(p), "n_used": len(keep), "n_blank_reference": len(p) - len(keep),
             "signature": str(scorer.get_signature())}
 
