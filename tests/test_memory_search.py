@@ -1,8 +1,8 @@
 """The in-memory exact search with bounded memory returns exactly what the earlier implementation returned.
 
-``OldMemoryRetriever`` (tests/memory_search_reference.py) is the previous implementation, kept as the reference. Its only arbitrary choice — which
-of several chunks tied at the k-th score enters the top k — is what the documented rule (ties go to the lower id)
-now decides; ``_spec`` is that rule computed by a full sort.
+``OldMemoryRetriever`` (tests/memory_search_reference.py) is the previous implementation, kept as the reference.
+Its only arbitrary choice — which of several chunks tied at the k-th score enters the top k — is what the
+documented rule (ties go to the lower id) now decides; ``_spec`` is that rule computed by a full sort.
 """
 
 from __future__ import annotations
@@ -108,3 +108,29 @@ def test_non_finite_vectors_are_named():
     mem = MemoryRetriever(["a", "b"], np.ones((2, 4), dtype=np.float32))
     with pytest.raises(ValueError, match="a query vector holds NaN or infinity"):
         mem.search(np.array([[1, np.inf, 0, 0]], dtype=np.float32), 1)
+
+
+def test_traced_allocations_stay_within_the_budget():
+    """numpy reports its buffers to tracemalloc: the constructor allocates no second matrix (only its norm slices
+    of at most 32 MiB), and a search no more than the budget plus one row's partition indices."""
+    import tracemalloc
+
+    n, dim, budget_mb = 60_000, 160, 2
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((n, dim), dtype=np.float32)  # 38.4 MB
+    ids = [f"c{i:06d}" for i in rng.permutation(n)]
+    queries = vecs[:40] + 0.1
+    tracemalloc.start()
+    try:
+        mem = MemoryRetriever(ids, vecs, memory_mb=budget_mb)
+        build_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        res = mem.search(queries, 10)
+        search_peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert mem.batch_rows() == 8  # 2 MiB / (60,000 × 4 bytes)
+    assert build_peak < (32 << 20) + (2 << 20) < vecs.nbytes
+    assert search_peak < (budget_mb << 20) + 2 * 8 * n + (256 << 10)
+    assert [row[0] for row in res.ids] == [ids[i] for i in range(40)]  # each query's own chunk comes first
