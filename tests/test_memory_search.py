@@ -134,3 +134,12 @@ def test_traced_allocations_stay_within_the_budget():
     assert build_peak < (32 << 20) + (2 << 20) < vecs.nbytes
     assert search_peak < (budget_mb << 20) + 2 * 8 * n + (256 << 10)
     assert [row[0] for row in res.ids] == [ids[i] for i in range(40)]  # each query's own chunk comes first
+
+
+def test_a_refused_matrix_is_left_as_it_was():
+    vecs = np.arange(1, 13, dtype=np.float32).reshape(4, 3)
+    vecs[3, 0] = np.inf
+    before = vecs.copy()
+    with pytest.raises(ValueError, match=r"chunk 'd' holds NaN or infinity"):
+        MemoryRetriever(["a", "b", "c", "d"], vecs)
+    np.testing.assert_array_equal(vecs, before)

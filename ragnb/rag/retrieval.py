@@ -64,16 +64,19 @@ def _check_queries(queries: np.ndarray, dim: int, k: int) -> np.ndarray:
 
 def _normalise_rows_in_place(m: np.ndarray, ids: np.ndarray) -> None:
     """Divide each row of the float32 matrix ``m`` by its norm (a zero row stays zero), a slice at a time so the
-    norm's squares never cost a second matrix. Each row's result is bit-identical to ``_normalise``'s."""
+    norm's squares never cost a second matrix; every norm is checked before any row changes. Each row's result is
+    bit-identical to ``_normalise``'s."""
     step = max(1, (32 << 20) // max(1, m.shape[1] * 4))
+    norms = np.empty((len(m), 1), dtype=np.float32)
     for start in range(0, len(m), step):
-        block = m[start:start + step]
-        norms = np.linalg.norm(block, axis=1, keepdims=True)
-        bad = ~np.isfinite(norms[:, 0])
-        if bad.any():
-            raise ValueError(f"the vector of chunk {ids[start + int(np.argmax(bad))]!r} holds NaN or infinity; "
-                             "re-embed that chunk (`ragnb embed --chunks`) before searching")
-        block /= np.where(norms == 0, 1.0, norms)
+        norms[start:start + step] = np.linalg.norm(m[start:start + step], axis=1, keepdims=True)
+    bad = ~np.isfinite(norms[:, 0])
+    if bad.any():
+        raise ValueError(f"the vector of chunk {ids[int(np.argmax(bad))]!r} holds NaN or infinity; "
+                         "re-embed that chunk (`ragnb embed --chunks`) before searching")
+    norms[norms == 0] = 1.0
+    for start in range(0, len(m), step):
+        m[start:start + step] /= norms[start:start + step]
 
 
 class MemoryRetriever:
@@ -82,7 +85,8 @@ class MemoryRetriever:
     Memory: the matrix is the only copy of the vectors. A float32 C-contiguous ``vectors`` array is kept as it is
     and **normalised in place** (the caller's array becomes its unit-length rows, zero rows stay zero), unless
     ``copy=True``; any other dtype or layout is converted once (the caller's array is then left untouched).
-    Rows stay in the caller's order; ties are broken by id through a rank, never by reordering the matrix.
+    Rows (and ``ids``, ``urls``) stay in the caller's order; equal similarities rank by id (also across the k-th
+    place: the lower ids enter the top k), through a rank array rather than a reordered copy of the matrix.
     A search holds one similarity block of ``batch × N`` float32, with the batch sized so that the block fits
     ``memory_mb`` (default ``RAGNB_SEARCH_MEMORY_MB``, 512): peak ≈ matrix + budget + one row's indices.
     """
