@@ -114,6 +114,20 @@ def embedding_env_options() -> dict:
     return out
 
 
+SEARCH_MEMORY_MB = 512  # default working memory of one in-memory search batch (RAGNB_SEARCH_MEMORY_MB)
+
+
+def search_memory_mb() -> int:
+    """Megabytes the in-memory exact search may use for one batch's similarity block, beside the matrix itself
+    (``RAGNB_SEARCH_MEMORY_MB``, default 512): the batch of queries shrinks as the corpus grows."""
+    raw = _env("RAGNB_SEARCH_MEMORY_MB")
+    if raw is None:
+        return SEARCH_MEMORY_MB
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"RAGNB_SEARCH_MEMORY_MB={raw!r} must be a positive whole number of megabytes (e.g. 512)")
+    return int(raw)
+
+
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@]*):(?P<pw>[^@]*)@")
 
 

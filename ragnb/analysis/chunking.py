@@ -128,7 +128,8 @@ def evaluate_build(build: Build, questions: list[Question], question_vectors: np
 
     if top_k < 10:
         raise ValueError(f"top_k = {top_k}; ndcg@10 needs at least 10 retrieved chunks")
-    retriever = MemoryRetriever([c.id for c in build.chunks], build.vectors, [c.url for c in build.chunks])
+    retriever = MemoryRetriever([c.id for c in build.chunks], build.vectors, [c.url for c in build.chunks],
+                                copy=True)  # the build keeps its vectors as encoded
     result = retriever.search(question_vectors, min(top_k, len(build.chunks)))
     run = result.as_run([q.id for q in questions])
     qrels = qrels_for(build.chunks, questions)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 import sqlalchemy as sa
 
+from ragnb.config import search_memory_mb
 from ragnb.store.engine import Database
 from ragnb.store.models import ModelVectors, data_dimension, locate
 from ragnb.store.schema import tables
@@ -61,23 +62,59 @@ def _check_queries(queries: np.ndarray, dim: int, k: int) -> np.ndarray:
     return q
 
 
+def _normalise_rows_in_place(m: np.ndarray, ids: np.ndarray) -> None:
+    """Divide each row of the float32 matrix ``m`` by its norm (a zero row stays zero), a slice at a time so the
+    norm's squares never cost a second matrix; every norm is checked before any row changes. Each row's result is
+    bit-identical to ``_normalise``'s."""
+    step = max(1, (32 << 20) // max(1, m.shape[1] * 4))
+    norms = np.empty((len(m), 1), dtype=np.float32)
+    for start in range(0, len(m), step):
+        norms[start:start + step] = np.linalg.norm(m[start:start + step], axis=1, keepdims=True)
+    bad = ~np.isfinite(norms[:, 0])
+    if bad.any():
+        raise ValueError(f"the vector of chunk {ids[int(np.argmax(bad))]!r} holds NaN or infinity; "
+                         "re-embed that chunk (`ragnb embed --chunks`) before searching")
+    norms[norms == 0] = 1.0
+    for start in range(0, len(m), step):
+        m[start:start + step] /= norms[start:start + step]
+
+
 class MemoryRetriever:
-    """Exact cosine top-k over vectors held in memory: one matrix product per batch of queries."""
+    """Exact cosine top-k over vectors held in memory: one matrix product per batch of queries.
+
+    Memory: the matrix is the only copy of the vectors. A float32 C-contiguous ``vectors`` array is kept as it is
+    and **normalised in place** (the caller's array becomes its unit-length rows, zero rows stay zero), unless
+    ``copy=True``; any other dtype or layout is converted once (the caller's array is then left untouched).
+    Rows (and ``ids``, ``urls``) stay in the caller's order; equal similarities rank by id (also across the k-th
+    place: the lower ids enter the top k), through a rank array rather than a reordered copy of the matrix.
+    A search holds one similarity block of ``batch × N`` float32, with the batch sized so that the block fits
+    ``memory_mb`` (default ``RAGNB_SEARCH_MEMORY_MB``, 512): peak ≈ matrix + budget + one row's indices.
+    """
 
     backend = "memory-exact"
 
     def __init__(self, ids: list[str], vectors: np.ndarray, urls: list[str | None] | None = None,
-                 model: str | None = None):
+                 model: str | None = None, *, copy: bool = False, memory_mb: int | None = None):
         self.model = model  # whose vectors these are, when known (checked against the query encoder)
         if len(ids) != len(vectors):
             raise ValueError(f"{len(ids)} ids but {len(vectors)} vectors")
         if len(ids) == 0:
             raise ValueError("the corpus has no embedded chunks; run `ragnb embed --chunks` first")
-        order = np.argsort(np.asarray(ids, dtype=object), kind="stable")  # id order = tie-break order
-        self.ids = np.asarray(ids, dtype=object)[order]
-        self.urls = None if urls is None else [urls[i] for i in order]
-        self.matrix = _normalise(np.asarray(vectors, dtype=np.float32)[order])
-        self.dim = self.matrix.shape[1]
+        self.ids = np.asarray(ids, dtype=object)
+        self.urls = None if urls is None else list(urls)
+        matrix = (np.array(vectors, dtype=np.float32, order="C") if copy
+                  else np.ascontiguousarray(vectors, dtype=np.float32))
+        if matrix.ndim != 2:
+            raise ValueError(f"vectors have shape {matrix.shape}; expected (n chunks, dimension)")
+        _normalise_rows_in_place(matrix, self.ids)
+        self.matrix = matrix
+        self.dim = matrix.shape[1]
+        order = np.argsort(self.ids, kind="stable")  # id order = tie-break order
+        # rank[i] = place of row i in id order; None when the rows already are in id order (the usual case).
+        self._rank = None if np.array_equal(order, np.arange(len(order))) else np.argsort(order, kind="stable")
+        self.memory_mb = search_memory_mb() if memory_mb is None else int(memory_mb)
+        if self.memory_mb < 1:
+            raise ValueError(f"memory_mb = {memory_mb!r}; give the search's working memory in megabytes (e.g. 512)")
 
     @classmethod
     def from_db(cls, db: Database, model: str | None = None) -> "MemoryRetriever":
@@ -85,27 +122,56 @@ class MemoryRetriever:
         ids, urls, vecs = fetch_vectors(db, "chunks", model=model)
         return cls(ids, vecs, urls, model=model)
 
+    def batch_rows(self, batch_size: int = 256) -> int:
+        """Queries per matrix product: at most ``batch_size``, and few enough that the ``batch × N`` float32
+        similarity block fits the memory budget (at least one query)."""
+        fit = (self.memory_mb << 20) // (4 * len(self.ids))
+        return int(max(1, min(batch_size, fit)))
+
+    def _top(self, row: np.ndarray, k: int) -> np.ndarray:
+        """Positions of the ``k`` best of one similarity row, ordered by (-similarity, id)."""
+        n = len(row)
+        if k < n:
+            # Two pivots: the k-th best and the one just below it tell whether the cut splits a tie.
+            idx = np.argpartition(row, (n - k - 1, n - k))
+            cand = idx[n - k:]
+            cut = row[idx[n - k]]
+            if row[idx[n - k - 1]] == cut:  # a tie across the cut: the lowest ids among the tied win
+                above = cand[row[cand] > cut]
+                tied = self._by_id(np.flatnonzero(row == cut))
+                cand = np.concatenate([above, tied[:k - len(above)]])
+        else:
+            cand = np.arange(n)
+        cand = self._by_id(cand)
+        return cand[np.argsort(-row[cand], kind="stable")]
+
+    def _by_id(self, positions: np.ndarray) -> np.ndarray:
+        if self._rank is None:
+            return np.sort(positions)
+        return positions[np.argsort(self._rank[positions], kind="stable")]
+
     def search(self, queries: np.ndarray, k: int, batch_size: int = 256) -> RetrievalResult:
-        q = _normalise(_check_queries(queries, self.dim, k))
+        """Top ``k`` per query; ``batch_size`` queries per matrix product at most (fewer when the memory budget
+        asks for it, see :meth:`batch_rows`). One similarity buffer serves every batch."""
+        q = _check_queries(queries, self.dim, k)
+        if not np.isfinite(q).all():
+            raise ValueError("a query vector holds NaN or infinity; check the encoder's output for those questions")
+        q = _normalise(q)
         k = min(k, len(self.ids))
+        rows = self.batch_rows(batch_size)
+        sims = np.empty((min(rows, len(q)), len(self.ids)), dtype=np.float32)
         all_ids: list[list[str]] = []
         all_scores: list[np.ndarray] = []
         latency = np.empty(len(q))
-        for start in range(0, len(q), batch_size):
+        for start in range(0, len(q), rows):
             t0 = time.perf_counter()
-            sims = q[start:start + batch_size] @ self.matrix.T
-            if k < sims.shape[1]:
-                part = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-            else:
-                part = np.tile(np.arange(sims.shape[1]), (len(sims), 1))
-            for row, cand in zip(sims, part):
-                # Sort candidates by (-similarity, position); position order is id order.
-                cand = np.sort(cand)
-                top = cand[np.argsort(-row[cand], kind="stable")]
+            block = q[start:start + rows]
+            out = np.matmul(block, self.matrix.T, out=sims[:len(block)])
+            for row in out:
+                top = self._top(row, k)
                 all_ids.append(self.ids[top].tolist())
                 all_scores.append(row[top].astype(np.float64))
-            n = len(sims)
-            latency[start:start + n] = (time.perf_counter() - t0) * 1000.0 / n
+            latency[start:start + len(block)] = (time.perf_counter() - t0) * 1000.0 / len(block)
         return RetrievalResult(all_ids, all_scores, latency, self.backend, "amortised")
 
 
