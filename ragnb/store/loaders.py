@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 import sqlalchemy as sa
+from psycopg import sql
 
 from ragnb.datasets.urls import check_url
 from ragnb.io import is_json_lines, iter_json_records, read_text
@@ -324,17 +325,6 @@ def chunk_text(text: str, chunk_size: int, overlap: int) -> list[str]:
     return out
 
 
-def _changed_rows(conn: Any, table: sa.Table, text_col: str, rows: list[dict]) -> list[dict]:
-    """The rows whose id is already stored with a different ``text_col`` (the text, or the url)."""
-    out = []
-    for start in range(0, len(rows), 5000):
-        batch = rows[start:start + 5000]
-        stored = dict(conn.execute(sa.select(table.c.id, table.c[text_col])
-                                   .where(table.c.id.in_([r["id"] for r in batch]))).all())
-        out += [r for r in batch if r["id"] in stored and stored[r["id"]] != r[text_col]]
-    return out
-
-
 @dataclass(frozen=True)
 class InsertCount:
     """What :func:`insert_rows` did: ``inserted`` new rows, ``skipped`` rows whose id was already stored (kept
@@ -353,7 +343,7 @@ def insert_rows(db: Database, kind: str, rows: list[dict], refresh: tuple[str, .
     which checks the text."""
     if _stored_as_given(db, kind, rows, refresh):  # every notebook of the demo checks its rows: read, not write
         return InsertCount(0, len(rows))
-    inserted = _insert(db, kind, rows, refresh, on_changed="skip")[0]
+    inserted = _insert(db, kind, rows, refresh, on_changed="skip").inserted
     return InsertCount(inserted, len(rows) - inserted)
 
 
@@ -371,17 +361,31 @@ def _stored_as_given(db: Database, kind: str, rows: list[dict], refresh: tuple[s
     return all(stored.get(r["id"]) == tuple(r.get(c) for c in refresh) for r in rows)
 
 
+STAGING = "ragnb_load_staging"
+
+
+@dataclass(frozen=True)
+class _Merged:
+    """What :func:`_insert` did: new rows, rows whose text changed (as ``"<where> id=…"``), rows of the same
+    text whose ``refresh`` columns changed."""
+
+    inserted: int
+    changed: list[str]
+    refreshed: int
+
+
 def _insert(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ...] = (),
-            on_changed: str = "error") -> tuple[int, list[str]]:
-    """Insert rows, skipping ids already stored with the same text; returns (how many were new, the changed
-    rows as ``"<where> id=…"``). One transaction: on any error nothing is written.
+            on_changed: str = "error") -> _Merged:
+    """Insert rows, skipping ids already stored with the same text. One transaction: on any error (or a killed
+    client) nothing is written. The rows are COPYed into a temporary staging table and merged from there.
 
     An id stored with a different text: ``on_changed="error"`` raises naming the row, ``"update"`` overwrites
     the row and clears its embedding (re-embedded by the next ``ragnb embed``), ``"skip"`` keeps the stored row.
     ``refresh``: columns (never the text or the embedding) whose stored value is overwritten on rows that
-    already exist — how the bundled demo updates its simulated scores without re-embedding anything.
+    already exist — how a reloaded wiki takes new page URLs and the bundled demo updates its simulated scores
+    without re-embedding anything.
     """
-    from sqlalchemy.dialects.postgresql import insert
+    from ragnb.store.copy import column_list, copy_rows_to_staging, table_identifier
 
     t = ensure_schema(db)
     table = t.chunk if kind == "chunks" else t.question
@@ -390,28 +394,47 @@ def _insert(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ...] 
     bad = [c for c in refresh if c not in cols or c in ("id", "text", "question")]
     if bad:
         raise ValueError(f"refresh={bad}: only metadata columns can be refreshed ({[c for c in cols if c not in ('id', 'text', 'question')]})")
-    inserted = 0
-    with db.engine.begin() as conn:
-        changed = [] if on_changed == "skip" else _changed_rows(conn, table, text_col, rows)
+    target, ident = table_identifier(table), sql.Identifier(table.c.id.name)
+    text = sql.Identifier(table.c[text_col].name)
+    with db.engine.begin() as conn, conn.connection.driver_connection.cursor() as cur:
+        staged = copy_rows_to_staging(cur, table, cols, (tuple(r.get(c) for c in cols) for r in rows), STAGING)
+        join = sql.SQL("{s} WHERE t.{id} = {s}.{id} AND t.{text} IS DISTINCT FROM {s}.{text}").format(
+            s=staged, id=ident, text=text)
+        changed: list[dict] = []
+        if on_changed != "skip":
+            cur.execute(sql.SQL("SELECT {s}.{id}::text FROM {t} AS t, ").format(s=staged, id=ident, t=target) + join)
+            ids = {i for (i,) in cur}
+            changed = [r for r in rows if str(r["id"]) in ids]  # in file order: the first one is named
         if changed and on_changed != "update":
             r = changed[0]
             raise ValueError(f"{r.get('_where', 'row')}: field 'id' = {r['id']!r} is already stored with a different "
                              f"{text_col} ({len(changed)} such row(s)); pass --update to overwrite them, or give new ids")
-        for r in changed:
-            conn.execute(table.update().where(table.c.id == r["id"])
-                         .values(**{c: r.get(c) for c in cols if c != "id"}, embedding=None))
-        for start in range(0, len(rows), 5000):
-            batch = [{c: r.get(c) for c in cols} for r in rows[start:start + 5000]]
-            stmt = insert(table).values(batch)
-            if refresh:
-                stmt = stmt.on_conflict_do_update(index_elements=[table.c.id],
-                                                  set_={c: stmt.excluded[c] for c in refresh})
-                # xmax = 0 only on freshly inserted rows: count those, not the refreshed ones
-                inserted += sum(conn.execute(stmt.returning(sa.literal_column("xmax") == 0)).scalars())
-            else:
-                stmt = stmt.on_conflict_do_nothing(index_elements=[table.c.id]).returning(table.c.id)
-                inserted += len(conn.execute(stmt).all())
-    return inserted, [f"{r.get('_where', 'row')} id={r['id']}" for r in changed]
+        if changed:
+            cur.execute(sql.SQL("UPDATE {t} AS t SET ({cols}, {emb}) = ROW({vals}, NULL) FROM ").format(
+                t=target, cols=column_list(table, [c for c in cols if c != "id"]), emb=sql.Identifier(
+                    table.c.embedding.name), vals=sql.SQL(", ").join(
+                    sql.SQL("{}.{}").format(staged, sql.Identifier(table.c[c].name)) for c in cols if c != "id"))
+                + join)
+        cur.execute(sql.SQL("INSERT INTO {t} ({cols}) SELECT {cols} FROM {s} ON CONFLICT ({id}) DO NOTHING").format(
+            t=target, cols=column_list(table, cols), s=staged, id=ident))
+        inserted = cur.rowcount
+        refreshed = _refresh(cur, table, staged, refresh) if refresh else 0
+    return _Merged(inserted, [f"{r.get('_where', 'row')} id={r['id']}" for r in changed], refreshed)
+
+
+def _refresh(cur: Any, table: sa.Table, staged: sql.Identifier, refresh: tuple[str, ...]) -> int:
+    """Overwrite the ``refresh`` columns of the stored rows whose values differ from the staged ones (rows
+    just inserted or updated already hold them); return how many rows changed."""
+    from ragnb.store.copy import column_list, table_identifier
+
+    names = column_list(table, refresh)
+    staged_values = sql.SQL(", ").join(sql.SQL("{}.{}").format(staged, sql.Identifier(table.c[c].name))
+                                       for c in refresh)
+    cur.execute(sql.SQL("UPDATE {t} AS t SET ({cols}) = ROW({vals}) FROM {s} WHERE t.{id} = {s}.{id} "
+                        "AND ROW({old}) IS DISTINCT FROM ROW({vals})").format(
+        t=table_identifier(table), cols=names, vals=staged_values, s=staged, id=sql.Identifier(table.c.id.name),
+        old=sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(table.c[c].name)) for c in refresh)))
+    return cur.rowcount
 
 
 def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str] | None = None,
@@ -442,21 +465,11 @@ def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str]
         rows = folder_records(p, chunk_size, overlap, url_template, warnings)
     else:
         rows = normalize_records(p, kind, mapping, date_format, warnings)
-    moved = _moved_urls(db, kind, rows)
     # A new url never invalidates a vector, so it is taken without --update (how a wiki reloaded with
     # --url-template gets its real page URLs); a new text still needs --update.
-    inserted, updated = _insert(db, kind, rows, refresh=("url",), on_changed="update" if update else "error")
-    return LoadStats(str(p), kind, len(rows), inserted, len(rows) - inserted - len(updated), updated, warnings,
-                     moved)
-
-
-def _moved_urls(db: Database, kind: str, rows: list[dict]) -> int:
-    """How many rows are stored with the same text but another url."""
-    t = ensure_schema(db)
-    table, text_col = (t.chunk, "text") if kind == "chunks" else (t.question, "question")
-    with db.engine.connect() as conn:
-        changed_text = {r["id"] for r in _changed_rows(conn, table, text_col, rows)}
-        return sum(r["id"] not in changed_text for r in _changed_rows(conn, table, "url", rows))
+    done = _insert(db, kind, rows, refresh=("url",), on_changed="update" if update else "error")
+    return LoadStats(str(p), kind, len(rows), done.inserted, len(rows) - done.inserted - len(done.changed),
+                     done.changed, warnings, done.refreshed)
 
 
 def count_rows(db: Database, kind: str) -> dict:
