@@ -23,12 +23,12 @@ from typing import Any, Iterator
 
 import pandas as pd
 import sqlalchemy as sa
-from psycopg import sql
 
 from ragnb.datasets.urls import check_url
 from ragnb.io import is_json_lines, iter_json_records, read_text
 from ragnb.store.engine import Database
 from ragnb.store.schema import ID_MAX_CHARS, ensure_schema
+from ragnb.store.upsert import merge_rows
 
 # Accepted spellings of each field in input files (first match wins); --map overrides.
 CHUNK_ALIASES = {
@@ -343,7 +343,7 @@ def insert_rows(db: Database, kind: str, rows: list[dict], refresh: tuple[str, .
     which checks the text."""
     if _stored_as_given(db, kind, rows, refresh):  # every notebook of the demo checks its rows: read, not write
         return InsertCount(0, len(rows))
-    inserted = _insert(db, kind, rows, refresh, on_changed="skip").inserted
+    inserted = merge_rows(db, kind, rows, refresh, on_changed="skip").inserted
     return InsertCount(inserted, len(rows) - inserted)
 
 
@@ -359,82 +359,6 @@ def _stored_as_given(db: Database, kind: str, rows: list[dict], refresh: tuple[s
     with db.engine.connect() as conn:
         stored = {row[0]: tuple(row[1:]) for row in conn.execute(query)}
     return all(stored.get(r["id"]) == tuple(r.get(c) for c in refresh) for r in rows)
-
-
-STAGING = "ragnb_load_staging"
-
-
-@dataclass(frozen=True)
-class _Merged:
-    """What :func:`_insert` did: new rows, rows whose text changed (as ``"<where> id=…"``), rows of the same
-    text whose ``refresh`` columns changed."""
-
-    inserted: int
-    changed: list[str]
-    refreshed: int
-
-
-def _insert(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ...] = (),
-            on_changed: str = "error") -> _Merged:
-    """Insert rows, skipping ids already stored with the same text. One transaction: on any error (or a killed
-    client) nothing is written. The rows are COPYed into a temporary staging table and merged from there.
-
-    An id stored with a different text: ``on_changed="error"`` raises naming the row, ``"update"`` overwrites
-    the row and clears its embedding (re-embedded by the next ``ragnb embed``), ``"skip"`` keeps the stored row.
-    ``refresh``: columns (never the text or the embedding) whose stored value is overwritten on rows that
-    already exist — how a reloaded wiki takes new page URLs and the bundled demo updates its simulated scores
-    without re-embedding anything.
-    """
-    from ragnb.store.copy import column_list, copy_rows_to_staging, table_identifier
-
-    t = ensure_schema(db)
-    table = t.chunk if kind == "chunks" else t.question
-    text_col = "text" if kind == "chunks" else "question"
-    cols = [c.key for c in table.columns if c.key != "embedding"]
-    bad = [c for c in refresh if c not in cols or c in ("id", "text", "question")]
-    if bad:
-        raise ValueError(f"refresh={bad}: only metadata columns can be refreshed ({[c for c in cols if c not in ('id', 'text', 'question')]})")
-    target, ident = table_identifier(table), sql.Identifier(table.c.id.name)
-    text = sql.Identifier(table.c[text_col].name)
-    with db.engine.begin() as conn, conn.connection.driver_connection.cursor() as cur:
-        staged = copy_rows_to_staging(cur, table, cols, (tuple(r.get(c) for c in cols) for r in rows), STAGING)
-        join = sql.SQL("{s} WHERE t.{id} = {s}.{id} AND t.{text} IS DISTINCT FROM {s}.{text}").format(
-            s=staged, id=ident, text=text)
-        changed: list[dict] = []
-        if on_changed != "skip":
-            cur.execute(sql.SQL("SELECT {s}.{id}::text FROM {t} AS t, ").format(s=staged, id=ident, t=target) + join)
-            ids = {i for (i,) in cur}
-            changed = [r for r in rows if str(r["id"]) in ids]  # in file order: the first one is named
-        if changed and on_changed != "update":
-            r = changed[0]
-            raise ValueError(f"{r.get('_where', 'row')}: field 'id' = {r['id']!r} is already stored with a different "
-                             f"{text_col} ({len(changed)} such row(s)); pass --update to overwrite them, or give new ids")
-        if changed:
-            cur.execute(sql.SQL("UPDATE {t} AS t SET ({cols}, {emb}) = ROW({vals}, NULL) FROM ").format(
-                t=target, cols=column_list(table, [c for c in cols if c != "id"]), emb=sql.Identifier(
-                    table.c.embedding.name), vals=sql.SQL(", ").join(
-                    sql.SQL("{}.{}").format(staged, sql.Identifier(table.c[c].name)) for c in cols if c != "id"))
-                + join)
-        cur.execute(sql.SQL("INSERT INTO {t} ({cols}) SELECT {cols} FROM {s} ON CONFLICT ({id}) DO NOTHING").format(
-            t=target, cols=column_list(table, cols), s=staged, id=ident))
-        inserted = cur.rowcount
-        refreshed = _refresh(cur, table, staged, refresh) if refresh else 0
-    return _Merged(inserted, [f"{r.get('_where', 'row')} id={r['id']}" for r in changed], refreshed)
-
-
-def _refresh(cur: Any, table: sa.Table, staged: sql.Identifier, refresh: tuple[str, ...]) -> int:
-    """Overwrite the ``refresh`` columns of the stored rows whose values differ from the staged ones (rows
-    just inserted or updated already hold them); return how many rows changed."""
-    from ragnb.store.copy import column_list, table_identifier
-
-    names = column_list(table, refresh)
-    staged_values = sql.SQL(", ").join(sql.SQL("{}.{}").format(staged, sql.Identifier(table.c[c].name))
-                                       for c in refresh)
-    cur.execute(sql.SQL("UPDATE {t} AS t SET ({cols}) = ROW({vals}) FROM {s} WHERE t.{id} = {s}.{id} "
-                        "AND ROW({old}) IS DISTINCT FROM ROW({vals})").format(
-        t=table_identifier(table), cols=names, vals=staged_values, s=staged, id=sql.Identifier(table.c.id.name),
-        old=sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(table.c[c].name)) for c in refresh)))
-    return cur.rowcount
 
 
 def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str] | None = None,
@@ -467,7 +391,7 @@ def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str]
         rows = normalize_records(p, kind, mapping, date_format, warnings)
     # A new url never invalidates a vector, so it is taken without --update (how a wiki reloaded with
     # --url-template gets its real page URLs); a new text still needs --update.
-    done = _insert(db, kind, rows, refresh=("url",), on_changed="update" if update else "error")
+    done = merge_rows(db, kind, rows, refresh=("url",), on_changed="update" if update else "error")
     return LoadStats(str(p), kind, len(rows), done.inserted, len(rows) - done.inserted - len(done.changed),
                      done.changed, warnings, done.refreshed)
 
