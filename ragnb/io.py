@@ -266,7 +266,9 @@ def iter_json_records(path: str | Path, what: str = "file", text: str | None = N
     p = Path(path)
     text = read_text(p, what) if text is None else text
     if is_json_lines(p):
-        for lineno, line in enumerate(text.splitlines(), start=1):
+        # JSON Lines are separated by \n alone (a \r before it is JSON whitespace): splitlines() would also
+        # break at U+2028, U+0085 or \x1c, which JSON leaves unescaped inside strings (Confluence exports hold them).
+        for lineno, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:
