@@ -11,7 +11,8 @@ Peers, timed in the same process, on the same file and the same chunk table (emp
 not timed):
 
 * floor: read the file, ``json.loads`` each line, COPY (id, url, text) into the chunk table with psycopg's
-  ``write_row``, commit — no validation, no duplicate check; ``--floor-format binary`` for binary COPY;
+  ``write_row``, commit — no validation, no duplicate check; text format (the ratios' base) and binary
+  (``floor_binary``: no escaping of tabs, newlines and backslashes, the lengths sent instead);
 * ragnb: ``load_file(db, "chunks", FILE)`` — every row validated, ids checked against the stored ones,
   COPY into a temporary staging table and one merge, one transaction (what ``ragnb load chunks`` runs after
   connecting);
@@ -135,7 +136,6 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--words", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--floor-format", choices=("text", "binary"), default="text")
     ap.add_argument("--old-commit", default=OLD_COMMIT, help="'' to skip the old loader")
     ap.add_argument("--database", default="bench_load", help="database on the embedded server")
     ap.add_argument("--out", type=Path, default=RESULTS / "load.json")
@@ -176,10 +176,13 @@ def main(argv: list[str] | None = None) -> dict:
         peers[name] = run
 
     def run_floor() -> dict:
-        empty()
-        c, w, n = timed(lambda: floor(db, data, table, args.floor_format))
-        assert n == args.rows and count() == args.rows
-        return {"floor": (c, w)}
+        out = {}
+        for fmt, key in (("text", "floor"), ("binary", "floor_binary")):
+            empty()
+            c, w, n = timed(lambda: floor(db, data, table, fmt))
+            assert n == args.rows and count() == args.rows
+            out[key] = (c, w)
+        return out
 
     peers["floor"] = run_floor
     fresh_and_reload("ragnb", loaders)
