@@ -5,7 +5,8 @@ the line and the field. Nothing is guessed: dates are ISO 8601 (or follow an exp
 scores are integers 1–5, ids are strings or integers of at most :data:`ragnb.store.schema.ID_MAX_CHARS`
 characters (a float id — how pandas stores an integer column with gaps — is refused, never rounded), a url is
 http(s) or has no scheme (:func:`ragnb.datasets.urls.check_url`), and a JSON ``NaN`` is an error, not a
-missing value. Rows are inserted in one transaction; an id already
+missing value. Rows are written in one transaction (COPY into a staging table and one merge,
+:mod:`ragnb.store.upsert`); an id already
 stored with the same text is skipped (loading the same file twice adds nothing) but takes the file's url, one
 stored with a different text is an error unless ``update=True``. Rows without an id get a stable one derived from content.
 """
