@@ -5,7 +5,8 @@ the line and the field. Nothing is guessed: dates are ISO 8601 (or follow an exp
 scores are integers 1–5, ids are strings or integers of at most :data:`ragnb.store.schema.ID_MAX_CHARS`
 characters (a float id — how pandas stores an integer column with gaps — is refused, never rounded), a url is
 http(s) or has no scheme (:func:`ragnb.datasets.urls.check_url`), and a JSON ``NaN`` is an error, not a
-missing value. Rows are inserted in one transaction; an id already
+missing value. Rows are written in one transaction (COPY into a staging table and one merge,
+:mod:`ragnb.store.upsert`); an id already
 stored with the same text is skipped (loading the same file twice adds nothing) but takes the file's url, one
 stored with a different text is an error unless ``update=True``. Rows without an id get a stable one derived from content.
 """
@@ -28,6 +29,7 @@ from ragnb.datasets.urls import check_url
 from ragnb.io import is_json_lines, iter_json_records, read_text
 from ragnb.store.engine import Database
 from ragnb.store.schema import ID_MAX_CHARS, ensure_schema
+from ragnb.store.upsert import merge_rows
 
 # Accepted spellings of each field in input files (first match wins); --map overrides.
 CHUNK_ALIASES = {
@@ -324,17 +326,6 @@ def chunk_text(text: str, chunk_size: int, overlap: int) -> list[str]:
     return out
 
 
-def _changed_rows(conn: Any, table: sa.Table, text_col: str, rows: list[dict]) -> list[dict]:
-    """The rows whose id is already stored with a different ``text_col`` (the text, or the url)."""
-    out = []
-    for start in range(0, len(rows), 5000):
-        batch = rows[start:start + 5000]
-        stored = dict(conn.execute(sa.select(table.c.id, table.c[text_col])
-                                   .where(table.c.id.in_([r["id"] for r in batch]))).all())
-        out += [r for r in batch if r["id"] in stored and stored[r["id"]] != r[text_col]]
-    return out
-
-
 @dataclass(frozen=True)
 class InsertCount:
     """What :func:`insert_rows` did: ``inserted`` new rows, ``skipped`` rows whose id was already stored (kept
@@ -353,7 +344,7 @@ def insert_rows(db: Database, kind: str, rows: list[dict], refresh: tuple[str, .
     which checks the text."""
     if _stored_as_given(db, kind, rows, refresh):  # every notebook of the demo checks its rows: read, not write
         return InsertCount(0, len(rows))
-    inserted = _insert(db, kind, rows, refresh, on_changed="skip")[0]
+    inserted = merge_rows(db, kind, rows, refresh, on_changed="skip").inserted
     return InsertCount(inserted, len(rows) - inserted)
 
 
@@ -369,49 +360,6 @@ def _stored_as_given(db: Database, kind: str, rows: list[dict], refresh: tuple[s
     with db.engine.connect() as conn:
         stored = {row[0]: tuple(row[1:]) for row in conn.execute(query)}
     return all(stored.get(r["id"]) == tuple(r.get(c) for c in refresh) for r in rows)
-
-
-def _insert(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ...] = (),
-            on_changed: str = "error") -> tuple[int, list[str]]:
-    """Insert rows, skipping ids already stored with the same text; returns (how many were new, the changed
-    rows as ``"<where> id=…"``). One transaction: on any error nothing is written.
-
-    An id stored with a different text: ``on_changed="error"`` raises naming the row, ``"update"`` overwrites
-    the row and clears its embedding (re-embedded by the next ``ragnb embed``), ``"skip"`` keeps the stored row.
-    ``refresh``: columns (never the text or the embedding) whose stored value is overwritten on rows that
-    already exist — how the bundled demo updates its simulated scores without re-embedding anything.
-    """
-    from sqlalchemy.dialects.postgresql import insert
-
-    t = ensure_schema(db)
-    table = t.chunk if kind == "chunks" else t.question
-    text_col = "text" if kind == "chunks" else "question"
-    cols = [c.key for c in table.columns if c.key != "embedding"]
-    bad = [c for c in refresh if c not in cols or c in ("id", "text", "question")]
-    if bad:
-        raise ValueError(f"refresh={bad}: only metadata columns can be refreshed ({[c for c in cols if c not in ('id', 'text', 'question')]})")
-    inserted = 0
-    with db.engine.begin() as conn:
-        changed = [] if on_changed == "skip" else _changed_rows(conn, table, text_col, rows)
-        if changed and on_changed != "update":
-            r = changed[0]
-            raise ValueError(f"{r.get('_where', 'row')}: field 'id' = {r['id']!r} is already stored with a different "
-                             f"{text_col} ({len(changed)} such row(s)); pass --update to overwrite them, or give new ids")
-        for r in changed:
-            conn.execute(table.update().where(table.c.id == r["id"])
-                         .values(**{c: r.get(c) for c in cols if c != "id"}, embedding=None))
-        for start in range(0, len(rows), 5000):
-            batch = [{c: r.get(c) for c in cols} for r in rows[start:start + 5000]]
-            stmt = insert(table).values(batch)
-            if refresh:
-                stmt = stmt.on_conflict_do_update(index_elements=[table.c.id],
-                                                  set_={c: stmt.excluded[c] for c in refresh})
-                # xmax = 0 only on freshly inserted rows: count those, not the refreshed ones
-                inserted += sum(conn.execute(stmt.returning(sa.literal_column("xmax") == 0)).scalars())
-            else:
-                stmt = stmt.on_conflict_do_nothing(index_elements=[table.c.id]).returning(table.c.id)
-                inserted += len(conn.execute(stmt).all())
-    return inserted, [f"{r.get('_where', 'row')} id={r['id']}" for r in changed]
 
 
 def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str] | None = None,
@@ -442,21 +390,11 @@ def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str]
         rows = folder_records(p, chunk_size, overlap, url_template, warnings)
     else:
         rows = normalize_records(p, kind, mapping, date_format, warnings)
-    moved = _moved_urls(db, kind, rows)
     # A new url never invalidates a vector, so it is taken without --update (how a wiki reloaded with
     # --url-template gets its real page URLs); a new text still needs --update.
-    inserted, updated = _insert(db, kind, rows, refresh=("url",), on_changed="update" if update else "error")
-    return LoadStats(str(p), kind, len(rows), inserted, len(rows) - inserted - len(updated), updated, warnings,
-                     moved)
-
-
-def _moved_urls(db: Database, kind: str, rows: list[dict]) -> int:
-    """How many rows are stored with the same text but another url."""
-    t = ensure_schema(db)
-    table, text_col = (t.chunk, "text") if kind == "chunks" else (t.question, "question")
-    with db.engine.connect() as conn:
-        changed_text = {r["id"] for r in _changed_rows(conn, table, text_col, rows)}
-        return sum(r["id"] not in changed_text for r in _changed_rows(conn, table, "url", rows))
+    done = merge_rows(db, kind, rows, refresh=("url",), on_changed="update" if update else "error")
+    return LoadStats(str(p), kind, len(rows), done.inserted, len(rows) - done.inserted - len(done.changed),
+                     done.changed, warnings, done.refreshed)
 
 
 def count_rows(db: Database, kind: str) -> dict:
