@@ -19,6 +19,7 @@ import numpy as np
 
 from ragnb.rag.encoders.base import LOCAL_MODEL_FIX, EmbeddingReplyError, check_batch_size, check_vectors
 from ragnb.progress import reporter
+from ragnb.store.copy import stage_vectors
 from ragnb.store.engine import Database
 from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
                                 check_space, column_vectors, encode_fn, fingerprint, locate, qualified, recorded_space,
@@ -206,21 +207,33 @@ def record_space(db: Database, t: Tables, table: sa.Table, values: dict, conn: s
 
 def _write_vectors(db: Database, table: sa.Table, ids: list[str], vecs: np.ndarray,
                    conn: sa.Connection | None = None) -> None:
-    """COPY into a temp table shaped like the target, then one UPDATE … FROM (one transaction)."""
+    """Binary COPY into a staging table, then one UPDATE … FROM (one transaction). Every id must name a row of
+    the table: a row deleted meanwhile is a ``ValueError`` and nothing of the block is written."""
     id_col, emb_col = _q(db, table.c.id.name), _q(db, table.c.embedding.name)
     with _transaction(db, conn) as conn:
         raw = conn.connection.driver_connection
         with raw.cursor() as cur:
-            cur.execute(
-                f"CREATE TEMP TABLE ragnb_tmp_vec ON COMMIT DROP AS "
-                f"SELECT {id_col} AS id, {emb_col} AS emb FROM {_qt(db, table)} WITH NO DATA"
-            )
-            with cur.copy("COPY ragnb_tmp_vec (id, emb) FROM STDIN") as copy:
-                for rid, vec in zip(ids, vecs):
-                    copy.write_row((rid, vector_literal(vec)))
-            cur.execute(
-                f"UPDATE {_qt(db, table)} AS t SET {emb_col} = s.emb FROM ragnb_tmp_vec AS s WHERE t.{id_col} = s.id"
-            )
+            # The stage holds ids as text (how embed_table reads them); cast to the id's own type so the
+            # join uses the table's primary key index.
+            cur.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                        "WHERE attrelid = CAST(%s AS regclass) AND attname = %s", (_qt(db, table), table.c.id.name))
+            id_type = cur.fetchone()[0]
+            stage = stage_vectors(cur, ids, _float32_rows(vecs))
+            cur.execute(f"UPDATE {_qt(db, table)} AS t SET {emb_col} = s.emb FROM {stage} AS s "
+                        f"WHERE t.{id_col} = CAST(s.id AS {id_type})")
+            updated = cur.rowcount
+            if updated != len(ids):
+                cur.execute(f"SELECT s.id FROM {stage} AS s WHERE NOT EXISTS (SELECT 1 FROM {_qt(db, table)} AS t "
+                            f"WHERE t.{id_col} = CAST(s.id AS {id_type})) ORDER BY 1 LIMIT 3")
+                gone = [r[0] for r in cur.fetchall()]
+                raise ValueError(f"{qualified(table)}: {len(ids) - updated} row(s) to embed are no longer in "
+                                 f"the table (first: {gone[:3]}) — were rows deleted or reloaded while embedding? "
+                                 "Nothing of this block was written; run `ragnb embed` again.")
+
+
+def _float32_rows(vecs: np.ndarray) -> np.ndarray:
+    """The vectors as a C-ordered float32 matrix: what pgvector's binary format stores, four bytes a value."""
+    return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
 def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, batch_size: int, write_every: int,
@@ -318,16 +331,12 @@ def _prepare_vector_table(db: Database, table: sa.Table, encoder: Encoder, repla
 
 def _insert_vectors(store: Database, sql_table: str, ids: list[str], vecs: np.ndarray,
                     conn: sa.Connection | None = None) -> None:
-    """COPY into a temp table, then one INSERT … ON CONFLICT (one transaction; a re-run overwrites)."""
+    """Binary COPY into a staging table, then one INSERT … ON CONFLICT (one transaction; a re-run overwrites)."""
     with _transaction(store, conn) as conn:
         raw = conn.connection.driver_connection
         with raw.cursor() as cur:
-            cur.execute(f"CREATE TEMP TABLE ragnb_tmp_vec ON COMMIT DROP AS "
-                        f"SELECT row_id, embedding FROM {sql_table} WITH NO DATA")
-            with cur.copy("COPY ragnb_tmp_vec (row_id, embedding) FROM STDIN") as copy:
-                for rid, vec in zip(ids, vecs):
-                    copy.write_row((rid, vector_literal(vec)))
-            cur.execute(f"INSERT INTO {sql_table} (row_id, embedding) SELECT row_id, embedding FROM ragnb_tmp_vec "
+            stage = stage_vectors(cur, ids, _float32_rows(vecs))
+            cur.execute(f"INSERT INTO {sql_table} (row_id, embedding) SELECT id, emb FROM {stage} "
                         "ON CONFLICT (row_id) DO UPDATE SET embedding = EXCLUDED.embedding")
 
 
