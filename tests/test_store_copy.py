@@ -146,3 +146,33 @@ def test_embed_table_stores_an_encoders_exact_bits_in_the_column_and_a_vector_ta
     with fresh_db.engine.connect() as conn:
         meta = conn.execute(sa.select(meta_table.c.model, meta_table.c.dim)).all()
     assert [tuple(r) for r in meta] == [("model-a", DIM)]
+
+
+class _FailsAt:
+    """Returns fixed vectors, then fails on one text (a model that breaks mid-way)."""
+
+    name, dim = "model-f", DIM
+
+    def __init__(self, bad: str) -> None:
+        self.bad, self.calls = bad, 0
+
+    def encode(self, texts, batch_size=32, progress=False):
+        self.calls += 1
+        if self.bad in texts:
+            raise ValueError(f"the model broke on {self.bad!r}")
+        return np.stack([np.full(DIM, float(len(t)), dtype=np.float32) for t in texts])
+
+
+def test_blocks_encoded_before_a_failure_are_written_and_the_model_recorded(fresh_db):
+    # texts of decreasing length: rows are encoded longest first, so in id order, four a block
+    texts = {f"r{i:02d}": "слово " * (40 - i) for i in range(20)}
+    insert_rows(fresh_db, "chunks", [{"id": i, "url": "https://wiki.example/p", "text": x} for i, x in texts.items()])
+    enc = _FailsAt(texts["r09"])  # the third block fails
+    with pytest.raises(ValueError, match="the model broke on"):
+        embed_table(fresh_db, "chunks", enc, write_every=4, progress=False)
+    assert enc.calls == 3
+    ids, _, stored = fetch_vectors(fresh_db)
+    assert ids == [f"r{i:02d}" for i in range(8)]  # the two blocks before the failure, nothing of the third
+    assert np.array_equal(stored[:, 0], np.array([len(texts[i]) for i in ids], dtype=np.float32))
+    again = embed_table(fresh_db, "chunks", _FailsAt("no such text"), write_every=4, progress=False)
+    assert (again.total, again.processed, again.skipped) == (20, 12, 8)

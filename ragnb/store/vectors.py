@@ -9,11 +9,13 @@ error (or, with ``replace``, a re-embed of that model only), never a silent mix.
 
 from __future__ import annotations
 
+import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 
 import numpy as np
 
@@ -86,8 +88,9 @@ def embed_table(
     Chunks go through ``encode_documents``, questions through ``encode_queries`` (``encode`` when the encoder
     has neither). The model's vectors land in the table's own column when it is that column's model (or the
     column is still empty and writable), else in the model's vector table in the vector store; other models'
-    vectors are never touched. Vectors are written every ``write_every`` rows in their own transaction, so an
-    interrupted run keeps what it finished. Rows with empty text count as errors and get no vector.
+    vectors are never touched. Rows are encoded ``write_every`` at a time; their vectors are written in
+    transactions of their own once ``WRITE_ROWS`` rows or ``WRITE_SECONDS`` have piled up (and before an error
+    propagates), so an interrupted run keeps what it finished. Rows with empty text count as errors and get no vector.
     ``replace`` drops this model's vectors first (to re-embed it with other prompts or dimensions).
     ``progress``: report ``embedding chunks (model): n/N rows`` through :mod:`ragnb.progress` (shown only
     where someone listens: ``ragnb``'s stderr, or the runner of the notebook).
@@ -142,35 +145,76 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
     return stats
 
 
+# A write is one transaction: COPY into a stage, one merge, a commit. Its cost is fixed (a few round trips and
+# a WAL flush), so blocks are gathered until this many rows or seconds have piled up — a fast encoder (a GPU, the
+# disk cache) writes few large blocks, a slow one still commits every block.
+WRITE_ROWS = 8192
+WRITE_SECONDS = 2.0
+
+
+class _Writes:
+    """Encoded blocks waiting to be written: ``add`` them, ``flush`` when enough piled up (and at the end)."""
+
+    def __init__(self, write, stats: EmbedStats) -> None:
+        self.write, self.stats = write, stats
+        self.ids: list[str] = []
+        self.vecs: list[np.ndarray] = []
+        self.since = time.monotonic()
+
+    def add(self, ids: list[str], vecs: np.ndarray) -> None:
+        self.ids += ids
+        self.vecs.append(vecs)
+        if len(self.ids) >= WRITE_ROWS or time.monotonic() - self.since >= WRITE_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        ids, vecs = self.ids, self.vecs
+        self.ids, self.vecs, self.since = [], [], time.monotonic()  # taken first: a failed write is not retried
+        if ids:
+            self.write(ids, vecs[0] if len(vecs) == 1 else np.concatenate(vecs))
+            self.stats.processed += len(ids)
+
+
 def _encode_blocks(todo: list, encoder: Encoder, which: str, batch_size: int, write_every: int, progress: bool,
                    stats: EmbedStats, write) -> None:
-    """Encode (id, text) rows block by block and ``write(ids, vectors)`` each block."""
+    """Encode (id, text) rows block by block and ``write(ids, vectors)`` them (see ``WRITE_ROWS``). Blocks
+    encoded before a failure (or an interruption) are written before it propagates."""
     # Longest texts first: each block then holds texts of similar length, so the encoder pads less.
     todo = sorted(todo, key=lambda row: len(row[1]) if isinstance(row[1], str) else 0, reverse=True)
     encode = encode_fn(encoder, which)
     report = reporter(f"embedding {which} ({stats.model})", "rows") if progress and todo else None
     if report is not None:
         report(0, len(todo))  # the step has begun: loading a model can take a while before the first block
-    for start in range(0, len(todo), write_every):
-        block = todo[start:start + write_every]
-        ok = [(rid, txt) for rid, txt in block if isinstance(txt, str) and txt.strip()]
-        stats.errors += len(block) - len(ok)
-        if ok:
-            texts = [txt for _, txt in ok]
-            try:
-                vecs = np.asarray(encode(texts, batch_size=batch_size), dtype=np.float32)
-                check_vectors(vecs, texts, encoder.name, LOCAL_MODEL_FIX)  # any encoder: nothing unusable is stored
-            except EmbeddingReplyError as exc:
-                if exc.position is not None:
-                    exc.where = f"for row id {ok[exc.position][0]!r} of {stats.table}"
-                raise
-            if vecs.shape != (len(ok), encoder.dim):
-                raise ValueError(f"model {encoder.name!r} returned vectors of shape {vecs.shape} for {len(ok)} texts "
-                                 f"of {stats.table}; expected ({len(ok)}, {encoder.dim})")
-            write([rid for rid, _ in ok], vecs)
-            stats.processed += len(ok)
-        if report is not None:
-            report(start + len(block), len(todo))
+    pending = _Writes(write, stats)
+    try:
+        for start in range(0, len(todo), write_every):
+            block = todo[start:start + write_every]
+            ok = [(rid, txt) for rid, txt in block if isinstance(txt, str) and txt.strip()]
+            stats.errors += len(block) - len(ok)
+            if ok:
+                pending.add([rid for rid, _ in ok], _encode_block(ok, encode, encoder, batch_size, stats))
+            if report is not None:
+                report(start + len(block), len(todo))
+    except BaseException:
+        pending.flush()
+        raise
+    pending.flush()
+
+
+def _encode_block(ok: list, encode, encoder: Encoder, batch_size: int, stats: EmbedStats) -> np.ndarray:
+    """The checked float32 vectors of one block of (id, text) rows."""
+    texts = [txt for _, txt in ok]
+    try:
+        vecs = np.asarray(encode(texts, batch_size=batch_size), dtype=np.float32)
+        check_vectors(vecs, texts, encoder.name, LOCAL_MODEL_FIX)  # any encoder: nothing unusable is stored
+    except EmbeddingReplyError as exc:
+        if exc.position is not None:
+            exc.where = f"for row id {ok[exc.position][0]!r} of {stats.table}"
+        raise
+    if vecs.shape != (len(ok), encoder.dim):
+        raise ValueError(f"model {encoder.name!r} returned vectors of shape {vecs.shape} for {len(ok)} texts "
+                         f"of {stats.table}; expected ({len(ok)}, {encoder.dim})")
+    return vecs
 
 
 def _fix_dimension(db: Database, table: sa.Table, dim: int, conn: sa.Connection | None = None) -> None:
@@ -250,12 +294,11 @@ def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, bat
             done = {r[0] for r in conn.execute(sa.text(f"SELECT row_id FROM {loc.sql_table}"))}
     missing = [i for i in all_ids if i not in done]
     text_col = table.c.text if which == "chunks" else table.c.question
-    todo: list = []
+    query = sa.select(sa.cast(table.c.id, sa.Text), text_col)
+    if done:  # one array parameter: no statement with a bind parameter per id to build
+        query = query.where(sa.cast(table.c.id, sa.Text) == sa.any_(sa.bindparam("ids", type_=ARRAY(sa.Text))))
     with db.engine.connect() as conn:
-        for start in range(0, len(missing), 10_000):  # bounded parameter lists
-            part = missing[start:start + 10_000]
-            todo += conn.execute(sa.select(sa.cast(table.c.id, sa.Text), text_col)
-                                 .where(sa.cast(table.c.id, sa.Text).in_(part))).all()
+        todo = conn.execute(query, {"ids": missing} if done else {}).all() if missing else []
     stats = EmbedStats(qualified(table), encoder.name, encoder.dim, len(all_ids), 0, len(all_ids) - len(missing), 0,
                        storage="table")
 
