@@ -23,7 +23,8 @@ Each figure is the median of ``--repeats`` rounds (peers alternate their order):
 (``time.process_time()`` of this process; for ragnb also the part spent in the precomputed encoder and the rest,
 the store path's own), server CPU (user + system of every process of the embedded
 PostgreSQL, backends that exited meanwhile included, via psutil) and wall time. Target: ragnb's client CPU
-(store path: without the encoder) ≤ 2 × the floor's. The stored vectors are checked bit for bit against the input after every path.
+(store path: without the encoder) ≤ 2 × the floor's. The stored vectors are checked bit for bit against the
+input after every path.
 
 Run (from the repository root, own server)::
 
@@ -191,7 +192,8 @@ def run_size(db, n: int, dim: int, repeats: int, before: bool) -> dict:
     t = ensure_schema(db)
     with db.engine.begin() as conn:
         conn.execute(sa.text(f"TRUNCATE {_qt(db, t.chunk)}"))
-        conn.execute(sa.text(f"DROP TABLE IF EXISTS bench_floor; CREATE TABLE bench_floor (id text, emb vector({dim}))"))
+        conn.execute(sa.text("DROP TABLE IF EXISTS bench_floor"))
+        conn.execute(sa.text(f"CREATE TABLE bench_floor (id text, emb vector({dim}))"))
     insert_rows(db, "chunks", [{"id": i, "url": f"https://wiki.example/{i.split('#')[0]}", "text": x}
                                for i, x in zip(ids, texts)])
     enc_a, enc_b = Precomputed("bench-a", texts, vecs), Precomputed("bench-b", texts, vecs[::-1].copy())

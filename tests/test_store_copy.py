@@ -176,3 +176,23 @@ def test_blocks_encoded_before_a_failure_are_written_and_the_model_recorded(fres
     assert np.array_equal(stored[:, 0], np.array([len(texts[i]) for i in ids], dtype=np.float32))
     again = embed_table(fresh_db, "chunks", _FailsAt("no such text"), write_every=4, progress=False)
     assert (again.total, again.processed, again.skipped) == (20, 12, 8)
+
+
+def test_a_production_table_with_integer_ids_and_its_own_column_names(fresh_db):
+    from pgvector.sqlalchemy import Vector
+
+    ensure_schema(fresh_db)
+    with fresh_db.engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE kb_passage (passage_no bigint PRIMARY KEY, body text, "
+                             f"vec vector({DIM}))"))
+        conn.execute(sa.text("INSERT INTO kb_passage (passage_no, body) VALUES (1, 'a'), (20, 'b'), (300, 'c')"))
+    table = sa.Table("kb_passage", sa.MetaData(), sa.Column("passage_no", sa.BigInteger, key="id", primary_key=True),
+                     sa.Column("vec", Vector(), key="embedding"))
+    vecs = _edge_vectors()[:3]
+    _write_vectors(fresh_db, table, ["300", "1", "20"], vecs)  # ids as ragnb reads them: text
+    rows = dict(_binary_rows(fresh_db, "SELECT passage_no, vec FROM kb_passage"))
+    assert np.array_equal(_bits(np.stack([rows[300].to_numpy(), rows[1].to_numpy(), rows[20].to_numpy()])),
+                          _bits(vecs))
+    with pytest.raises(ValueError, match=r"kb_passage: 1 row\(s\) to embed are no longer in the table \(first: "
+                                         r"\['7'\]\)"):
+        _write_vectors(fresh_db, table, ["7"], vecs[:1])

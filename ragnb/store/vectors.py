@@ -15,13 +15,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import ARRAY
 
 import numpy as np
 
 from ragnb.rag.encoders.base import LOCAL_MODEL_FIX, EmbeddingReplyError, check_batch_size, check_vectors
 from ragnb.progress import reporter
-from ragnb.store.copy import stage_vectors
+from ragnb.store.copy import ensure_vector_type, stage_vectors
 from ragnb.store.engine import Database
 from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
                                 check_space, column_vectors, encode_fn, fingerprint, locate, qualified, recorded_space,
@@ -127,9 +126,7 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
 
     with db.engine.connect() as conn:
         total = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
-        todo = conn.execute(
-            sa.select(sa.cast(table.c.id, sa.Text), text_col).where(emb.is_(None)).order_by(table.c.id)
-        ).all()
+    todo = _rows_to_embed(db, table, text_col, f" WHERE {_q(db, emb.name)} IS NULL")
     stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - len(todo), 0)
     if not todo and total:
         _record_space(db, t, table, encoder)
@@ -175,6 +172,15 @@ class _Writes:
             self.stats.processed += len(ids)
 
 
+def _rows_to_embed(db: Database, table: sa.Table, text_col: sa.Column, where: str = "", params: tuple = ()
+                   ) -> list[tuple]:
+    """(id as text, text) rows of ``table`` (``where``: an SQL condition with its leading WHERE), by id. Read by
+    psycopg itself: on 50,000 rows SQLAlchemy's result rows cost as much again as reading the texts."""
+    id_col = _q(db, table.c.id.name)
+    return _binary_rows(db, f"SELECT CAST({id_col} AS text), {_q(db, text_col.name)} FROM {_qt(db, table)}{where} "
+                            f"ORDER BY {id_col}", params, vectors=False)
+
+
 def _encode_blocks(todo: list, encoder: Encoder, which: str, batch_size: int, write_every: int, progress: bool,
                    stats: EmbedStats, write) -> None:
     """Encode (id, text) rows block by block and ``write(ids, vectors)`` them (see ``WRITE_ROWS``). Blocks
@@ -189,7 +195,7 @@ def _encode_blocks(todo: list, encoder: Encoder, which: str, batch_size: int, wr
     try:
         for start in range(0, len(todo), write_every):
             block = todo[start:start + write_every]
-            ok = [(rid, txt) for rid, txt in block if isinstance(txt, str) and txt.strip()]
+            ok = [(rid, txt) for rid, txt in block if isinstance(txt, str) and txt and not txt.isspace()]
             stats.errors += len(block) - len(ok)
             if ok:
                 pending.add([rid for rid, _ in ok], _encode_block(ok, encode, encoder, batch_size, stats))
@@ -286,19 +292,16 @@ def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, bat
     store = db.vector_store()
     _ensure_store(store)
     loc, register, registered = _prepare_vector_table(db, table, encoder, replace)
-    with db.engine.connect() as conn:
-        all_ids = [r[0] for r in conn.execute(sa.select(sa.cast(table.c.id, sa.Text)))]
-    done: set[str] = set()
-    if registered:
-        with store.engine.connect() as conn:
-            done = {r[0] for r in conn.execute(sa.text(f"SELECT row_id FROM {loc.sql_table}"))}
+    id_col = _q(db, table.c.id.name)
+    all_ids = [r[0] for r in _binary_rows(db, f"SELECT CAST({id_col} AS text) FROM {_qt(db, table)}",
+                                          vectors=False)]
+    done = ({r[0] for r in _binary_rows(store, f"SELECT row_id FROM {loc.sql_table}", vectors=False)} if registered
+            else set())
     missing = [i for i in all_ids if i not in done]
     text_col = table.c.text if which == "chunks" else table.c.question
-    query = sa.select(sa.cast(table.c.id, sa.Text), text_col)
-    if done:  # one array parameter: no statement with a bind parameter per id to build
-        query = query.where(sa.cast(table.c.id, sa.Text) == sa.any_(sa.bindparam("ids", type_=ARRAY(sa.Text))))
-    with db.engine.connect() as conn:
-        todo = conn.execute(query, {"ids": missing} if done else {}).all() if missing else []
+    # one array parameter, not a statement with a bind parameter per id
+    todo = (_rows_to_embed(db, table, text_col, f" WHERE CAST({id_col} AS text) = ANY(%s)", (missing,)) if done
+            else _rows_to_embed(db, table, text_col)) if missing else []
     stats = EmbedStats(qualified(table), encoder.name, encoder.dim, len(all_ids), 0, len(all_ids) - len(missing), 0,
                        storage="table")
 
@@ -383,12 +386,12 @@ def _insert_vectors(store: Database, sql_table: str, ids: list[str], vecs: np.nd
                         "ON CONFLICT (row_id) DO UPDATE SET embedding = EXCLUDED.embedding")
 
 
-def _binary_rows(db: Database, sql: str, params: tuple = ()) -> list[tuple]:
-    from pgvector.psycopg import register_vector
-
+def _binary_rows(db: Database, sql: str, params: tuple = (), vectors: bool = True) -> list[tuple]:
+    """The rows of ``sql`` through a binary cursor; ``vectors``: the query returns pgvector values."""
     with db.engine.connect() as conn:
         raw = conn.connection.driver_connection
-        register_vector(raw)  # a pooled connection may predate the extension
+        if vectors:
+            ensure_vector_type(raw)  # a pooled connection may predate the extension
         with raw.cursor(binary=True) as cur:
             cur.execute(sql, params)
             rows = cur.fetchall()
