@@ -60,7 +60,8 @@ def _qt(db: Database, table: sa.Table) -> str:
 
 
 def vector_literal(v: np.ndarray) -> str:
-    """pgvector's text form; float32 repr round-trips exactly."""
+    """pgvector's text form, for vectors inside SQL text; float32 repr round-trips exactly. Stored vectors
+    travel in binary instead (:mod:`ragnb.store.copy`)."""
     return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).tolist())) + "]"
 
 
