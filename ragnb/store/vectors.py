@@ -9,6 +9,7 @@ error (or, with ``replace``, a re-embed of that model only), never a silent mix.
 
 from __future__ import annotations
 
+import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -19,6 +20,7 @@ import numpy as np
 
 from ragnb.rag.encoders.base import LOCAL_MODEL_FIX, EmbeddingReplyError, check_batch_size, check_vectors
 from ragnb.progress import reporter
+from ragnb.store.copy import ensure_vector_type, stage_vectors
 from ragnb.store.engine import Database
 from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
                                 check_space, column_vectors, encode_fn, fingerprint, locate, qualified, recorded_space,
@@ -58,7 +60,8 @@ def _qt(db: Database, table: sa.Table) -> str:
 
 
 def vector_literal(v: np.ndarray) -> str:
-    """pgvector's text form; float32 repr round-trips exactly."""
+    """pgvector's text form, for vectors inside SQL text; float32 repr round-trips exactly. Stored vectors
+    travel in binary instead (:mod:`ragnb.store.copy`)."""
     return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).tolist())) + "]"
 
 
@@ -85,8 +88,9 @@ def embed_table(
     Chunks go through ``encode_documents``, questions through ``encode_queries`` (``encode`` when the encoder
     has neither). The model's vectors land in the table's own column when it is that column's model (or the
     column is still empty and writable), else in the model's vector table in the vector store; other models'
-    vectors are never touched. Vectors are written every ``write_every`` rows in their own transaction, so an
-    interrupted run keeps what it finished. Rows with empty text count as errors and get no vector.
+    vectors are never touched. Rows are encoded ``write_every`` at a time; their vectors are written in
+    transactions of their own once ``WRITE_ROWS`` rows or ``WRITE_SECONDS`` have piled up (and before an error
+    propagates), so an interrupted run keeps what it finished. Rows with empty text count as errors and get no vector.
     ``replace`` drops this model's vectors first (to re-embed it with other prompts or dimensions).
     ``progress``: report ``embedding chunks (model): n/N rows`` through :mod:`ragnb.progress` (shown only
     where someone listens: ``ragnb``'s stderr, or the runner of the notebook).
@@ -123,9 +127,7 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
 
     with db.engine.connect() as conn:
         total = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
-        todo = conn.execute(
-            sa.select(sa.cast(table.c.id, sa.Text), text_col).where(emb.is_(None)).order_by(table.c.id)
-        ).all()
+    todo = _rows_to_embed(db, table, text_col, f" WHERE {_q(db, emb.name)} IS NULL")
     stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - len(todo), 0)
     if not todo and total:
         _record_space(db, t, table, encoder)
@@ -141,35 +143,85 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
     return stats
 
 
+# A write is one transaction: COPY into a stage, one merge, a commit. Its cost is fixed (a few round trips and
+# a WAL flush), so blocks are gathered until this many rows or seconds have piled up — a fast encoder (a GPU, the
+# disk cache) writes few large blocks, a slow one still commits every block.
+WRITE_ROWS = 8192
+WRITE_SECONDS = 2.0
+
+
+class _Writes:
+    """Encoded blocks waiting to be written: ``add`` them, ``flush`` when enough piled up (and at the end)."""
+
+    def __init__(self, write, stats: EmbedStats) -> None:
+        self.write, self.stats = write, stats
+        self.ids: list[str] = []
+        self.vecs: list[np.ndarray] = []
+        self.since = time.monotonic()
+
+    def add(self, ids: list[str], vecs: np.ndarray) -> None:
+        self.ids += ids
+        self.vecs.append(vecs)
+        if len(self.ids) >= WRITE_ROWS or time.monotonic() - self.since >= WRITE_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        ids, vecs = self.ids, self.vecs
+        self.ids, self.vecs, self.since = [], [], time.monotonic()  # taken first: a failed write is not retried
+        if ids:
+            self.write(ids, vecs[0] if len(vecs) == 1 else np.concatenate(vecs))
+            self.stats.processed += len(ids)
+
+
+def _rows_to_embed(db: Database, table: sa.Table, text_col: sa.Column, where: str = "", params: tuple = ()
+                   ) -> list[tuple]:
+    """(id as text, text) rows of ``table`` (``where``: an SQL condition with its leading WHERE), by id. Read by
+    psycopg itself: on 50,000 rows SQLAlchemy's result rows cost as much again as reading the texts."""
+    id_col = _q(db, table.c.id.name)
+    return _binary_rows(db, f"SELECT CAST({id_col} AS text), {_q(db, text_col.name)} FROM {_qt(db, table)}{where} "
+                            f"ORDER BY {id_col}", params, vectors=False)
+
+
 def _encode_blocks(todo: list, encoder: Encoder, which: str, batch_size: int, write_every: int, progress: bool,
                    stats: EmbedStats, write) -> None:
-    """Encode (id, text) rows block by block and ``write(ids, vectors)`` each block."""
+    """Encode (id, text) rows block by block and ``write(ids, vectors)`` them (see ``WRITE_ROWS``). Blocks
+    encoded before a failure (or an interruption) are written before it propagates."""
     # Longest texts first: each block then holds texts of similar length, so the encoder pads less.
     todo = sorted(todo, key=lambda row: len(row[1]) if isinstance(row[1], str) else 0, reverse=True)
     encode = encode_fn(encoder, which)
     report = reporter(f"embedding {which} ({stats.model})", "rows") if progress and todo else None
     if report is not None:
         report(0, len(todo))  # the step has begun: loading a model can take a while before the first block
-    for start in range(0, len(todo), write_every):
-        block = todo[start:start + write_every]
-        ok = [(rid, txt) for rid, txt in block if isinstance(txt, str) and txt.strip()]
-        stats.errors += len(block) - len(ok)
-        if ok:
-            texts = [txt for _, txt in ok]
-            try:
-                vecs = np.asarray(encode(texts, batch_size=batch_size), dtype=np.float32)
-                check_vectors(vecs, texts, encoder.name, LOCAL_MODEL_FIX)  # any encoder: nothing unusable is stored
-            except EmbeddingReplyError as exc:
-                if exc.position is not None:
-                    exc.where = f"for row id {ok[exc.position][0]!r} of {stats.table}"
-                raise
-            if vecs.shape != (len(ok), encoder.dim):
-                raise ValueError(f"model {encoder.name!r} returned vectors of shape {vecs.shape} for {len(ok)} texts "
-                                 f"of {stats.table}; expected ({len(ok)}, {encoder.dim})")
-            write([rid for rid, _ in ok], vecs)
-            stats.processed += len(ok)
-        if report is not None:
-            report(start + len(block), len(todo))
+    pending = _Writes(write, stats)
+    try:
+        for start in range(0, len(todo), write_every):
+            block = todo[start:start + write_every]
+            ok = [(rid, txt) for rid, txt in block if isinstance(txt, str) and txt and not txt.isspace()]
+            stats.errors += len(block) - len(ok)
+            if ok:
+                pending.add([rid for rid, _ in ok], _encode_block(ok, encode, encoder, batch_size, stats))
+            if report is not None:
+                report(start + len(block), len(todo))
+    except BaseException:
+        pending.flush()
+        raise
+    pending.flush()
+
+
+def _encode_block(ok: list, encode, encoder: Encoder, batch_size: int, stats: EmbedStats) -> np.ndarray:
+    """The checked float32 vectors of one block of (id, text) rows."""
+    texts = [txt for _, txt in ok]
+    try:
+        vecs = np.asarray(encode(texts, batch_size=batch_size), dtype=np.float32)
+        check_vectors(vecs, texts, encoder.name, LOCAL_MODEL_FIX)  # any encoder: nothing unusable is stored
+    except EmbeddingReplyError as exc:
+        if exc.position is not None:
+            exc.where = f"for row id {ok[exc.position][0]!r} of {stats.table}"
+        raise
+    if vecs.shape != (len(ok), encoder.dim):
+        raise ValueError(f"model {encoder.name!r} returned vectors of shape {vecs.shape} for {len(ok)} texts "
+                         f"of {stats.table}; expected ({len(ok)}, {encoder.dim})")
+    return vecs
 
 
 def _fix_dimension(db: Database, table: sa.Table, dim: int, conn: sa.Connection | None = None) -> None:
@@ -206,21 +258,33 @@ def record_space(db: Database, t: Tables, table: sa.Table, values: dict, conn: s
 
 def _write_vectors(db: Database, table: sa.Table, ids: list[str], vecs: np.ndarray,
                    conn: sa.Connection | None = None) -> None:
-    """COPY into a temp table shaped like the target, then one UPDATE … FROM (one transaction)."""
+    """Binary COPY into a staging table, then one UPDATE … FROM (one transaction). Every id must name a row of
+    the table: a row deleted meanwhile is a ``ValueError`` and nothing of the block is written."""
     id_col, emb_col = _q(db, table.c.id.name), _q(db, table.c.embedding.name)
     with _transaction(db, conn) as conn:
         raw = conn.connection.driver_connection
         with raw.cursor() as cur:
-            cur.execute(
-                f"CREATE TEMP TABLE ragnb_tmp_vec ON COMMIT DROP AS "
-                f"SELECT {id_col} AS id, {emb_col} AS emb FROM {_qt(db, table)} WITH NO DATA"
-            )
-            with cur.copy("COPY ragnb_tmp_vec (id, emb) FROM STDIN") as copy:
-                for rid, vec in zip(ids, vecs):
-                    copy.write_row((rid, vector_literal(vec)))
-            cur.execute(
-                f"UPDATE {_qt(db, table)} AS t SET {emb_col} = s.emb FROM ragnb_tmp_vec AS s WHERE t.{id_col} = s.id"
-            )
+            # The stage holds ids as text (how embed_table reads them); cast to the id's own type so the
+            # join uses the table's primary key index.
+            cur.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                        "WHERE attrelid = CAST(%s AS regclass) AND attname = %s", (_qt(db, table), table.c.id.name))
+            id_type = cur.fetchone()[0]
+            stage = stage_vectors(cur, ids, _float32_rows(vecs))
+            cur.execute(f"UPDATE {_qt(db, table)} AS t SET {emb_col} = s.emb FROM {stage} AS s "
+                        f"WHERE t.{id_col} = CAST(s.id AS {id_type})")
+            updated = cur.rowcount
+            if updated != len(ids):
+                cur.execute(f"SELECT s.id FROM {stage} AS s WHERE NOT EXISTS (SELECT 1 FROM {_qt(db, table)} AS t "
+                            f"WHERE t.{id_col} = CAST(s.id AS {id_type})) ORDER BY 1 LIMIT 3")
+                gone = [r[0] for r in cur.fetchall()]
+                raise ValueError(f"{qualified(table)}: {len(ids) - updated} row(s) to embed are no longer in "
+                                 f"the table (first: {gone[:3]}) — were rows deleted or reloaded while embedding? "
+                                 "Nothing of this block was written; run `ragnb embed` again.")
+
+
+def _float32_rows(vecs: np.ndarray) -> np.ndarray:
+    """The vectors as a C-ordered float32 matrix: what pgvector's binary format stores, four bytes a value."""
+    return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
 def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, batch_size: int, write_every: int,
@@ -229,20 +293,16 @@ def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, bat
     store = db.vector_store()
     _ensure_store(store)
     loc, register, registered = _prepare_vector_table(db, table, encoder, replace)
-    with db.engine.connect() as conn:
-        all_ids = [r[0] for r in conn.execute(sa.select(sa.cast(table.c.id, sa.Text)))]
-    done: set[str] = set()
-    if registered:
-        with store.engine.connect() as conn:
-            done = {r[0] for r in conn.execute(sa.text(f"SELECT row_id FROM {loc.sql_table}"))}
+    id_col = _q(db, table.c.id.name)
+    all_ids = [r[0] for r in _binary_rows(db, f"SELECT CAST({id_col} AS text) FROM {_qt(db, table)}",
+                                          vectors=False)]
+    done = ({r[0] for r in _binary_rows(store, f"SELECT row_id FROM {loc.sql_table}", vectors=False)} if registered
+            else set())
     missing = [i for i in all_ids if i not in done]
     text_col = table.c.text if which == "chunks" else table.c.question
-    todo: list = []
-    with db.engine.connect() as conn:
-        for start in range(0, len(missing), 10_000):  # bounded parameter lists
-            part = missing[start:start + 10_000]
-            todo += conn.execute(sa.select(sa.cast(table.c.id, sa.Text), text_col)
-                                 .where(sa.cast(table.c.id, sa.Text).in_(part))).all()
+    # one array parameter, not a statement with a bind parameter per id
+    todo = (_rows_to_embed(db, table, text_col, f" WHERE CAST({id_col} AS text) = ANY(%s)", (missing,)) if done
+            else _rows_to_embed(db, table, text_col)) if missing else []
     stats = EmbedStats(qualified(table), encoder.name, encoder.dim, len(all_ids), 0, len(all_ids) - len(missing), 0,
                        storage="table")
 
@@ -318,25 +378,21 @@ def _prepare_vector_table(db: Database, table: sa.Table, encoder: Encoder, repla
 
 def _insert_vectors(store: Database, sql_table: str, ids: list[str], vecs: np.ndarray,
                     conn: sa.Connection | None = None) -> None:
-    """COPY into a temp table, then one INSERT … ON CONFLICT (one transaction; a re-run overwrites)."""
+    """Binary COPY into a staging table, then one INSERT … ON CONFLICT (one transaction; a re-run overwrites)."""
     with _transaction(store, conn) as conn:
         raw = conn.connection.driver_connection
         with raw.cursor() as cur:
-            cur.execute(f"CREATE TEMP TABLE ragnb_tmp_vec ON COMMIT DROP AS "
-                        f"SELECT row_id, embedding FROM {sql_table} WITH NO DATA")
-            with cur.copy("COPY ragnb_tmp_vec (row_id, embedding) FROM STDIN") as copy:
-                for rid, vec in zip(ids, vecs):
-                    copy.write_row((rid, vector_literal(vec)))
-            cur.execute(f"INSERT INTO {sql_table} (row_id, embedding) SELECT row_id, embedding FROM ragnb_tmp_vec "
+            stage = stage_vectors(cur, ids, _float32_rows(vecs))
+            cur.execute(f"INSERT INTO {sql_table} (row_id, embedding) SELECT id, emb FROM {stage} "
                         "ON CONFLICT (row_id) DO UPDATE SET embedding = EXCLUDED.embedding")
 
 
-def _binary_rows(db: Database, sql: str, params: tuple = ()) -> list[tuple]:
-    from pgvector.psycopg import register_vector
-
+def _binary_rows(db: Database, sql: str, params: tuple = (), vectors: bool = True) -> list[tuple]:
+    """The rows of ``sql`` through a binary cursor; ``vectors``: the query returns pgvector values."""
     with db.engine.connect() as conn:
         raw = conn.connection.driver_connection
-        register_vector(raw)  # a pooled connection may predate the extension
+        if vectors:
+            ensure_vector_type(raw)  # a pooled connection may predate the extension
         with raw.cursor(binary=True) as cur:
             cur.execute(sql, params)
             rows = cur.fetchall()
