@@ -5,6 +5,9 @@ fingerprints that change only with the vectors, and a device that is not there r
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +23,7 @@ from ragnb.rag.encoders.base import digest
 from ragnb.rag.encoders.devices import batch_size_for, check_dtype, present_devices, resolve_device
 from ragnb.rag.encoders.sentence_transformers import SentenceTransformerEncoder, directory_content_id
 
-from test_encoders import XQUAD
+from test_encoders import REPO, XQUAD
 
 
 @pytest.fixture(autouse=True)
@@ -174,3 +177,26 @@ def test_embed_on_a_missing_gpu_is_one_clear_error_and_writes_nothing(tmp_path, 
     done = cli("embed", "--chunks")  # nothing was half written: the same command without it embeds every row
     stats = json.loads(done.output[done.output.index("{"):])
     assert done.exit_code == 0 and stats["processed"] == stats["total"] > 0 and stats["skipped"] == 0
+
+
+# -- without the database stack, and the GPU check script -----------------------------------------------------
+
+
+def test_encoder_modules_import_without_the_database_stack():
+    code = ("import sys\nimport ragnb.rag.encoders.sentence_transformers, ragnb.rag.embedding_cache\n"
+            "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'psycopg', 'psycopg2', "
+            "'pgvector', 'pandas', 'torch', 'sentence_transformers', 'ragnb.store'})))")
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    ([], "No GPU present (torch sees: cpu); nothing measured. Run with --device cpu for the CPU comparison."),
+    (["--device", "cuda:1"], "--device=cuda:1 asks for a CUDA GPU, but torch finds none here (present: cpu)"),
+])
+def test_gpu_script_without_a_gpu_says_so_and_exits_0(args, says, tmp_path):
+    out = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_gpu_encode.py"), *args, "--out", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0 and says in done.stdout and not out.exists()
