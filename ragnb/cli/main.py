@@ -320,6 +320,7 @@ def retrieve(
 ) -> None:
     """Retrieve top-k for every dataset question and export the ranking as a TREC run file (in the order Tier 1
     evaluates it; tied scores are lowered by one float32 step so trec_eval keeps that order)."""
+    from ragnb import config
     from ragnb.datasets import trec
     from ragnb.datasets.corpus import open_corpus, open_dataset
 
