@@ -139,6 +139,9 @@ class SentenceTransformerEncoder(CachedEncoder):
                                                   model_kwargs={"dtype": getattr(torch, self.dtype)})
             except OSError as exc:
                 raise ValueError(f"embedding model {self.name!r} cannot be loaded from {self.source}: {exc}") from exc
+            except RuntimeError as exc:  # torch: this device cannot hold the model (memory, an unsupported dtype)
+                raise ValueError(f"embedding model {self.name!r} cannot be loaded on {device} in {self.dtype}: {exc}; "
+                                 f"try another {self._sources[0]} or {self._sources[1]}") from exc
             self.device = device
             get_dim = getattr(self._model, "get_embedding_dimension", None) or \
                 self._model.get_sentence_embedding_dimension
