@@ -128,6 +128,45 @@ def search_memory_mb() -> int:
     return int(raw)
 
 
+EMBEDDING_DEVICE_ENV = "RAGNB_EMBEDDING_DEVICE"
+EMBEDDING_DTYPE_ENV = "RAGNB_EMBEDDING_DTYPE"
+EMBEDDING_DTYPES = ("float32", "float16", "bfloat16")
+_DEVICE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+
+
+def parse_device(raw: str | None, source: str = EMBEDDING_DEVICE_ENV) -> str | None:
+    """A device name as a local encoder takes it: ``cpu``, ``cuda``, ``cuda:N``, ``mps``; None (or ``auto``): the
+    best one present. ``source`` names where the value came from in the error."""
+    if raw is None or raw.strip().lower() in ("", "auto"):
+        return None
+    value = raw.strip().lower()
+    if not _DEVICE.match(value):
+        raise ValueError(f"{source}={raw!r} is not a device; use cpu, cuda, cuda:N (e.g. cuda:1) or mps, "
+                         "or leave it unset for the best device present (CUDA, then Apple MPS, else the CPU)")
+    return value
+
+
+def parse_dtype(raw: str | None, source: str = EMBEDDING_DTYPE_ENV) -> str:
+    """The precision a local encoder computes in: ``float32`` (default), ``float16`` or ``bfloat16``."""
+    if raw is None or not raw.strip():
+        return "float32"
+    value = raw.strip().lower()
+    if value not in EMBEDDING_DTYPES:
+        raise ValueError(f"{source}={raw!r} is not a precision; use one of {', '.join(EMBEDDING_DTYPES)} "
+                         "(half precision only on a GPU)")
+    return value
+
+
+def embedding_device() -> str | None:
+    """``RAGNB_EMBEDDING_DEVICE``: where local sentence-transformers models run (None: the best device present)."""
+    return parse_device(os.environ.get(EMBEDDING_DEVICE_ENV))
+
+
+def embedding_dtype() -> str:
+    """``RAGNB_EMBEDDING_DTYPE``: the precision of local sentence-transformers models (default ``float32``)."""
+    return parse_dtype(os.environ.get(EMBEDDING_DTYPE_ENV))
+
+
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@]*):(?P<pw>[^@]*)@")
 
 

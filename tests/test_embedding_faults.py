@@ -384,7 +384,8 @@ def test_cli_batch_size_below_one_is_refused(cli, embeddings_server, size):
     res = cli("embed", "--chunks", "--model", "endpoint:emb-small", "--batch-size", size,
               RAGNB_EMBEDDING_BASE_URL=embeddings_server.base_url)
     assert res.exit_code == 2
-    assert res.stderr == f"error: --batch-size {size}: give a positive number of texts per batch (default 32)\n"
+    assert res.stderr == (f"error: --batch-size {size}: give a positive number of texts per batch (default 32 on "
+                          "the CPU, 256 on a GPU)\n")
     assert embeddings_server.embedding_requests == []
 
 

@@ -40,7 +40,14 @@ def test_run_writes_reports_record_and_index(smoke_run):
     # what made the vectors: the encoder's describe(), in the record and in each tier block
     assert record["embedding_encoder"]["model"] == "all-MiniLM-L6-v2"
     assert record["embedding_encoder"]["backend"] == "sentence-transformers"
-    assert record["embedding_encoder"] == record["tier_1_metrics"]["encoder"]
+    same = {k: v for k, v in record["tier_1_metrics"]["encoder"].items() if k != "device"}
+    assert {k: v for k, v in record["embedding_encoder"].items() if k != "device"} == same
+    # which device encoded: tier0 ran the model on the CPU; tier1 found every question in the disk cache
+    assert (record["tier_0_metrics"]["encoder"]["device"], record["tier_1_metrics"]["encoder"]["device"]) == ("cpu", None)
+    assert (record["embedding_encoder"]["device"], record["embedding_encoder"]["dtype"]) == ("cpu", "float32")
+    assert " · on cpu · fingerprint " in (run_dir / "tier0_embeddings.html").read_text(encoding="utf-8")
+    assert " · model not loaded (nothing encoded in this notebook) · " in (
+        run_dir / "tier1_retrieval.html").read_text(encoding="utf-8")
     assert "models" not in record["tier_1_metrics"] and "model_comparison" not in record["tier_1_metrics"]
     assert record["overall_status"] in ("excellent", "good", "attention")
 

@@ -257,7 +257,8 @@ def embed(
     model: Optional[str] = typer.Option(None, "--model", help="Embedding model: all-MiniLM-L6-v2, "
                                         "multilingual-e5-small, a sentence-transformers folder, or endpoint:<model id> "
                                         "(default: RAGNB_EMBEDDING_MODEL, else all-MiniLM-L6-v2)."),
-    batch_size: int = typer.Option(32, help="Texts per encoder batch (per request for an endpoint model); >= 1."),
+    batch_size: Optional[int] = typer.Option(None, help="Texts per encoder batch (per request for an endpoint "
+                                             "model); >= 1. Default: 32 on the CPU, 256 on a GPU, 32 per request."),
     replace: bool = typer.Option(False, "--replace", help="Drop this model's vectors first and re-embed them (other "
                                  "models' vectors stay)."),
     query_prompt: Optional[str] = _QUERY_PROMPT,
@@ -277,8 +278,9 @@ def embed(
 
     if not (chunks or questions):
         _fail(ValueError("say what to embed: --chunks, --questions or both"))
-    if batch_size < 1:
-        _fail(f"--batch-size {batch_size}: give a positive number of texts per batch (default 32)")
+    if batch_size is not None and batch_size < 1:
+        _fail(f"--batch-size {batch_size}: give a positive number of texts per batch (default 32 on the CPU, 256 on "
+              "a GPU)")
     try:
         settings = _model_settings(query_prompt, document_prompt, input_type, dimensions)
         db = connect(write=write)
@@ -318,6 +320,7 @@ def retrieve(
 ) -> None:
     """Retrieve top-k for every dataset question and export the ranking as a TREC run file (in the order Tier 1
     evaluates it; tied scores are lowered by one float32 step so trec_eval keeps that order)."""
+    from ragnb import config
     from ragnb.datasets import trec
     from ragnb.datasets.corpus import open_corpus, open_dataset
 

@@ -62,8 +62,19 @@ def encoder_text(d: dict) -> str:
     sent = [f"input_type {setting_text('input_type', d['input_type'])}"] if d.get("input_type") else []
     asked = [f"dimensions {d['dimensions']} requested"] if d.get("dimensions") else []
     parts = [f"{d.get('backend')}", f"{d.get('dim')}-d", prompts, *sent, *asked,
-             f"input limit {limit_text(d)}", f"fingerprint {str(d.get('fingerprint'))[:12]}"]
+             f"input limit {limit_text(d)}", *device_text(d), f"fingerprint {str(d.get('fingerprint'))[:12]}"]
     return " · ".join(parts)
+
+
+def device_text(d: dict) -> list[str]:
+    """Where a local model encoded, as a header shows it (``on cuda:0 in float16``); nothing for an endpoint (or a
+    record from before devices were recorded)."""
+    if "device" not in d:
+        return []
+    if not d.get("device"):
+        return ["model not loaded (nothing encoded in this notebook)"]
+    precision = d.get("dtype")
+    return [f"on {d['device']}" + (f" in {precision}" if precision and precision != "float32" else "")]
 
 
 def model_list(embedding_models: str = "", embedding_model: str = "") -> list[str]:

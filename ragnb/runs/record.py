@@ -3,7 +3,7 @@
 A run record follows the ``benchmark_runs.json`` schema 2.0 (see README, Concepts; one JSON object per run in a
 JSON array). ragnb adds a few fields of its own after the schema fields (``reports``, ``failures``,
 ``params``, ``other_metrics``, ``duration_s``, ``ragnb_version``, ``embedding_encoder`` — what made the
-vectors: backend, model, prompts, dimension, fingerprint —, ``inputs`` — each notebook's own dataset, corpus and
+vectors: backend, model, prompts, dimension, fingerprint, device —, ``inputs`` — each notebook's own dataset, corpus and
 model, :func:`ragnb.runs.summary.run_inputs`); readers of schema 2.0 ignore them.
 """
 
@@ -239,12 +239,18 @@ def status_blocks(record: dict) -> dict[str, Any]:
 
 
 def _encoder_of(record: dict) -> dict | None:
-    """The ``encoder`` description (``describe()``) a notebook recorded for the run's embedding model."""
-    for block in status_blocks(record).values():
-        enc = block.get("encoder") if isinstance(block, dict) else None
-        if isinstance(enc, dict) and enc.get("model") == record.get("embedding_model"):
-            return enc
-    return None
+    """The ``encoder`` description (``describe()``) a notebook recorded for the run's embedding model; its
+    ``device``: every device that ran the model in any of the run's notebooks (one that read all its vectors from
+    the cache ran it nowhere), None when none did."""
+    found = [enc for block in status_blocks(record).values()
+             if isinstance(enc := block.get("encoder") if isinstance(block, dict) else None, dict)
+             and enc.get("model") == record.get("embedding_model")]
+    if not found:
+        return None
+    if "device" not in found[0]:  # an endpoint: no device of its own
+        return found[0]
+    devices = list(dict.fromkeys(enc["device"] for enc in found if enc.get("device")))
+    return {**found[0], "device": ", ".join(devices) or None}
 
 
 def executive_summary(record: dict, change: str | None = None) -> str:

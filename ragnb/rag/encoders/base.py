@@ -15,6 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ragnb.rag.encoders.devices import CPU_BATCH_SIZE
+
 ROLES = ("query", "document")
 
 
@@ -28,16 +30,17 @@ class TextEncoder(Protocol):
     max_input_tokens: int | None
     fingerprint: str
 
-    def encode_queries(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray: ...
+    def encode_queries(self, texts: list[str], batch_size: int | None = None, progress: bool = False) -> np.ndarray: ...
 
-    def encode_documents(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray: ...
+    def encode_documents(self, texts: list[str], batch_size: int | None = None,
+                         progress: bool = False) -> np.ndarray: ...
 
-    def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray: ...
+    def encode(self, texts: list[str], batch_size: int | None = None, progress: bool = False) -> np.ndarray: ...
 
     def describe(self) -> dict: ...
 
 
-def encode_queries(encoder: Any, texts: list[str], batch_size: int = 32) -> np.ndarray:
+def encode_queries(encoder: Any, texts: list[str], batch_size: int | None = None) -> np.ndarray:
     """Questions as *queries* (with the model's query prompt, e.g. e5's ``query: ``). Any object with only
     ``encode`` (a symmetric model, a test double) is asked with ``encode``."""
     fn = getattr(encoder, "encode_queries", None) or encoder.encode
@@ -161,8 +164,11 @@ LOCAL_MODEL_FIX = ("the model itself produced it (a damaged model file, or a num
                    "nothing was cached or stored — check the model, or drop that text")
 
 
-def check_batch_size(batch_size: Any) -> int:
-    """``batch_size`` as a positive int; anything else is a ValueError naming the fix."""
+def check_batch_size(batch_size: Any) -> int | None:
+    """``batch_size`` as a positive int, or None (the encoder's own for its device: 32 on the CPU, 256 on a GPU);
+    anything else is a ValueError naming the fix."""
+    if batch_size is None:
+        return None
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r}: give a positive number of texts per batch (e.g. 32)")
     return int(batch_size)
@@ -181,6 +187,9 @@ class CachedEncoder:
     windows_long_texts = False  # True: no input limit (long texts are read whole); False with no limit: unknown
     prompts: dict[str, str | None]
     allow_empty = True
+    runs_locally = True  # False: a remote endpoint (no device, no precision of ragnb's choosing)
+    device: str | None = None  # where this process loaded the model (set by a local backend)
+    dtype: str | None = None  # the precision a local backend computes in (None: not ragnb's choice)
 
     def __init__(self) -> None:
         self.encoded_texts = 0  # texts that went through the model (not the cache) in this process
@@ -203,11 +212,15 @@ class CachedEncoder:
         return self.cache_id("query") == self.cache_id("document")
 
     def describe(self) -> dict:
+        """What makes this encoder's vectors, for run records and report headers. ``device``: where this process
+        loaded the model (None: not loaded here — every text came from the disk cache); ``dtype``: the precision
+        it computes in; neither for a remote endpoint."""
         return {"backend": self.backend, "model": self.name, "dim": self.dim,
                 "query_prompt": self.prompts.get("query"), "document_prompt": self.prompts.get("document"),
                 "input_type": None, "dimensions": None, "max_input_tokens": self.max_input_tokens,
                 "input_limit_known": self.max_input_tokens is not None or self.windows_long_texts,
-                "fingerprint": self.fingerprint}
+                "fingerprint": self.fingerprint,
+                **({"device": self.device, "dtype": self.dtype} if self.runs_locally else {})}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, backend={self.backend!r}, fingerprint={self.fingerprint[:12]})"
@@ -234,31 +247,40 @@ class CachedEncoder:
 
     # -- encoding ------------------------------------------------------------------------------------
 
-    def encode_queries(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+    def encode_queries(self, texts: list[str], batch_size: int | None = None,
+                       progress: bool = False) -> np.ndarray:
         return self._encode_cached(texts, "query", batch_size, progress)
 
-    def encode_documents(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+    def encode_documents(self, texts: list[str], batch_size: int | None = None,
+                         progress: bool = False) -> np.ndarray:
         return self._encode_cached(texts, "document", batch_size, progress)
 
-    def encode(self, texts: list[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int | None = None,
+               progress: bool = False) -> np.ndarray:
         """Embeddings as float32 (n, dim), in input order, of documents (the symmetric use). Texts in the
         disk cache (``RAGNB_EMBEDDING_CACHE``) are read from it; the others — each distinct text once — go
         through the model and into the cache."""
         return self._encode_cached(texts, "document", batch_size, progress)
 
-    def encode_uncached(self, texts: list[str], batch_size: int = 32, progress: bool = False,
+    def encode_uncached(self, texts: list[str], batch_size: int | None = None, progress: bool = False,
                         role: str = "document") -> np.ndarray:
         """Always through the model, never the disk cache: for callers that time the encoding itself."""
         texts = check_texts(texts, self.name, allow_empty=self.allow_empty)
         batch_size = check_batch_size(batch_size)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if batch_size is None:
+            batch_size = self.default_batch_size()
         out = np.asarray(self._encode_role(texts, role, batch_size, progress), dtype=np.float32)
         check_vectors(out, texts, self.name, LOCAL_MODEL_FIX)  # endpoints checked each reply already
         self.encoded_texts += len(texts)
         return out
 
-    def _encode_cached(self, texts: list[str], role: str, batch_size: int, progress: bool) -> np.ndarray:
+    def default_batch_size(self) -> int:
+        """Texts per batch (per request for an endpoint) when the caller names none."""
+        return CPU_BATCH_SIZE
+
+    def _encode_cached(self, texts: list[str], role: str, batch_size: int | None, progress: bool) -> np.ndarray:
         texts = check_texts(texts, self.name, allow_empty=self.allow_empty)
         batch_size = check_batch_size(batch_size)
         if not texts:

