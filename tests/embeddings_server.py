@@ -13,6 +13,8 @@ right answer is — honouring ``dimensions``; ``latency_s`` delays every default
 from __future__ import annotations
 
 import hashlib
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -105,3 +107,11 @@ class FakeEmbeddingsServer(FakeLLMServer):
 def embeddings_server():
     with FakeEmbeddingsServer() as server:
         yield server
+
+
+def isolate_provider_env(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> None:
+    """No embedding/LLM provider setting of the machine leaks into a test, and its disk cache is its own."""
+    for name in list(os.environ):
+        if name.startswith(("RAGNB_EMBEDDING_", "RAGNB_LLM_", "OPENAI_", "OPENROUTER_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(cache_dir))

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from embeddings_server import bad_vector, expected_vector, html_reply, vectors_reply
+from embeddings_server import bad_vector, expected_vector, html_reply, isolate_provider_env, vectors_reply
 from llm_server import Reply, error_reply
 
 from ragnb.cli.main import build_cli
@@ -41,10 +41,7 @@ _names = count()
 
 @pytest.fixture(autouse=True)
 def _clean_env(tmp_path, monkeypatch):
-    for name in list(os.environ):
-        if name.startswith(("RAGNB_EMBEDDING_", "RAGNB_LLM_", "OPENAI_", "OPENROUTER_")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(tmp_path / "emb_cache"))
+    isolate_provider_env(monkeypatch, tmp_path / "emb_cache")
 
 
 def _encoder(server, model: str = "emb-small", max_retries: int = 2, **kw) -> EndpointEncoder:

@@ -12,7 +12,7 @@ from itertools import count
 
 import numpy as np
 import pytest
-from embeddings_server import expected_vector
+from embeddings_server import expected_vector, isolate_provider_env
 from click.testing import CliRunner
 
 from ragnb.cli.main import build_cli
@@ -37,10 +37,7 @@ _names = count()
 
 @pytest.fixture(autouse=True)
 def _clean_env(tmp_path, monkeypatch):
-    for name in list(os.environ):
-        if name.startswith(("RAGNB_EMBEDDING_", "RAGNB_LLM_", "OPENAI_", "OPENROUTER_")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(tmp_path / "emb_cache"))
+    isolate_provider_env(monkeypatch, tmp_path / "emb_cache")
 
 
 def _jsonl(path, rows):
