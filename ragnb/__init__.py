@@ -1,3 +1,78 @@
-"""ragnb — Jupyter-first benchmarking of Retrieval-Augmented-Generation systems."""
+"""ragnb — Jupyter-first benchmarking of Retrieval-Augmented-Generation systems.
+
+The public Python API: the names a user needs outside a notebook (README, "From Python"). Each is imported on first
+use (PEP 562), so ``import ragnb`` stays light: no pandas, torch, SQLAlchemy or openai until a name needs them.
+
+Retrieval evaluation
+    :func:`evaluate_retrieval` (a run and its qrels → per-query values and aggregates with 95% CIs),
+    :func:`evaluate_trec_files` (the same from TREC run/qrels files), :func:`aggregate` (mean, CI, n, n_valid,
+    n_failed of any per-item values).
+The metric registry
+    :func:`get_metric` (one metric's name, family, kind, direction, range, formula), :func:`metric_names`,
+    :class:`Metric`.
+Models
+    :func:`get_encoder` (an embedding model by name), :class:`LLMClient` and :class:`LLMSettings` (an
+    OpenAI-compatible endpoint, from the environment).
+Datasets, results and runs
+    :func:`load_dataset`, :class:`TierResult`, :func:`run_notebooks` (what ``ragnb run`` does).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# typing.TYPE_CHECKING without importing typing (type checkers read this spelling as the same flag)
+TYPE_CHECKING = False
 
 __version__ = "0.1.0"
+
+# Public name → (module, attribute). The one list behind __all__, __getattr__ and __dir__.
+_PUBLIC: dict[str, tuple[str, str]] = {
+    # retrieval evaluation
+    "evaluate_retrieval": ("ragnb.metrics.retrieval", "evaluate"),
+    "evaluate_trec_files": ("ragnb.datasets.trec", "evaluate_files"),
+    "aggregate": ("ragnb.metrics.stats", "aggregate"),
+    # the metric registry
+    "Metric": ("ragnb.metrics.registry", "Metric"),
+    "get_metric": ("ragnb.metrics.registry", "get"),
+    "metric_names": ("ragnb.metrics.registry", "names"),
+    # models
+    "get_encoder": ("ragnb.rag.embeddings", "get_encoder"),
+    "LLMClient": ("ragnb.llm.client", "LLMClient"),
+    "LLMSettings": ("ragnb.llm.settings", "LLMSettings"),
+    # datasets, results and runs
+    "load_dataset": ("ragnb.datasets.schema", "load_dataset"),
+    "TierResult": ("ragnb.tiers.result", "TierResult"),
+    "run_notebooks": ("ragnb.runs.runner", "run_notebooks"),
+}
+
+__all__ = ["__version__", *_PUBLIC]
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily
+    from ragnb.datasets.schema import load_dataset
+    from ragnb.datasets.trec import evaluate_files as evaluate_trec_files
+    from ragnb.llm.client import LLMClient
+    from ragnb.llm.settings import LLMSettings
+    from ragnb.metrics.registry import Metric
+    from ragnb.metrics.registry import get as get_metric
+    from ragnb.metrics.registry import names as metric_names
+    from ragnb.metrics.retrieval import evaluate as evaluate_retrieval
+    from ragnb.metrics.stats import aggregate
+    from ragnb.rag.embeddings import get_encoder
+    from ragnb.runs.runner import run_notebooks
+    from ragnb.tiers.result import TierResult
+
+
+def __getattr__(name: str) -> object:
+    """Import a public name on first use (PEP 562) and keep it in the module's namespace."""
+    try:
+        module, attribute = _PUBLIC[name]
+    except KeyError:
+        raise AttributeError(f"module 'ragnb' has no attribute {name!r}; public names: {', '.join(__all__)}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -143,6 +143,9 @@ def read_json_file(path: str | Path, what: str = "dataset") -> Any:
 
 
 def load_dataset(path: str | Path) -> Dataset:
+    """Read and validate a dataset JSON file (an array of items, or ``{"name", "type", "items"}``; docs/datasets.md):
+    a :class:`Dataset` whose ``items`` are :class:`DatasetItem` and whose ``qrels()`` feed the retrieval metrics.
+    Bad input is a ValueError naming the file, the item and the field."""
     p = Path(path)
     return parse_dataset(read_json_file(p), str(p), p.stem)
 

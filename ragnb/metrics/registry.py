@@ -124,6 +124,10 @@ _ARITY: dict[str, tuple[tuple[int, ...], int]] = {
 
 @dataclass(frozen=True)
 class Metric:
+    """One registered metric: ``name`` (base name; ``name@k`` when ``needs_k``), ``family``, ``kind`` (the shape of
+    its inputs, see the module docstring), ``fn`` (the function; its docstring holds the formula), ``direction``,
+    ``value_range`` and ``doc``. Look one up with :func:`get`, list them with :func:`names`."""
+
     name: str  # base name, e.g. "ndcg"
     family: str  # "retrieval", "embedding", ...
     kind: str  # one of KINDS
