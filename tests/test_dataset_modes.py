@@ -1,4 +1,4 @@
-"""``ragnb dataset …`` end to end (see README, Datasets): synthetic against the scripted LLM server, real questions on a
+"""``ragnb dataset …`` end to end (see docs/datasets.md): synthetic against the scripted LLM server, real questions on a
 tiny corpus in the embedded database, annotation export/import, the judge-pipeline dataset, and bad inputs."""
 
 from __future__ import annotations

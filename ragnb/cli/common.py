@@ -1,6 +1,6 @@
 """What every ``ragnb`` command shares: exit codes, errors as messages (never tracebacks), confirmation.
 
-Exit codes (README, Command reference): 0 success; 1 a notebook failed (``run``; a full disk too) or run B is
+Exit codes (docs/commands.md): 0 success; 1 a notebook failed (``run``; a full disk too) or run B is
 significantly worse on a gated metric, or a run cannot report one (``compare --fail-if-worse``); 2 usage or input
 error; 3 a graded metric needs attention (``run --fail-on attention``); 4 the two runs are not comparable, so
 ``compare --fail-if-worse`` cannot decide.

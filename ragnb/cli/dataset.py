@@ -111,7 +111,7 @@ _real_questions_command("from-real-questions-score-5", 5, "score-5 questions",
 
 
 _FORMAT = typer.Option(None, "--format", help="json or csv (default: from the file's suffix; .csv → csv, else json). "
-                       "CSV: one row per item for Excel/LibreOffice, list cells one id per line (README, Datasets).")
+                       "CSV: one row per item for Excel/LibreOffice, list cells one id per line (docs/datasets.md).")
 
 
 @dataset_app.command("export-annotation")

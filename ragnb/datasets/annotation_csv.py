@@ -1,4 +1,4 @@
-"""Annotation files as CSV, for reviewing in Excel, LibreOffice or Google Sheets (README, Datasets).
+"""Annotation files as CSV, for reviewing in Excel, LibreOffice or Google Sheets (docs/datasets.md).
 
 One row per item, one column per field. The cell format is told by the column name:
 

@@ -26,7 +26,7 @@ GENERIC_CHOICES = ("no_show", "drop")
 
 
 class JudgePipelineItem(BaseModel):
-    """One judged answer with its human label (the judge-pipeline dataset; see README, Datasets).
+    """One judged answer with its human label (the judge-pipeline dataset; see docs/datasets.md).
 
     ``ground_truth_show``: should the production system show this answer (True) or not (False)?
     ``context``: what the answer should be grounded in (string or list of passages) — needed by the

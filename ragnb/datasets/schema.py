@@ -1,4 +1,4 @@
-"""Benchmark datasets: one JSON schema for every mode (see README, Datasets), validated on load.
+"""Benchmark datasets: one JSON schema for every mode (see docs/datasets.md), validated on load.
 
 A dataset file is either a JSON array of items (the original layout) or an object
 ``{"name": ..., "type": ..., "metadata": {...}, "items": [...]}``. Unknown extra item fields (annotation

@@ -1,4 +1,4 @@
-"""Source URLs as relevance labels (see docs/metrics.md, Real users; README, Datasets): normalise, then match by page
+"""Source URLs as relevance labels (see docs/metrics.md, Real users; docs/datasets.md): normalise, then match by page
 id.
 
 A logged ``confluence_url`` and a chunk's URL often differ in form only (``http`` vs ``https``, a

@@ -23,7 +23,7 @@ def fetch_question_log(
     """Logged questions ordered by id, as a DataFrame indexed by id with :data:`LOG_COLUMNS`.
 
     ``min_score`` > 0 keeps rows with ``score >= min_score`` (unscored rows drop out); ``exact_score``
-    keeps ``score == exact_score`` (the score-5 cache (see README, Datasets) and dataset); ``limit`` > 0 keeps the first
+    keeps ``score == exact_score`` (the score-5 cache (see docs/datasets.md) and dataset); ``limit`` > 0 keeps the first
     ``limit`` rows after filtering. ``with_vectors`` keeps only rows that have an embedding and returns
     their float32 matrix in the same order (else ``None``); ``model``: whose vectors (default: the table's own
     column; another model's are read from its vector table).

@@ -1,4 +1,4 @@
-"""Tables: ``chunk`` and ``question_answer`` (see README, Using a production database), plus ragnb's record of which
+"""Tables: ``chunk`` and ``question_answer`` (see docs/databases.md), plus ragnb's record of which
 model made the vectors of their ``embedding`` columns (other models' vectors: :mod:`ragnb.store.models`).
 
 Table and column names come from :class:`ragnb.config.SchemaMap`, so the same code reads a team's
