@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import REPO
+from conftest import REPO
 
 HEAVY = ("torch", "sqlalchemy", "pandas", "numpy", "openai", "papermill", "sentence_transformers")
 
@@ -67,3 +67,16 @@ def test_readme_from_python_examples_run(tmp_path):
     mean, lo, hi = map(float, re.match(r"^([0-9.]+) \[([0-9.]+), ([0-9.]+)\] 100$", lines[2]).groups())
     assert lo < mean < hi and mean > 0.5  # e5 finds most answers' paragraph among 30 at rank 1, not all
     assert lines[-1].startswith("0 ") and lines[-1].endswith("index.html")
+
+
+def test_readme_llm_example_talks_to_an_endpoint(tmp_path, llm_server):
+    """The LLM example is skipped offline above; with an endpoint in the environment it asks it, once."""
+    block = next(b for b in _from_python_examples() if "LLMSettings.from_env()" in b)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGNB_", "OPENAI_", "OPENROUTER_"))}
+    env.update(PYTHONPATH=str(REPO), RAGNB_HOME=str(tmp_path / "home"), RAGNB_LLM_BASE_URL=llm_server.base_url,
+               RAGNB_LLM_API_KEY="k-test")
+    out = subprocess.run([sys.executable, "-c", "import ragnb\n" + block], capture_output=True, text=True,
+                         cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("ok ")
+    assert len(llm_server.requests) == 1 and llm_server.requests[0].body["model"] == "openai/gpt-4o-mini"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from conftest import REPO
 
 VARIABLE = re.compile(r"^(RAGNB_[A-Z0-9_]*[A-Z0-9]|NUMBA_CACHE_DIR|OPENAI_API_KEY|OPENROUTER_API_KEY|XDG_DATA_HOME)$")
 
