@@ -34,7 +34,7 @@ import numpy as np
 from ragnb.io import atomic_write_text
 from ragnb.metrics.fallback import word_overlap_faithfulness
 from ragnb.metrics.fallback_agreement import begin_set
-from ragnb.metrics.ppi import classical_arrays, fill_failed, ppi_arrays
+from ragnb.metrics.ppi import classical_arrays, fill_failed, judge_only_arrays, ppi_arrays
 from ragnb.metrics.ppi_active import active_arrays, inclusion_probabilities, uncertainty
 
 BUDGETS = (25, 50, 100, 200)
@@ -68,7 +68,7 @@ def simulate(y_pop: np.ndarray, f_pop: np.ndarray, n: int, draws: int, seed: int
     intervals are stated for. Failed (NaN) scores are imputed as the product does (ragnb.metrics.ppi.fill_failed)."""
     truth, N = float(y_pop.mean()), y_pop.size
     rng = np.random.default_rng(seed)
-    rows = {k: [] for k in ("ppi", "human", "active", "active_human")}
+    rows = {k: [] for k in ("ppi", "human", "judge_only", "active", "active_human")}
     for _ in range(draws):
         pick = rng.integers(0, N, size=N)
         y, (f,) = y_pop[pick], fill_failed(f_pop[pick])[1]
@@ -77,6 +77,7 @@ def simulate(y_pop: np.ndarray, f_pop: np.ndarray, n: int, draws: int, seed: int
         mask[rng.choice(N, n, replace=False)] = True
         rows["ppi"].append(ppi_arrays(y[mask], f[mask], f[~mask]))
         rows["human"].append(classical_arrays(y[mask], N=N))
+        rows["judge_only"].append(judge_only_arrays(f_pop[pick]))
         drawn = rng.uniform(size=N) < pi
         a, h = active_arrays(y, f, pi, drawn)
         rows["active"].append(a)
