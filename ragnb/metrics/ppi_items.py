@@ -77,11 +77,11 @@ class Estimates:
         if math.isfinite(self.ppi.se):
             worth = (f", worth {self.ppi.effective_n:.0f} human labels" if math.isfinite(self.ppi.effective_n)
                      else "")
-            return "ppi++", (f"PPI: valid whatever the judge's bias, from {self.ppi.n} labels and {self.ppi.N} "
+            return self.ppi.method, (f"PPI: valid whatever the judge's bias, from {self.ppi.n} labels and {self.ppi.N} "
                              f"judged items{worth}")
         if self.human_only.n:
-            return "classical", "the human labels (too few for PPI's interval)"
-        return "judge_only", ("the judge's mean, unchecked: no human label bounds its bias (label items: "
+            return self.human_only.method, "the human labels (too few for PPI's interval)"
+        return self.judge_only.method, ("the judge's mean, unchecked: no human label bounds its bias (label items: "
                               "ragnb dataset label-plan)")
 
     def rows(self) -> list[dict[str, Any]]:
