@@ -135,3 +135,20 @@ def ppi_paired_difference(judge_a: Mapping[str, float], judge_b: Mapping[str, fl
     diff_judge = {i: sb[i] - sa[i] for i in judge_a}
     diff_human = {i: yb[i] - ya[i] for i in human_a}
     return estimates(diff_judge, diff_human, alpha, binary=False)
+
+
+def estimates_from_frame(frame: "pd.DataFrame", score: str, label: str, *, id_column: str = "id",
+                         alpha: float = 0.05, binary: bool = False) -> Estimates:
+    """The three estimates from a per-item table: ``score`` the judge's score of every row (NaN = failed),
+    ``label`` the human label where an item was labelled and empty (NaN/None) elsewhere — the shape a tier's
+    per-item table takes once reviewed labels are merged in. ValueError naming a missing column."""
+    missing = [c for c in (id_column, score, label) if c not in frame.columns]
+    if missing:
+        raise ValueError(f"per-item table: no column {', '.join(map(repr, missing))}; columns: "
+                         f"{', '.join(map(str, frame.columns))}")
+    ids = frame[id_column].astype(str)
+    if ids.duplicated().any():
+        raise ValueError(f"per-item table: item id {ids[ids.duplicated()].iloc[0]!r} appears twice; one row per item")
+    judge = dict(zip(ids, frame[score].map(_num)))
+    labelled = frame[label].notna()
+    return estimates(judge, dict(zip(ids[labelled], frame[label][labelled])), alpha, binary=binary)

@@ -12,7 +12,7 @@ import pytest
 from ragnb.metrics import registry
 from ragnb.metrics.ppi import classical_mean, judge_mean, ppi_mean
 from ragnb.metrics.ppi_active import active_arrays, expected_widths, inclusion_probabilities, uncertainty
-from ragnb.metrics.ppi_items import estimates, ppi_paired_difference
+from ragnb.metrics.ppi_items import estimates, estimates_from_frame, ppi_paired_difference
 from ragnb.metrics.ppi_strata import ppi_stratified
 
 with warnings.catch_warnings():  # ppi_py calls warnings.simplefilter("ignore") at import; keep it local
@@ -214,3 +214,13 @@ def test_registered():
     for name in ("ppi_mean", "ppi_mean_difference", "ppi_stratified_mean"):
         m = registry.get(name)
         assert m.family == "ppi" and m.kind == "llm" and "θ̂" in m.doc
+
+
+def test_estimates_from_a_per_item_frame():
+    import pandas as pd
+
+    frame = pd.DataFrame({"id": list("abcdefghi"), "score": ALL, "label": [*Y, *[None] * 5]})
+    e = estimates_from_frame(frame, "score", "label", binary=True)
+    assert e.ppi.ci == pytest.approx(ppi_mean(ALL, YHAT, Y).ci) and e.ppi.n == 4 and e.ppi.N == 9
+    with pytest.raises(ValueError, match="no column 'human'"):
+        estimates_from_frame(frame, "score", "human")
