@@ -34,8 +34,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from statistics import NormalDist
+
 import numpy as np
-from scipy.stats import norm
 
 from ragnb.metrics.registry import register
 
@@ -80,7 +81,7 @@ def z_value(alpha: float) -> float:
     """z = Φ⁻¹(1 − α/2), the two-sided normal quantile; ValueError unless 0 < α < 1."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1) (0.05 for a 95% interval), got {alpha!r}")
-    return float(norm.ppf(1.0 - alpha / 2.0))
+    return NormalDist().inv_cdf(1.0 - alpha / 2.0)  # stdlib (Wichura's AS241, ~1e-16): no scipy at import
 
 
 def interval(estimate: float, se: float, alpha: float) -> tuple[float, float]:
