@@ -224,3 +224,9 @@ def test_estimates_from_a_per_item_frame():
     assert e.ppi.ci == pytest.approx(ppi_mean(ALL, YHAT, Y).ci) and e.ppi.n == 4 and e.ppi.N == 9
     with pytest.raises(ValueError, match="no column 'human'"):
         estimates_from_frame(frame, "score", "human")
+
+
+def test_public_name():
+    import ragnb
+
+    assert ragnb.ppi_mean is ppi_mean and ragnb.classical_mean is classical_mean and ragnb.judge_mean is judge_mean
