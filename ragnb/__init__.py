@@ -15,6 +15,9 @@ Models
     OpenAI-compatible endpoint, from the environment).
 Datasets, results and runs
     :func:`load_dataset`, :class:`TierResult`, :func:`run_notebooks` (what ``ragnb run`` does).
+Few human labels
+    :func:`ppi_mean` (prediction-powered estimate of a judged mean with a valid CI), :func:`classical_mean`
+    (human labels only), :func:`judge_mean` (judge only), :class:`PPIResult`.
 """
 
 from __future__ import annotations
@@ -44,6 +47,11 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "load_dataset": ("ragnb.datasets.schema", "load_dataset"),
     "TierResult": ("ragnb.tiers.result", "TierResult"),
     "run_notebooks": ("ragnb.runs.runner", "run_notebooks"),
+    # PPI: prediction-powered estimates of a judged mean (docs/ppi.md)
+    "ppi_mean": ("ragnb.metrics.ppi", "ppi_mean"),
+    "classical_mean": ("ragnb.metrics.ppi", "classical_mean"),
+    "judge_mean": ("ragnb.metrics.ppi", "judge_mean"),
+    "PPIResult": ("ragnb.metrics.ppi", "PPIResult"),
 }
 
 __all__ = ["__version__", *_PUBLIC]
@@ -57,6 +65,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from ragnb.metrics.registry import get as get_metric
     from ragnb.metrics.registry import names as metric_names
     from ragnb.metrics.retrieval import evaluate as evaluate_retrieval
+    from ragnb.metrics.ppi import PPIResult, classical_mean, judge_mean, ppi_mean
     from ragnb.metrics.stats import aggregate
     from ragnb.rag.embeddings import get_encoder
     from ragnb.runs.runner import run_notebooks

@@ -207,3 +207,80 @@ def judge_pipeline(
         _finish(result, out_dir, output, (source,))
     except ValueError as exc:
         _fail(exc)
+
+
+_SCORES = typer.Option(..., "--scores", help="Per-item table of judge scores (.parquet, .csv, .json, .jsonl) with an "
+                       "item_id or id column, e.g. a run's <notebook>.per_item.parquet.")
+_SCORE = typer.Option(..., "--score", help="The column of the judge's score (NaN/empty = a failed verdict).")
+_OTHERS = typer.Option([], "--other-score", help="Another judge's score column (repeatable): with --active, items the "
+                       "judges disagree on are more likely to be drawn.")
+_BINARY = typer.Option(False, "--binary", help="The labels are yes/no (0/1); the judge's scores are in [0, 1].")
+
+
+@dataset_app.command("label-plan")
+def label_plan(
+    scores: Path = _SCORES,
+    score: str = _SCORE,
+    budget: int = typer.Option(..., "--budget", help="How many items to label (active: the expected number)."),
+    active: bool = typer.Option(False, "--active", help="Draw by the judge's uncertainty (probabilities recorded, "
+                                "the estimate weighted by them) instead of uniformly at random."),
+    others: list[str] = _OTHERS,
+    seed: int = typer.Option(0, "--seed", help="Seed of the draw."),
+    out_dir: Optional[Path] = _OUT_DIR,
+    output: Optional[Path] = typer.Option(None, "--output", help="Write exactly this .csv file instead."),
+) -> None:
+    """Pick the next items to label for a budget and write them as a CSV sheet to fill in (docs/ppi.md); prints the
+    expected 95% interval widths after labelling (PPI and human-only)."""
+    from ragnb.datasets.build import FILE_PREFIX, resolve_output
+    from ragnb.datasets.label_plan import plan, read_scores, write_sheet
+
+    try:
+        path = resolve_output(FILE_PREFIX["label-plan"], out_dir, output, (scores,), suffix=".csv")
+        result = plan(read_scores(scores, score, tuple(others)), score, budget, seed=seed, active=active,
+                      others=tuple(others))
+        write_sheet(result, path)
+    except ValueError as exc:
+        _fail(exc)
+    typer.echo(f"wrote {path}")
+    typer.echo(json.dumps({"path": str(path), **result.report}, ensure_ascii=False, indent=2))
+
+
+@dataset_app.command("ppi")
+def ppi(
+    scores: Path = _SCORES,
+    score: str = _SCORE,
+    labels: Path = typer.Option(..., "--labels", help="The sheet label-plan wrote, with human_label filled in."),
+    binary: bool = _BINARY,
+    others: list[str] = _OTHERS,
+    strata: Optional[str] = typer.Option(None, "--strata", help="Item column to stratify by (uniform design only)."),
+    alpha: float = typer.Option(0.05, "--alpha", help="1 − confidence level (0.05: 95% intervals)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+) -> None:
+    """Judge-only, human-only and prediction-powered (PPI++) estimates side by side, from the judge's scores and a
+    filled label sheet; says which one to quote."""
+    from ragnb.datasets.label_plan import estimate_from_sheet, read_scores
+
+    try:
+        frame = read_scores(scores, score, tuple(others))
+        if strata and strata not in frame.columns:
+            raise ValueError(f"{scores}: no column {strata!r} (--strata)")
+        result, report = estimate_from_sheet(frame, score, labels, binary=binary, alpha=alpha, others=tuple(others),
+                                             strata=strata)
+    except ValueError as exc:
+        _fail(exc)
+    if as_json:
+        from ragnb.cli.common import print_json
+
+        print_json({**report, **result.to_dict()})
+        return
+    typer.echo(f"{report['design']}: {report['labelled']} labelled of {report['rows']} rows"
+               + (f" ({report['left_empty']} left empty)" if report["left_empty"] else ""))
+    level = round(100 * (1 - alpha))
+    for row in result.rows():
+        mark = "→" if row["quote"] else " "
+        ci = f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}]" if row["ci_low"] == row["ci_low"] else "[undefined]"
+        extra = f"  λ={row['lambda']:.2f}" if row["lambda"] == row["lambda"] else ""
+        extra += f"  worth {row['effective_n']:.0f} labels" if row["effective_n"] == row["effective_n"] else ""
+        typer.echo(f"{mark} {row['estimate']:<16} {row['value']:.4f}  {level}% CI {ci}  n={row['n_labels']} "
+                   f"N={row['N_items']} failed={row['n_failed']}{extra}" + (f"  ({row['note']})" if row["note"] else ""))
+    typer.echo(f"quote: {result.quote[0]} — {result.quote[1]}")

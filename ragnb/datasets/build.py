@@ -46,6 +46,7 @@ FILE_PREFIX = {
     "export-annotation": "dataset_export_annotation",
     "import-annotation": "dataset_import_annotation",
     "judge-pipeline": "dataset_judge_pipeline",
+    "label-plan": "label_plan",
 }
 LANGUAGES = ("ru", "en")
 

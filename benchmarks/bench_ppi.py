@@ -1,0 +1,128 @@
+"""Prediction-powered estimates on real human labels: coverage and width of the 95% PPI++ interval, against the
+human-only interval and the judge-only mean (BENCHMARKS.md §15, docs/ppi.md).
+
+Data: the bundled BEGIN dev set (ragnb/data/begin_groundedness; attributable = 1, generic rows dropped), whose
+every response has a human label; the truth is the mean human label over all of it. Judges:
+
+* ``offline``: the offline judge the tiers use without an LLM (word-overlap faithfulness,
+  ragnb.metrics.fallback), its score in [0, 1] as the prediction;
+* ``fake_llm``: a simulated LLM judge of known bias, score = clip(0.35 + 0.5·Y + ε, 0, 1), ε ~ N(0, 0.15²)
+  (drawn once, seed 0): generous to unsupported responses;
+* ``fake_llm_verdict``: the same judge's hard 0/1 verdict (score ≥ 0.5);
+* ``offline_calibrated``: the offline score mapped to P(Y = 1 | score) by an isotonic fit on all the labels — a
+  calibrated judge, the case active selection is designed for (not a judge a team has: it saw every label).
+
+Per judge and budget n ∈ {25, 50, 100, 200}: ``--draws`` draws (seeded) of n labelled items, uniformly without
+replacement (the rest unlabelled): coverage of the truth by the 95% PPI++ and human-only intervals, their median
+widths, median λ and effective n; and at equal expected budget the active design (ragnb.metrics.ppi_active:
+π from the judge's uncertainty, Poisson sampling) vs uniform. The judge-only mean's bias is exact (all labels known).
+
+Usage: PYTHONPATH=$PWD python benchmarks/bench_ppi.py [--draws 2000] [--out benchmarks/results/ppi.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ragnb.io import atomic_write_text
+from ragnb.metrics.fallback import word_overlap_faithfulness
+from ragnb.metrics.fallback_agreement import begin_set
+from ragnb.metrics.ppi import classical_arrays, fill_failed, judge_only_arrays, ppi_arrays
+from ragnb.metrics.ppi_active import active_arrays, inclusion_probabilities, uncertainty
+
+BUDGETS = (25, 50, 100, 200)
+OUT = Path(__file__).resolve().parent / "results" / "ppi.json"
+
+
+def judges(seed: int = 0) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    data = begin_set()
+    y = data.labels.astype(float)
+    rng = np.random.default_rng(seed)
+    fake = np.clip(0.35 + 0.5 * y + rng.normal(0.0, 0.15, size=y.size), 0.0, 1.0)
+    offline = np.array([word_overlap_faithfulness(a, c) for a, c in zip(data.answers, data.contexts)])
+    from sklearn.isotonic import IsotonicRegression
+
+    # A calibrated judge, P(Y = 1 | s) = s: the offline score mapped through an isotonic fit on all the labels —
+    # the best case for active selection, whose probabilities assume E[(Y − s)² | s] = s(1 − s).
+    ok = ~np.isnan(offline)
+    calibrated = np.full(y.size, np.nan)
+    calibrated[ok] = IsotonicRegression(out_of_bounds="clip").fit(offline[ok], y[ok]).predict(offline[ok])
+    return y, {"offline": offline, "offline_calibrated": calibrated, "fake_llm": fake,
+               "fake_llm_verdict": (fake >= 0.5).astype(float)}
+
+
+def _covers(ci: tuple[float, float], truth: float) -> bool:
+    return ci[0] <= truth <= ci[1]
+
+
+def simulate(y_pop: np.ndarray, f_pop: np.ndarray, n: int, draws: int, seed: int) -> dict:
+    """Uniform and active designs at budget n over ``draws`` seeded draws. Each draw is a fresh sample of N items
+    from the population (drawn with replacement from BEGIN, whose mean label is the truth): the iid setting the
+    intervals are stated for. Failed (NaN) scores are imputed as the product does (ragnb.metrics.ppi.fill_failed)."""
+    truth, N = float(y_pop.mean()), y_pop.size
+    rng = np.random.default_rng(seed)
+    rows = {k: [] for k in ("ppi", "human", "judge_only", "active", "active_human")}
+    for _ in range(draws):
+        pick = rng.integers(0, N, size=N)
+        y, (f,) = y_pop[pick], fill_failed(f_pop[pick])[1]
+        pi = inclusion_probabilities(uncertainty(f_pop[pick]), n)
+        mask = np.zeros(N, dtype=bool)
+        mask[rng.choice(N, n, replace=False)] = True
+        rows["ppi"].append(ppi_arrays(y[mask], f[mask], f[~mask]))
+        rows["human"].append(classical_arrays(y[mask], N=N))
+        rows["judge_only"].append(judge_only_arrays(f_pop[pick]))
+        drawn = rng.uniform(size=N) < pi
+        a, h = active_arrays(y, f, pi, drawn)
+        rows["active"].append(a)
+        rows["active_human"].append(h)
+    out = {}
+    for k, rs in rows.items():
+        ok = [r for r in rs if np.isfinite(r.se)]
+        out[k] = {"coverage": float(np.mean([_covers(r.ci, truth) for r in ok])),
+                  "median_width": float(np.median([r.width for r in ok])),
+                  "median_lambda": float(np.nanmedian([r.lam for r in ok])) if k in ("ppi", "active") else None,
+                  "median_effective_n": float(np.nanmedian([r.effective_n for r in ok])),
+                  "mean_labels": float(np.mean([r.n for r in ok])), "draws_with_interval": len(ok)}
+    return out
+
+
+def main(argv: list[str]) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--draws", type=int, default=2000)
+    p.add_argument("--out", type=Path, default=OUT)
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    y, js = judges()
+    result = {"data": "BEGIN dev (ragnb/data/begin_groundedness), generic rows dropped", "N": int(y.size),
+              "truth": float(y.mean()), "draws": args.draws, "alpha": 0.05, "judges": {}}
+    print(f"N = {y.size}, truth (mean human label) = {y.mean():.4f}, {args.draws} draws per cell")
+    print("judge             n   judge bias  PPI cover  human cover  PPI width  human width  ratio  λ     n_eff  "
+          "active cover  active width")
+    for j, (name, f) in enumerate(js.items()):
+        bias = float(np.nanmean(f) - y.mean())
+        cells = {}
+        for n in BUDGETS:
+            c = cells[n] = simulate(y, f, n, args.draws, seed=1000 * j + n)
+            print(f"{name:16} {n:4}   {bias:+.4f}     {c['ppi']['coverage']:.3f}      {c['human']['coverage']:.3f}"
+                  f"        {c['ppi']['median_width']:.4f}     {c['human']['median_width']:.4f}     "
+                  f"{c['ppi']['median_width'] / c['human']['median_width']:.2f}  {c['ppi']['median_lambda']:.2f}  "
+                  f"{c['ppi']['median_effective_n']:6.1f}  {c['active']['coverage']:.3f}         "
+                  f"{c['active']['median_width']:.4f}")
+        result["judges"][name] = {"judge_mean": float(np.nanmean(f)), "judge_only_bias": bias,
+                                  "n_failed": int(np.isnan(f).sum()),
+                                  "budgets": {str(n): c for n, c in cells.items()}}
+    result["seconds"] = round(time.perf_counter() - t0, 1)
+    result["machine"] = {"python": sys.version.split()[0], "platform": platform.platform()}
+    atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")
+    print(f"written: {args.out} ({result['seconds']} s)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,260 @@
+"""A labelling plan for prediction-powered estimates (docs/ppi.md): pick the items a reviewer labels next from a
+per-item table of judge scores, write them as a CSV sheet, and read the filled sheet back into the estimate.
+
+Designs (the sampling probabilities are written on every row so the estimate stays unbiased):
+
+* ``uniform`` (default): a seeded simple random sample of exactly ``budget`` items; π_i = budget/N. The estimate is
+  PPI++ (:mod:`ragnb.metrics.ppi`). A row left empty counts as not labelled (items skipped at random keep the
+  sample uniform; the report counts them).
+* ``active``: each item independently with π_i from the judge's uncertainty (:mod:`ragnb.metrics.ppi_active`),
+  so the sheet has about ``budget`` rows. The estimate weights by 1/π; it is valid only if every drawn row is
+  labelled, so an empty label is an error there.
+
+The sheet follows the annotation CSV conventions (:mod:`ragnb.datasets.annotation_csv`): UTF-8 with a byte-order
+mark, comma-separated (read back with ``;``/tab too), one row per item, an empty cell = no value. The reviewer fills
+``human_label`` (binary: true/false, yes/no, 1/0, any case; continuous: a number) and may write ``notes``; the
+other columns (``judge_score``, ``inclusion_probability``, ``design``, the item's texts) are to be left as they are.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ragnb.metrics.ppi_active import MIX, active_arrays, expected_widths, inclusion_probabilities, uncertainty
+
+LABEL = "human_label"
+SHEET_COLUMNS = ("id", LABEL, "notes", "judge_score", "inclusion_probability", "design")
+SHOW = ("question", "answer", "response", "contexts", "context", "knowledge", "ground_truth", "ground_truth_answer")
+ID_COLUMNS = ("item_id", "id")
+_DESIGN = re.compile(r"^(?P<kind>uniform|active) budget=(?P<budget>\d+) N=(?P<N>\d+) seed=(?P<seed>-?\d+)"
+                     r"(?: mix=(?P<mix>[0-9.]+))?$")
+
+
+def read_scores(path: str | Path, score: str, others: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The per-item table (``.parquet``, ``.csv``, ``.json``/``.jsonl`` records) with an ``id`` column (from
+    ``item_id`` or ``id``) and numeric ``score`` (and ``others``) columns; NaN = a failed verdict."""
+    from ragnb.runs.history import read_per_item
+
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{p}: no such file; give the per-item table of judge scores (--scores)")
+    try:
+        frame = (pd.read_json(p, lines=p.suffix == ".jsonl") if p.suffix in (".json", ".jsonl")
+                 else read_per_item(p))
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"{p}: cannot read the table ({exc}); use .parquet, .csv, .json or .jsonl") from None
+    id_col = next((c for c in ID_COLUMNS if c in frame.columns), None)
+    if id_col is None:
+        raise ValueError(f"{p}: no item id column (item_id or id); columns: {', '.join(map(str, frame.columns))}")
+    frame = frame.rename(columns={id_col: "id"})
+    frame["id"] = frame["id"].astype(str)
+    dup = frame["id"][frame["id"].duplicated()]
+    if len(dup):
+        raise ValueError(f"{p}: item id {dup.iloc[0]!r} appears more than once; one row per item")
+    for col in (score, *others):
+        if col not in frame.columns:
+            raise ValueError(f"{p}: no column {col!r} (--score / --other-score); numeric columns: "
+                             f"{', '.join(c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]))}")
+        values = pd.to_numeric(frame[col], errors="coerce")
+        bad = frame[col][values.isna() & frame[col].notna()]
+        if len(bad):
+            raise ValueError(f"{p}: column {col!r} of item {frame['id'][bad.index[0]]!r} is {bad.iloc[0]!r}, not "
+                             "a number; a judge score is a number, empty for a failed verdict")
+        frame[col] = values.astype(float)
+    return frame
+
+
+@dataclass
+class LabelPlan:
+    sheet: pd.DataFrame  # the rows to label, SHEET_COLUMNS first
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def design_text(kind: str, budget: int, N: int, seed: int, mix: float | None = None) -> str:
+    return f"{kind} budget={budget} N={N} seed={seed}" + (f" mix={mix:g}" if kind == "active" else "")
+
+
+def plan(frame: pd.DataFrame, score: str, budget: int, *, seed: int = 0, active: bool = False,
+         others: tuple[str, ...] = (), alpha: float = 0.05) -> LabelPlan:
+    """Pick the items to label (see the module docstring) and the expected interval widths after labelling."""
+    scores = frame[score].to_numpy(dtype=float)
+    N = scores.size
+    if not 1 <= budget <= N:
+        raise ValueError(f"--budget {budget}: label between 1 and the {N} items of the table")
+    rng = np.random.default_rng(seed)
+    if active:
+        pi = inclusion_probabilities(uncertainty(scores, *(frame[o].to_numpy(dtype=float) for o in others)), budget)
+        drawn = rng.uniform(size=N) < pi
+    else:
+        pi = np.full(N, budget / N)
+        drawn = np.zeros(N, dtype=bool)
+        drawn[rng.choice(N, budget, replace=False)] = True
+    design = design_text("active" if active else "uniform", budget, N, seed, MIX)
+    show = [c for c in SHOW if c in frame.columns]
+    sheet = pd.DataFrame({"id": frame["id"], LABEL: "", "notes": "", "judge_score": scores,
+                          "inclusion_probability": pi, "design": design})
+    for c in show:
+        sheet[c] = frame[c].map(_text)
+    widths = expected_widths(scores, pi, budget, alpha)
+    report = {"design": design, "items": N, "budget": budget, "rows": int(drawn.sum()),
+              "judge_failed": int(np.isnan(scores).sum()),
+              "expected_ci_width_ppi": round(widths["ppi"], 4),
+              "expected_ci_width_human_only": round(widths["human_only"], 4),
+              "assumption": "a calibrated judge (E[(Y − s)² | s] = s(1 − s)); a planning figure, not a guarantee"}
+    return LabelPlan(sheet[drawn].reset_index(drop=True), report)
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "\n\n".join(str(v) for v in value)
+    return str(value)
+
+
+def sheet_csv(sheet: pd.DataFrame) -> str:
+    """The CSV text (byte-order mark first) of a plan's sheet."""
+    buf = io.StringIO(newline="")
+    writer = csv.writer(buf, lineterminator="\r\n")
+    writer.writerow(list(sheet.columns))
+    for row in sheet.itertuples(index=False):
+        writer.writerow([("" if math.isnan(v) else repr(float(v))) if isinstance(v, float) else str(v) for v in row])
+    return "\ufeff" + buf.getvalue()
+
+
+def write_sheet(plan_: LabelPlan, path: str | Path) -> Path:
+    from ragnb.io import atomic_write_text
+
+    try:
+        return atomic_write_text(path, sheet_csv(plan_.sheet))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot write the sheet ({exc.strerror or exc}); choose another --output") from None
+
+
+# --------------------------------------------------------------------------- the filled sheet
+
+
+@dataclass
+class Sheet:
+    """A filled sheet: labels by id, every row's π and the design, the rows left empty (with their lines)."""
+
+    labels: dict[str, float]
+    pi: dict[str, float]
+    design: dict[str, Any]
+    empty: list[str]  # "file:line (id 'x')" of rows without a label
+
+
+def _label(cell: str, binary: bool, where: str) -> float | None:
+    from ragnb.io import parse_yes_no
+
+    if not cell.strip():
+        return None
+    if binary:
+        value = parse_yes_no(cell)
+        if value is None:
+            raise ValueError(f"{where} column {LABEL!r}: {cell!r} is not a yes/no label; write true/false, yes/no or "
+                             "1/0 (or leave it empty if the item was not labelled)")
+        return float(value)
+    try:
+        value = float(cell.strip().replace(",", "."))
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ValueError(f"{where} column {LABEL!r}: {cell!r} is not a number; write the score (e.g. 0.5 or 1)")
+    return value
+
+
+def read_sheet(path: str | Path, binary: bool) -> Sheet:
+    """Read a filled sheet; errors name the file, line and column."""
+    from ragnb.datasets.annotation_csv import open_csv
+
+    p = Path(path)
+    header, reader = open_csv(p, "label sheet", "write one with `ragnb dataset label-plan`")
+    missing = [c for c in ("id", LABEL, "inclusion_probability", "design") if c not in header]
+    if missing:
+        raise ValueError(f"{p}: the header lacks {', '.join(missing)}; keep the columns label-plan wrote "
+                         f"(found: {', '.join(header)})")
+    col = {c: header.index(c) for c in header}
+    sheet, designs, line = Sheet({}, {}, {}, []), set(), reader.line_num
+    for cells in reader:
+        where, line = f"{p}:{line + 1}", reader.line_num
+        if not any(c.strip() for c in cells):
+            continue
+        if len(cells) != len(header):
+            raise ValueError(f"{where}: {len(cells)} cells but the header has {len(header)} columns; give every row "
+                             "one cell per column")
+        item = cells[col["id"]].strip()
+        where = f"{where} (id {item!r})"
+        if item in sheet.pi:
+            raise ValueError(f"{where}: the id appears twice in the sheet; one row per item")
+        designs.add(cells[col["design"]].strip())
+        try:
+            sheet.pi[item] = float(cells[col["inclusion_probability"]])
+        except ValueError:
+            raise ValueError(f"{where} column 'inclusion_probability': {cells[col['inclusion_probability']]!r} is "
+                             "not a number; leave the column as label-plan wrote it") from None
+        value = _label(cells[col[LABEL]], binary, where)
+        if value is None:
+            sheet.empty.append(where)
+        else:
+            sheet.labels[item] = value
+    if len(designs) != 1 or not _DESIGN.match(next(iter(designs))):
+        raise ValueError(f"{p}: column 'design' must hold the one design label-plan wrote on every row; found "
+                         f"{sorted(designs)[:3]}")
+    m = _DESIGN.match(designs.pop())
+    sheet.design = {"kind": m["kind"], "budget": int(m["budget"]), "N": int(m["N"]), "seed": int(m["seed"]),
+                    "mix": float(m["mix"]) if m["mix"] else None, "text": m.group(0)}
+    return sheet
+
+
+def estimate_from_sheet(frame: pd.DataFrame, score: str, sheet_path: str | Path, *, binary: bool = False,
+                        alpha: float = 0.05, others: tuple[str, ...] = (), strata: str | None = None):
+    """Judge-only, human-only and PPI++ estimates (:class:`ragnb.metrics.ppi_items.Estimates`) from the per-item
+    table and a filled sheet, by the sheet's design; plus a report of counts."""
+    from ragnb.metrics.ppi_items import Estimates, estimates, unknown_ids
+    from ragnb.metrics.ppi_strata import ppi_stratified
+
+    sheet = read_sheet(sheet_path, binary)
+    judge = dict(zip(frame["id"], frame[score].to_numpy(dtype=float)))
+    unknown_ids(judge, sheet.pi, f"{sheet_path}")
+    d = sheet.design
+    if d["N"] != len(judge):
+        raise ValueError(f"{sheet_path}: the plan was made for {d['N']} items, the scores table has {len(judge)}; "
+                         "use the table the plan was made from")
+    report = {"design": d["text"], "rows": len(sheet.pi), "labelled": len(sheet.labels),
+              "left_empty": len(sheet.empty)}
+    if d["kind"] == "uniform":
+        if strata:
+            result = ppi_stratified(judge, sheet.labels, dict(zip(frame["id"], frame[strata].astype(str))),
+                                    alpha, binary=binary)
+        else:
+            result = estimates(judge, sheet.labels, alpha, binary=binary)
+        return result, report
+    if sheet.empty:
+        raise ValueError(f"{len(sheet.empty)} drawn row(s) have no label, e.g. {sheet.empty[0]}; an active design "
+                         "weights each label by 1/π, so every drawn row must be labelled (fill them in)")
+    scores = frame[score].to_numpy(dtype=float)
+    pi = inclusion_probabilities(uncertainty(scores, *(frame[o].to_numpy(dtype=float) for o in others)),
+                                 d["budget"], d["mix"])
+    pos = {i: k for k, i in enumerate(frame["id"])}
+    changed = [i for i, p in sheet.pi.items() if not math.isclose(p, pi[pos[i]], rel_tol=1e-9, abs_tol=1e-12)]
+    if changed:
+        raise ValueError(f"{sheet_path}: the inclusion probability of {changed[0]!r} differs from the one the scores "
+                         "give now: the scores (or --other-score) changed since the plan; use the same table")
+    drawn = np.array([i in sheet.labels for i in frame["id"]])
+    y = np.array([sheet.labels.get(i, 0.0) for i in frame["id"]])
+    from ragnb.metrics.ppi import check_labels, fill_failed, judge_only_arrays
+
+    check_labels(list(sheet.labels.values()), binary, f"{sheet_path}")
+    n_failed = int(np.isnan(scores).sum())
+    ppi, human = active_arrays(y, fill_failed(scores)[1][0], pi, drawn, alpha, n_failed=n_failed)
+    return Estimates(judge_only_arrays(scores, alpha, n_labelled=int(drawn.sum())), human, ppi), report
