@@ -254,7 +254,10 @@ def run_rag_suite(samples: list[dict], encoder: Any, *, client: Any = None, metr
     notes += [trust_note] if trust_note else []
     for name in metrics:
         if f"{name}_status" in frame:
-            summary["methods"][name] = dict(Counter(frame[f"{name}_status"].fillna("skipped")))
+            statuses = frame[f"{name}_status"].fillna("skipped")
+            summary["methods"][name] = dict(Counter(statuses))
+            if name in summary:  # items a partial jury scored (some judge models failed), counted in n_valid
+                summary[name]["n_partial"] = int((statuses == "partial").sum())
     meta = {"judge_backend": "openai-compatible" if client is not None else "offline-fallback",
             "judge_model": ", ".join(models or []) or None, "embedding_model": encoder.name}
     return SuiteResult(frame, summary, notes, meta=meta)

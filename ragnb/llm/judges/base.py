@@ -2,7 +2,7 @@
 metrics): :class:`LLMMetric` — ``evaluate`` / ``evaluate_sync`` on one :class:`~ragnb.llm.judges.sample.Sample`
 → :class:`~ragnb.llm.result.EvaluationResult`, ``aevaluate_dataset`` / ``evaluate_dataset`` on many →
 ``(per-item DataFrame, summary)`` — its registration (:func:`register_metric`) and lookup by name
-(:func:`get_metric`)."""
+(:func:`get_llm_metric`)."""
 
 from __future__ import annotations
 
@@ -116,12 +116,12 @@ def register_metric(metric: LLMMetric) -> LLMMetric:
                              higher_is_better=metric.higher_is_better, aliases=metric.aliases)(metric)
 
 
-def metric_names() -> list[str]:
-    """The registered names of every LLM-judged metric (the objects :func:`get_metric` returns)."""
+def llm_metric_names() -> list[str]:
+    """The registered names of every LLM-judged metric (the objects :func:`get_llm_metric` returns)."""
     return [n for n in registry.names(kind="llm") if isinstance(registry.get(n).fn, LLMMetric)]
 
 
-def get_metric(metric: str | LLMMetric, **options: Any) -> LLMMetric:
+def get_llm_metric(metric: str | LLMMetric, **options: Any) -> LLMMetric:
     """The registered LLM metric named ``metric`` (``"judge_faithfulness"``, ``"context_precision"``,
     ``"nv_answer_accuracy"``, ``"noise_sensitivity_irrelevant"``, an alias such as ``"faithfulness_llm"``),
     rebuilt with ``options`` (its constructor arguments, e.g. ``strategy="response_based"``) when given; or
@@ -133,7 +133,7 @@ def get_metric(metric: str | LLMMetric, **options: Any) -> LLMMetric:
     registry.load_all()
     found = registry.REGISTRY.get(registry.ALIASES.get(metric, metric)) if isinstance(metric, str) else None
     if found is None or not isinstance(found.fn, LLMMetric):
-        raise ValueError(f"metric {metric!r} is not an LLM-judged metric; use one of {metric_names()}")
+        raise ValueError(f"metric {metric!r} is not an LLM-judged metric; use one of {llm_metric_names()}")
     obj = found.fn
     return type(obj)(**{**obj.options(), **options}) if options else obj
 
@@ -216,7 +216,7 @@ async def aevaluate_dataset(metric: str | LLMMetric, samples: Any, client: LLMCl
     """Async :func:`evaluate_dataset`."""
     import pandas as pd
 
-    metric = get_metric(metric)
+    metric = get_llm_metric(metric)
     config = JudgeConfig.make(dict(config) if isinstance(config, Mapping) else config)
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency={concurrency!r} must be an integer >= 1 (samples scored at once)")
@@ -251,7 +251,7 @@ async def aevaluate_dataset(metric: str | LLMMetric, samples: Any, client: LLMCl
 def evaluate_dataset(metric: str | LLMMetric, samples: Any, client: LLMClient,
                      config: JudgeConfig | Mapping[str, Any] | None = None, concurrency: int = 16,
                      n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
-    """Score every sample of a dataset with ``metric`` (an object or a registered name, :func:`get_metric`):
+    """Score every sample of a dataset with ``metric`` (an object or a registered name, :func:`get_llm_metric`):
     ``(per-item DataFrame, summary)``; the same as ``metric.evaluate_dataset(samples, client, config)``.
 
     All samples are validated first: a ValueError lists every sample that cannot be scored, before any LLM
