@@ -145,3 +145,25 @@ def test_every_sample_is_validated_before_any_call(name, llm_server, encoder):
         _metric(name, encoder).evaluate_dataset([SAMPLE, {"id": "empty"}], _client(llm_server),
                                                 JudgeConfig(models=["good"]))
     assert llm_server.request_count == 0
+
+
+def test_the_documented_example_runs(llm_server, monkeypatch, tmp_path, capsys):
+    """docs/llm-judges.md, "The LLM-metric API": its example, against the test server via the environment."""
+    from pathlib import Path
+
+    from embeddings_server import isolate_provider_env
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "llm-judges.md").read_text(encoding="utf-8")
+    section = text.split("## The LLM-metric API", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    isolate_provider_env(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAGNB_LLM_BASE_URL", llm_server.base_url)
+    monkeypatch.setenv("RAGNB_LLM_API_KEY", "sk-test")
+    monkeypatch.setenv("RAGNB_LLM_CACHE_DIR", "off")
+    llm_server.set_handler(lambda req: completion(GOOD))
+    namespace: dict = {}
+    exec(compile(code, "docs/llm-judges.md", "exec"), namespace)  # noqa: S102 - the documented example
+    out = capsys.readouterr().out
+    assert "judge_faithfulness 1.0 ok" in out and "nv_response_groundedness 1.0 ok" in out
+    assert namespace["summary"]["context_precision"]["n_valid"] == 2
+    assert namespace["items"]["status"].tolist() == ["ok", "ok"]
