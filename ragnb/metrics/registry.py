@@ -30,9 +30,10 @@ Kinds and their calls (positional data inputs; options are keyword arguments wit
                     evaluate_sync on one sample, aevaluate_dataset / evaluate_dataset on many, registered by
                     ``ragnb.llm.judges.base.register_metric``; or, declared, a statistic over judgements
 
-Metrics computed in a layer above ``ragnb.metrics`` (the LLM judge, the tiers) are *declared* here with
-:func:`declare`, which names the function that computes them by its import path (metrics never imports
-those layers); the common test checks that the path resolves.
+The LLM-judged metrics register their objects from ``ragnb.llm.judges`` (:func:`load_all` imports those
+modules lazily). Other metrics computed in a layer above ``ragnb.metrics`` (the tiers, the analyses) are
+*declared* here with :func:`declare`, which names the function that computes them by its import path
+(metrics never imports those layers); the common test checks that the path resolves.
 """
 
 from __future__ import annotations
