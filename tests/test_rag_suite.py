@@ -227,7 +227,7 @@ def test_notebook_scores_the_databases_questions(team_db, tmp_path):
     assert rq["provenance"]["datasets"][0]["name"] == "rq" and rq["provenance"]["datasets"][0]["n_items"] == 3
 
 
-def test_partial_jury_is_counted_in_n_partial(encoder, llm_server):
+def test_partial_jury_is_counted_in_n_partial(encoder, llm_server, tmp_path):
     """judge-b fails on sample b (no usable reply after the re-asks), judge-a answers: b is a partial jury."""
     def handler(body):
         if body["model"] == "judge-b" and "Madrid" in body["messages"][0]["content"]:
@@ -244,3 +244,5 @@ def test_partial_jury_is_counted_in_n_partial(encoder, llm_server):
     s = res.summary["faithfulness"]
     assert (s["n"], s["n_valid"], s["n_failed"], s["n_partial"]) == (2, 2, 0, 1)
     assert res.summary["methods"]["faithfulness"] == {"ok": 1, "partial": 1}
+    written = json.loads(res.write(tmp_path, "rag_metrics").read_text(encoding="utf-8"))  # the metrics JSON
+    assert written["faithfulness"]["n_partial"] == 1
