@@ -168,13 +168,12 @@ def offline_metrics(samples: list[dict], encoder: Any, language: str = "auto") -
 
 def _llm_metric(name: str, models: list[str], aggregate_how: str, language: str, encoder: Any):
     """(async evaluate(sample, client) -> EvaluationResult, settings that the score depends on)."""
-    from ragnb.llm.judges import JudgeConfig, nvidia, ragas
+    from ragnb.llm.judges import JudgeConfig, get_llm_metric
 
     config = JudgeConfig(models=list(models), aggregate=aggregate_how, language=language)
-    if name in RAGAS_METRICS:
-        metric = ragas.get_metric(name, encoder=encoder) if name == "response_relevancy" else ragas.get_metric(name)
-    else:
-        metric = nvidia.get_metric(name)
+    # The suite's "noise_sensitivity" is the registered noise_sensitivity_relevant (ragas' default mode).
+    registered = "noise_sensitivity_relevant" if name == "noise_sensitivity" else name
+    metric = get_llm_metric(registered, **({"encoder": encoder} if name == "response_relevancy" else {}))
 
     async def evaluate(sample: dict, client: Any):
         return await metric.evaluate(sample, client, config)
