@@ -10,7 +10,7 @@ Typical use::
     metric = nvidia.AnswerAccuracy(use_dual_judge=True)
     r = metric.evaluate_sync({"user_input": q, "response": a, "reference": ref}, client, cfg)
     r.score, r.explanation, [(m.model, m.score) for m in r.model_scores]
-    items, summary = nvidia.evaluate_dataset(metric, samples, client, cfg)
+    items, summary = metric.evaluate_dataset(samples, client, cfg)   # (per-item DataFrame, summary)
 
 Temperature 0.1 unless the JudgeConfig sets one (:class:`~ragnb.llm.judges.nvidia.common.NvidiaMetric`).
 
