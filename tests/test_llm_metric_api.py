@@ -167,3 +167,14 @@ def test_the_documented_example_runs(llm_server, monkeypatch, tmp_path, capsys):
     assert "judge_faithfulness 1.0 ok" in out and "nv_response_groundedness 1.0 ok" in out
     assert namespace["summary"]["context_precision"]["n_valid"] == 2
     assert namespace["items"]["status"].tolist() == ["ok", "ok"]
+
+
+def test_the_llm_metric_api_is_public():
+    import ragnb
+    from ragnb.llm.judges import base
+
+    assert ragnb.get_llm_metric is base.get_llm_metric and ragnb.LLMMetric is LLMMetric
+    assert ragnb.Sample is Sample and ragnb.JudgeConfig is JudgeConfig and ragnb.EvaluationResult is EvaluationResult
+    assert ragnb.llm_metric_names() == METRICS
+    assert all(getattr(ragnb, n).__doc__ for n in ("LLMMetric", "Sample", "JudgeConfig", "EvaluationResult",
+                                                  "get_llm_metric", "llm_metric_names"))
