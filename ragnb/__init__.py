@@ -13,6 +13,9 @@ The metric registry
 Models
     :func:`get_encoder` (an embedding model by name), :class:`LLMClient` and :class:`LLMSettings` (an
     OpenAI-compatible endpoint, from the environment).
+LLM-judged metrics (one API: ``evaluate`` / ``evaluate_dataset``, sync and async)
+    :func:`get_llm_metric`, :func:`llm_metric_names`, :class:`LLMMetric`, :class:`Sample`, :class:`JudgeConfig`,
+    :class:`EvaluationResult`.
 Datasets, results and runs
     :func:`load_dataset`, :class:`TierResult`, :func:`run_notebooks` (what ``ragnb run`` does).
 Few human labels
@@ -52,6 +55,13 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "classical_mean": ("ragnb.metrics.ppi", "classical_mean"),
     "judge_mean": ("ragnb.metrics.ppi", "judge_mean"),
     "PPIResult": ("ragnb.metrics.ppi", "PPIResult"),
+    # LLM metrics: one API for every LLM-judged metric (docs/llm-judges.md)
+    "LLMMetric": ("ragnb.llm.judges.base", "LLMMetric"),
+    "Sample": ("ragnb.llm.judges.sample", "Sample"),
+    "JudgeConfig": ("ragnb.llm.judges.config", "JudgeConfig"),
+    "EvaluationResult": ("ragnb.llm.result", "EvaluationResult"),
+    "get_llm_metric": ("ragnb.llm.judges.base", "get_llm_metric"),
+    "llm_metric_names": ("ragnb.llm.judges.base", "llm_metric_names"),
 }
 
 __all__ = ["__version__", *_PUBLIC]
@@ -60,6 +70,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from ragnb.datasets.schema import load_dataset
     from ragnb.datasets.trec import evaluate_files as evaluate_trec_files
     from ragnb.llm.client import LLMClient
+    from ragnb.llm.judges.base import LLMMetric, get_llm_metric, llm_metric_names
+    from ragnb.llm.judges.config import JudgeConfig
+    from ragnb.llm.judges.sample import Sample
+    from ragnb.llm.result import EvaluationResult
     from ragnb.llm.settings import LLMSettings
     from ragnb.metrics.registry import Metric
     from ragnb.metrics.registry import get as get_metric

@@ -361,11 +361,12 @@ def test_rerun_with_the_disk_cache_sends_no_request(llm_server, tmp_path):
 
 
 def test_metrics_are_registered():
-    for name, fn in [("nv_context_relevance", nvidia.context_relevance_score),
-                     ("nv_response_groundedness", nvidia.response_groundedness_score),
-                     ("nv_answer_accuracy", nvidia.answer_accuracy_score)]:
+    for name, cls in [("nv_context_relevance", nvidia.ContextRelevance),
+                      ("nv_response_groundedness", nvidia.ResponseGroundedness),
+                      ("nv_answer_accuracy", nvidia.AnswerAccuracy)]:
         metric, k = parse_name(name)
-        assert metric.fn is fn and metric.family == "nvidia" and k is None
+        assert metric.fn is nvidia.METRICS[name] and metric.family == "nvidia" and k is None
+        assert isinstance(metric.fn, cls)
 
 
 @pytest.mark.parametrize("make, fragment", [

@@ -225,3 +225,24 @@ def test_notebook_scores_the_databases_questions(team_db, tmp_path):
     assert pd.read_csv(again.run_dir / "rag_metrics.per_item.csv")["id"].tolist() == ["rq-w1", "rq-w2", "rq-w3"]
     assert (rq["fallback_faithfulness"]["n"], rq["rouge1"]["n_valid"]) == (3, 3)
     assert rq["provenance"]["datasets"][0]["name"] == "rq" and rq["provenance"]["datasets"][0]["n_items"] == 3
+
+
+def test_partial_jury_is_counted_in_n_partial(encoder, llm_server, tmp_path):
+    """judge-b fails on sample b (no usable reply after the re-asks), judge-a answers: b is a partial jury."""
+    def handler(body):
+        if body["model"] == "judge-b" and "Madrid" in body["messages"][0]["content"]:
+            return completion("no json here")
+        return _handler(body)
+
+    llm_server.set_handler(handler)
+    client = LLMClient(LLMSettings(base_url=llm_server.base_url, api_key="sk-test", cache_dir=None))
+    res = run_rag_suite(SAMPLES[:2], encoder, client=client, metrics=["faithfulness"],
+                        models=["judge-a", "judge-b"], n_boot=0)
+    # a: both models 1.0 → 1.0 (ok); b: judge-a 0.0, judge-b failed → 0.0 (partial, kept)
+    assert res.per_item["faithfulness"].tolist() == [1.0, 0.0]
+    assert res.per_item["faithfulness_status"].tolist() == ["ok", "partial"]
+    s = res.summary["faithfulness"]
+    assert (s["n"], s["n_valid"], s["n_failed"], s["n_partial"]) == (2, 2, 0, 1)
+    assert res.summary["methods"]["faithfulness"] == {"ok": 1, "partial": 1}
+    written = json.loads(res.write(tmp_path, "rag_metrics").read_text(encoding="utf-8"))  # the metrics JSON
+    assert written["faithfulness"]["n_partial"] == 1

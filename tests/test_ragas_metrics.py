@@ -639,12 +639,15 @@ def test_evaluate_dataset_accepts_a_dataframe(llm_server):
     assert summary["context_precision"]["n_valid"] == 2
 
 
-def test_registry_has_the_formulas():
+def test_registry_has_the_metrics_and_their_formulas():
     for name in ("faithfulness", "context_recall", "context_precision", "context_entity_recall",
                  "noise_sensitivity_relevant", "noise_sensitivity_irrelevant", "response_relevancy"):
         assert REGISTRY[name].family == "llm" and REGISTRY[name].doc
+        assert REGISTRY[name].fn.result_name() == name  # the registered metric object itself
     assert REGISTRY["noise_sensitivity_relevant"].higher_is_better is False
-    assert REGISTRY["faithfulness"].fn([1, 1, 0, 1]) == pytest.approx(0.75)
+    assert REGISTRY["noise_sensitivity_irrelevant"].fn.mode == "irrelevant"
+    assert isinstance(REGISTRY["faithfulness"].fn, rg.Faithfulness)
+    assert rg.faithfulness_score([1, 1, 0, 1]) == pytest.approx(0.75)
     assert math.isnan(rg.faithfulness_score([]))
     assert rg.response_relevancy_score([1, 0], [[1, 0], [0, 1]]) == pytest.approx(0.5)  # (1 + 0) / 2
     assert rg.response_relevancy_score([1, 0], [[1, 0]], noncommittal=True) == 0.0

@@ -1,7 +1,9 @@
 """LLM access for judges and generation: async OpenAI-compatible client, disk cache, usage ledger.
 
-The LLM-judged metrics live in :mod:`ragnb.llm.judges` (one :class:`~ragnb.llm.judges.config.JudgeConfig`,
-one :class:`~ragnb.llm.result.EvaluationResult`).
+The LLM-judged metrics live in :mod:`ragnb.llm.judges`: one :class:`~ragnb.llm.judges.base.LLMMetric` API
+(``get_llm_metric(name).evaluate_sync(sample, client, config)``, ``.evaluate_dataset(samples, client, config)``),
+one :class:`~ragnb.llm.judges.sample.Sample`, one :class:`~ragnb.llm.judges.config.JudgeConfig`, one
+:class:`~ragnb.llm.result.EvaluationResult`.
 
 Typical use::
 

@@ -1,6 +1,7 @@
 """Metrics ragnb reports but computes above ``ragnb.metrics``: declared here, once, by reference.
 
-The LLM judge (``ragnb.llm``), the tiers and the analyses compute these; ``ragnb.metrics`` never imports
+The tiers and the analyses compute these (the LLM-judged metrics themselves are metric objects registered
+where they are defined, :func:`ragnb.llm.judges.base.register_metric`); ``ragnb.metrics`` never imports
 those layers, so each entry names its computing function by import path (checked by the common metric
 test). Name, kind, range, direction and formula are the contract, as for every registered metric; the
 definitions in words are in docs/metrics.md.
@@ -10,31 +11,7 @@ from __future__ import annotations
 
 from ragnb.metrics.registry import declare
 
-_JUDGE = "ragnb.llm.judges.scores"
 _RELIABILITY = "ragnb.llm.judges.reliability"
-
-# --------------------------------------------------------------------------- LLM judge scores (Tier 2/3)
-
-declare("judge_faithfulness", "judge", kind="llm", value_range=(0.0, 1.0), higher_is_better=True,
-        computed_by=f"{_JUDGE}:Judge.faithfulness", aliases=("faithfulness_llm",), formula="""
-Direct judge faithfulness: s = agg_m s_m, s_m ∈ [0, 1] the score judge model m gives the answer against the
-context (0 unsupported, 0.5 partly, 1 fully supported), agg = mean | median | majority over the models.
-Graded by the 0.9 / 0.7 thresholds (see docs/metrics.md, Faithfulness). Blank input → NaN (no call).""")
-
-declare("answer_relevance", "judge", kind="llm", value_range=(0.0, 1.0), higher_is_better=True,
-        computed_by=f"{_JUDGE}:Judge.answer_relevance", formula="""
-Answer relevance: s = agg_m s_m, s_m ∈ [0, 1] how well judge model m finds the answer addresses the
-question (0 off-topic, 1 fully relevant). Blank input → NaN (no call).""")
-
-declare("answer_correctness", "judge", kind="llm", value_range=(1.0, 5.0), higher_is_better=True,
-        computed_by=f"{_JUDGE}:Judge.answer_correctness", formula="""
-Answer correctness: s = agg_m s_m, s_m ∈ {1, 2, 3, 4, 5} judge model m's grade of the answer against the
-reference (1 wrong … 5 fully correct); the mean over models may fall between grades. Blank input → NaN.""")
-
-declare("e2e_score", "judge", kind="llm", value_range=(0.0, 1.0), higher_is_better=True,
-        computed_by=f"{_JUDGE}:Judge.e2e_score", formula="""
-End-to-end score: s = agg_m s_m, s_m ∈ [0, 1] judge model m's overall verdict on the answer to the question
-given the reference. Graded by the 0.8 / 0.6 thresholds. Blank input → NaN (no call).""")
 
 # --------------------------------------------------------------------------- Tier Judge
 

@@ -231,7 +231,7 @@ def remove_labelled(judge_all: np.ndarray, judge_labeled: np.ndarray) -> np.ndar
     return np.fromiter(left.elements(), dtype=float)
 
 
-@register("ppi_mean", "ppi", kind="llm", value_range=(-math.inf, math.inf), higher_is_better=True)
+@register("ppi_mean", "ppi", kind="estimator", value_range=(-math.inf, math.inf), higher_is_better=True)
 def ppi_mean(judge_all: ArrayLike, judge_labeled: ArrayLike, human_labeled: ArrayLike, alpha: float = 0.05, *,
              binary: bool = False, lam: float | None = None) -> PPIResult:
     """Prediction-powered mean (PPI++): θ̂ = λ·mean(Ŷᵘ) + mean(Y − λŶ), se² = λ²var₀(Ŷᵘ)/Nᵤ + var₀(Y − λŶ)/n,

@@ -112,7 +112,7 @@ def estimates(judge: Mapping[str, float], human: Mapping[str, float], alpha: flo
                      ppi_arrays(a.y, a.yhat, a.yhat_u, alpha, n_failed=a.n_failed))
 
 
-@register("ppi_mean_difference", "ppi", kind="llm", value_range=(-math.inf, math.inf), higher_is_better=True)
+@register("ppi_mean_difference", "ppi", kind="estimator", value_range=(-math.inf, math.inf), higher_is_better=True)
 def ppi_paired_difference(judge_a: Mapping[str, float], judge_b: Mapping[str, float], human_a: Mapping[str, float],
                           human_b: Mapping[str, float], alpha: float = 0.05, *, binary: bool = False) -> Estimates:
     """Paired PPI++ of the difference B − A on the same items: per item d̂_i = Ŷ_B,i − Ŷ_A,i (judge) and

@@ -25,7 +25,7 @@ from ragnb.metrics.registry import register
 
 
 
-@register("ppi_stratified_mean", "ppi", kind="llm", value_range=(-math.inf, math.inf), higher_is_better=True)
+@register("ppi_stratified_mean", "ppi", kind="estimator", value_range=(-math.inf, math.inf), higher_is_better=True)
 def ppi_stratified(judge: Mapping[str, float], human: Mapping[str, float], strata: Mapping[str, str],
                    alpha: float = 0.05, *, binary: bool = False) -> Estimates:
     """Stratified PPI++: θ̂ = Σ_k (N_k/N)·θ̂_k, se² = Σ_k (N_k/N)²·se_k², θ̂_k the PPI++ estimate within stratum k.

@@ -26,11 +26,16 @@ Kinds and their calls (positional data inputs; options are keyword arguments wit
     classification  fn(y_true, y_pred_or_scores) → value
     session         fn(sessions) → result with ``.value``
     timing          fn(values_ms) → value
-    llm             judge-derived: the formula over the judge's verdicts, or the judge call itself
+    llm             an LLM-judged metric *object* (:class:`ragnb.llm.judges.base.LLMMetric`): evaluate /
+                    evaluate_sync on one sample, aevaluate_dataset / evaluate_dataset on many, registered by
+                    ``ragnb.llm.judges.base.register_metric``; or, declared, a statistic over judgements
+    estimator       fn(judge scores, human labels, …) → an estimate of a judged mean with its CI from few
+                    labels (prediction-powered inference, ``ragnb.metrics.ppi``)
 
-Metrics computed in a layer above ``ragnb.metrics`` (the LLM judge, the tiers) are *declared* here with
-:func:`declare`, which names the function that computes them by its import path (metrics never imports
-those layers); the common test checks that the path resolves.
+The LLM-judged metrics register their objects from ``ragnb.llm.judges`` (:func:`load_all` imports those
+modules lazily). Other metrics computed in a layer above ``ragnb.metrics`` (the tiers, the analyses) are
+*declared* here with :func:`declare`, which names the function that computes them by its import path
+(metrics never imports those layers); the common test checks that the path resolves.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ if TYPE_CHECKING:
 
     from ragnb.metrics.retrieval import RankedGains
 
-Kind = Literal["ranking", "vectors", "text", "classification", "session", "timing", "llm"]
+Kind = Literal["ranking", "vectors", "text", "classification", "session", "timing", "llm", "estimator"]
 KINDS: tuple[str, ...] = get_args(Kind)
 Direction = Literal["higher", "lower"]
 
@@ -105,7 +110,18 @@ class TimingMetric(Protocol):
 
 
 class LLMMetric(Protocol):
-    def __call__(self, *judge_inputs: Any) -> float | Scored | Awaitable[Scored]: ...
+    """The one API of an LLM-judged metric (implemented by :class:`ragnb.llm.judges.base.LLMMetric`)."""
+
+    def evaluate(self, sample: Any, client: Any, config: Any = None, /) -> Awaitable[Any]: ...
+
+    def evaluate_sync(self, sample: Any, client: Any, config: Any = None, /) -> Any: ...
+
+    def aevaluate_dataset(self, samples: Any, client: Any, config: Any = None, /) -> Awaitable[tuple[Any, Any]]: ...
+
+    def evaluate_dataset(self, samples: Any, client: Any, config: Any = None, /) -> tuple[Any, Any]: ...
+
+
+LLM_METHODS = ("evaluate", "evaluate_sync", "aevaluate_dataset", "evaluate_dataset")
 
 
 MetricFn = Union[RankingMetric, MatrixMetric, MatrixPairMetric, TextPairMetric, TextListMetric, ScoreTransform,
@@ -115,7 +131,7 @@ MetricFn = Union[RankingMetric, MatrixMetric, MatrixPairMetric, TextPairMetric, 
 # function must accept (a ranking metric is always called as fn(table, k)). Checked at registration.
 _ARITY: dict[str, tuple[tuple[int, ...], int]] = {
     "ranking": ((1, 2), 2), "vectors": ((1, 2), 1), "text": ((1, 2), 1), "classification": ((2,), 2),
-    "session": ((1,), 1), "timing": ((1,), 1), "llm": ((0, 1, 2, 3, 4, 5), 0),
+    "session": ((1,), 1), "timing": ((1,), 1), "estimator": ((3, 4), 3),
 }
 
 
@@ -165,6 +181,12 @@ def _check_range(name: str, value_range: Any) -> tuple[float, float]:
 
 
 def _check_arity(name: str, kind: str, fn: Any) -> None:
+    if kind == "llm":  # an object, not a function: it must have the LLM-metric API
+        missing = [m for m in LLM_METHODS if not callable(getattr(fn, m, None))]
+        if missing:
+            raise ValueError(f"metric {name!r} of kind 'llm' must be an LLM metric object with {LLM_METHODS} "
+                             f"(a ragnb.llm.judges.base.LLMMetric); it lacks {missing}")
+        return
     params = list(inspect.signature(fn).parameters.values())
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = [p for p in positional if p.default is p.empty]
@@ -354,6 +376,7 @@ METRIC_MODULES: tuple[str, ...] = (
     "ragnb.metrics.ppi_items",
     "ragnb.metrics.ppi_strata",
     "ragnb.metrics.declared",
+    "ragnb.llm.judges.scores",
     "ragnb.llm.judges.ragas",
     "ragnb.llm.judges.nvidia",
 )

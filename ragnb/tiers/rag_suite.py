@@ -168,13 +168,12 @@ def offline_metrics(samples: list[dict], encoder: Any, language: str = "auto") -
 
 def _llm_metric(name: str, models: list[str], aggregate_how: str, language: str, encoder: Any):
     """(async evaluate(sample, client) -> EvaluationResult, settings that the score depends on)."""
-    from ragnb.llm.judges import JudgeConfig, nvidia, ragas
+    from ragnb.llm.judges import JudgeConfig, get_llm_metric
 
     config = JudgeConfig(models=list(models), aggregate=aggregate_how, language=language)
-    if name in RAGAS_METRICS:
-        metric = ragas.get_metric(name, encoder=encoder) if name == "response_relevancy" else ragas.get_metric(name)
-    else:
-        metric = nvidia.get_metric(name)
+    # The suite's "noise_sensitivity" is the registered noise_sensitivity_relevant (ragas' default mode).
+    registered = "noise_sensitivity_relevant" if name == "noise_sensitivity" else name
+    metric = get_llm_metric(registered, **({"encoder": encoder} if name == "response_relevancy" else {}))
 
     async def evaluate(sample: dict, client: Any):
         return await metric.evaluate(sample, client, config)
@@ -254,7 +253,10 @@ def run_rag_suite(samples: list[dict], encoder: Any, *, client: Any = None, metr
     notes += [trust_note] if trust_note else []
     for name in metrics:
         if f"{name}_status" in frame:
-            summary["methods"][name] = dict(Counter(frame[f"{name}_status"].fillna("skipped")))
+            statuses = frame[f"{name}_status"].fillna("skipped")
+            summary["methods"][name] = dict(Counter(statuses))
+            if name in summary:  # items a partial jury scored (some judge models failed), counted in n_valid
+                summary[name]["n_partial"] = int((statuses == "partial").sum())
     meta = {"judge_backend": "openai-compatible" if client is not None else "offline-fallback",
             "judge_model": ", ".join(models or []) or None, "embedding_model": encoder.name}
     return SuiteResult(frame, summary, notes, meta=meta)

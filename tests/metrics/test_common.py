@@ -12,10 +12,11 @@ metric:
   pairs, sessions, calls) does not change the value (for ranking: each query keeps its value); a perfect
   input scores the best end of the range where that end is finite.
 
-Not exercised on inputs, only their declared properties: kind ``llm`` (the judge-backed metrics need a
-judge: a network call, or, for the ragas-style verdict formulas, the judge's verdicts, whose shapes differ
-per metric and are covered by their own tests) and the metrics *declared* by reference (computed by the
-judge, the tiers or the analyses: their own tests cover the values).
+Not exercised on inputs, only their declared properties: kind ``llm`` (metric objects that need a judge
+over HTTP: tests/test_llm_metric_api.py runs every one of them through the common LLM-metric API against the
+test server), kind ``estimator`` (the prediction-powered estimators: tests/metrics/test_ppi.py checks them
+against the method authors' package ppi-python) and the metrics *declared* by reference (computed by the tiers or the analyses: their own
+tests cover the values).
 
 Exceptions are listed by name with the reason, as scikit-learn lists metrics without a property.
 """
@@ -36,7 +37,7 @@ from ragnb.metrics.retrieval import rank_gains
 
 REGISTRY = registry.load_all()
 ALL = sorted(REGISTRY)
-EXERCISED = [n for n in ALL if REGISTRY[n].kind != "llm" and REGISTRY[n].computed_by is None]
+EXERCISED = [n for n in ALL if REGISTRY[n].kind not in ("llm", "estimator") and REGISTRY[n].computed_by is None]
 DECLARED = [n for n in ALL if REGISTRY[n].computed_by is not None]
 K = 3
 SEEDS = range(4)

@@ -213,7 +213,7 @@ def test_inclusion_probabilities_sum_to_the_budget_and_cap_at_one():
 def test_registered():
     for name in ("ppi_mean", "ppi_mean_difference", "ppi_stratified_mean"):
         m = registry.get(name)
-        assert m.family == "ppi" and m.kind == "llm" and "θ̂" in m.doc
+        assert m.family == "ppi" and m.kind == "estimator" and "θ̂" in m.doc
 
 
 def test_estimates_from_a_per_item_frame():

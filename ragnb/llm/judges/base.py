@@ -1,5 +1,8 @@
-"""What every ragas-style and NVIDIA-style LLM metric shares: the :class:`LLMMetric` API (async ``evaluate``,
-``evaluate_sync``, ``score``) and scoring a whole dataset (:func:`evaluate_dataset`)."""
+"""The one API of every LLM-judged metric (the direct judge scores, the ragas-style and the NVIDIA-style
+metrics): :class:`LLMMetric` — ``evaluate`` / ``evaluate_sync`` on one :class:`~ragnb.llm.judges.sample.Sample`
+→ :class:`~ragnb.llm.result.EvaluationResult`, ``aevaluate_dataset`` / ``evaluate_dataset`` on many →
+``(per-item DataFrame, summary)`` — its registration (:func:`register_metric`) and lookup by name
+(:func:`get_llm_metric`)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from ragnb.llm.client import LLMClient
 from ragnb.llm.judges.config import JudgeConfig
 from ragnb.llm.result import EvaluationResult
 from ragnb.llm.sync import run_sync
+from ragnb.metrics import registry
 from ragnb.metrics.stats import aggregate
 
 
@@ -25,12 +29,16 @@ async def gather_all(*aws: Awaitable[Any]) -> list[Any]:
 
 
 class LLMMetric:
-    """One LLM-judged metric. Subclasses set ``name``, ``higher_is_better`` and, when the metric needs other
-    sampling values than :class:`JudgeConfig`'s defaults, ``temperature`` / ``max_tokens``; they implement
-    :meth:`validate` (sample → checked inputs) and :meth:`run` (inputs → result, every judge model)."""
+    """One LLM-judged metric. Subclasses set ``name``, ``family``, ``higher_is_better``, ``value_range`` and,
+    when the metric needs other sampling values than :class:`JudgeConfig`'s defaults, ``temperature`` /
+    ``max_tokens``; they implement :meth:`validate` (sample → checked inputs) and :meth:`run` (inputs →
+    result, every judge model). The class docstring states the formula (it is the registry's definition)."""
 
     name: ClassVar[str]
+    family: ClassVar[str]
     higher_is_better: ClassVar[bool] = True
+    value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    aliases: ClassVar[tuple[str, ...]] = ()  # other keys a report may use for it
     temperature: ClassVar[float | None] = None  # None → JudgeConfig's default
     max_tokens: ClassVar[int | None] = None
 
@@ -39,6 +47,8 @@ class LLMMetric:
         return f"{type(self).__name__}({args})"
 
     def result_name(self) -> str:
+        """The registered name of this object (``name``, or a mode-specific name such as
+        ``noise_sensitivity_irrelevant``): the key of its summary."""
         return self.name
 
     def options(self) -> dict[str, Any]:
@@ -85,6 +95,47 @@ class LLMMetric:
     def score(self, sample: Any, client: LLMClient, config: JudgeConfig | Mapping[str, Any] | None = None) -> float:
         """Just the score (``singleTurnScore``); NaN when failed or undefined."""
         return self.evaluate_sync(sample, client, config).score
+
+    async def aevaluate_dataset(self, samples: Any, client: LLMClient,
+                                config: JudgeConfig | Mapping[str, Any] | None = None, concurrency: int = 16,
+                                n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
+        """Async :meth:`evaluate_dataset`."""
+        return await aevaluate_dataset(self, samples, client, config, concurrency, n_boot, seed)
+
+    def evaluate_dataset(self, samples: Any, client: LLMClient, config: JudgeConfig | Mapping[str, Any] | None = None,
+                         concurrency: int = 16, n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
+        """Score every sample: ``(per-item DataFrame, summary)`` (:func:`evaluate_dataset` says what they hold)."""
+        return run_sync(aevaluate_dataset(self, samples, client, config, concurrency, n_boot, seed))
+
+
+def register_metric(metric: LLMMetric) -> LLMMetric:
+    """Register ``metric`` (an object) in :mod:`ragnb.metrics.registry` under its :meth:`~LLMMetric.result_name`,
+    with kind ``llm``, its family, range, direction, aliases and the class docstring as its formula. Every
+    LLM-judged metric is registered this way, once, where its class is defined."""
+    return registry.register(metric.result_name(), metric.family, kind="llm", value_range=metric.value_range,
+                             higher_is_better=metric.higher_is_better, aliases=metric.aliases)(metric)
+
+
+def llm_metric_names() -> list[str]:
+    """The registered names of every LLM-judged metric (the objects :func:`get_llm_metric` returns)."""
+    return [n for n in registry.names(kind="llm") if isinstance(registry.get(n).fn, LLMMetric)]
+
+
+def get_llm_metric(metric: str | LLMMetric, **options: Any) -> LLMMetric:
+    """The registered LLM metric named ``metric`` (``"judge_faithfulness"``, ``"context_precision"``,
+    ``"nv_answer_accuracy"``, ``"noise_sensitivity_irrelevant"``, an alias such as ``"faithfulness_llm"``),
+    rebuilt with ``options`` (its constructor arguments, e.g. ``strategy="response_based"``) when given; or
+    ``metric`` itself when it is a metric object already."""
+    if isinstance(metric, LLMMetric):
+        if options:
+            raise ValueError(f"options {sorted(options)} apply to a metric name; {metric!r} is built already")
+        return metric
+    registry.load_all()
+    found = registry.REGISTRY.get(registry.ALIASES.get(metric, metric)) if isinstance(metric, str) else None
+    if found is None or not isinstance(found.fn, LLMMetric):
+        raise ValueError(f"metric {metric!r} is not an LLM-judged metric; use one of {llm_metric_names()}")
+    obj = found.fn
+    return type(obj)(**{**obj.options(), **options}) if options else obj
 
 
 def pick_metric(metric: str | LLMMetric, catalogue: Mapping[str, LLMMetric], **options: Any) -> LLMMetric:
@@ -159,12 +210,13 @@ def _summary(metric: LLMMetric, frame: Any, models: list[str], client: LLMClient
     return summary
 
 
-async def aevaluate_dataset(metric: LLMMetric, samples: Any, client: LLMClient,
+async def aevaluate_dataset(metric: str | LLMMetric, samples: Any, client: LLMClient,
                             config: JudgeConfig | Mapping[str, Any] | None = None, concurrency: int = 16,
                             n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
     """Async :func:`evaluate_dataset`."""
     import pandas as pd
 
+    metric = get_llm_metric(metric)
     config = JudgeConfig.make(dict(config) if isinstance(config, Mapping) else config)
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency={concurrency!r} must be an integer >= 1 (samples scored at once)")
@@ -196,10 +248,11 @@ async def aevaluate_dataset(metric: LLMMetric, samples: Any, client: LLMClient,
     return frame, _summary(metric, frame, models, client, config, n_boot, seed)
 
 
-def evaluate_dataset(metric: LLMMetric, samples: Any, client: LLMClient,
+def evaluate_dataset(metric: str | LLMMetric, samples: Any, client: LLMClient,
                      config: JudgeConfig | Mapping[str, Any] | None = None, concurrency: int = 16,
                      n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
-    """Score every sample of a dataset: ``(per-item DataFrame, summary)``.
+    """Score every sample of a dataset with ``metric`` (an object or a registered name, :func:`get_llm_metric`):
+    ``(per-item DataFrame, summary)``; the same as ``metric.evaluate_dataset(samples, client, config)``.
 
     All samples are validated first: a ValueError lists every sample that cannot be scored, before any LLM
     call. At most ``concurrency`` samples are in flight (the client also bounds HTTP requests).
@@ -212,8 +265,10 @@ def evaluate_dataset(metric: LLMMetric, samples: Any, client: LLMClient,
     Summary (:func:`ragnb.metrics.stats.summary_frame` tabulates it): ``{<metric>: aggregate(score),
     "<metric>[<model>]": aggregate of that model's scores over the LLM-judged items, "judge_backend",
     "higher_is_better", "config", "counts": {"methods", "status", "llm_requests", verdict counts}}``,
-    aggregates from :func:`ragnb.metrics.stats.aggregate` (mean, ci95, n, n_valid, n_failed): failed and
-    undefined samples are left out of the mean and counted in ``n_failed``, never dropped. Heuristic
+    aggregates from :func:`ragnb.metrics.stats.aggregate` (mean, ci95, n, n_valid, n_failed), the metric's
+    with ``n_partial`` (items a partial jury scored: some judge models failed, the others answered; they
+    count in ``n_valid``): failed and undefined samples are left out of the mean and counted in
+    ``n_failed``, never dropped. Heuristic
     shortcut items count in the metric's aggregate with their score, not in the per-model ones.
     """
     return run_sync(aevaluate_dataset(metric, samples, client, config, concurrency, n_boot=n_boot, seed=seed))

@@ -1,16 +1,23 @@
 """The direct LLM judge scores for Tier 2/3 (see docs/metrics.md, LLM judge).
 
-Typical use::
+Each score is an :class:`~ragnb.llm.judges.base.LLMMetric` like every other LLM-judged metric
+(:data:`SCORES`: :class:`JudgeFaithfulness`, :class:`AnswerRelevance`, :class:`AnswerCorrectness`,
+:class:`E2EScore`), on the same :class:`~ragnb.llm.judges.sample.Sample`; :class:`Judge` binds a client and a
+config for the tiers and adds the pairwise judge. Typical use::
 
     from ragnb.llm import LLMClient, LLMSettings
     from ragnb.llm.judges import JudgeConfig
     from ragnb.llm.judges.agreement import agreement
-    from ragnb.llm.judges.scores import Judge
+    from ragnb.llm.judges.scores import Judge, JudgeFaithfulness
 
-    judge = Judge(LLMClient(LLMSettings.from_env()),
-                  JudgeConfig(models=["openai/gpt-4o-mini", "google/gemini-2.5-flash"], aggregate="mean",
-                              mode="direct", language="ru"))
-    r = judge.sync.faithfulness(question, answer, context)      # from a notebook or a script
+    client = LLMClient(LLMSettings.from_env())
+    config = JudgeConfig(models=["openai/gpt-4o-mini", "google/gemini-2.5-flash"], aggregate="mean",
+                         mode="direct", language="ru")
+    r = JudgeFaithfulness().evaluate_sync({"user_input": q, "response": a, "retrieved_contexts": [c]},
+                                          client, config)
+    items, summary = JudgeFaithfulness().evaluate_dataset(samples, client, config)  # frame + CIs
+    judge = Judge(client, config)
+    r = judge.sync.faithfulness(question, answer, context)      # the same score, from its own arguments
     r = await judge.faithfulness(question, answer, context)     # from async code
     r.score, r.explanation, [(m.model, m.score) for m in r.model_scores]
     results = judge.sync.evaluate_many("faithfulness", rows)    # rows: mappings with question/answer/context
@@ -51,9 +58,11 @@ verdict). E.g. three models answering 0.5, 1.0, 0.0 → mean 0.5, median 0.5, ma
 
 **Pairwise** (A/B/Tie, with the answers' positions swapped): rules in :mod:`ragnb.llm.judges.pairwise`.
 
-**Registry.** The four scores are declared (kind "llm", family "judge") in :mod:`ragnb.metrics.declared` as
-``judge_faithfulness`` — apart from the ragas-style statement ratio ``faithfulness`` — ``answer_relevance``,
-``answer_correctness`` and ``e2e_score``, each pointing at its method here.
+**Registry.** The four score objects are registered (kind "llm", family "judge",
+:func:`~ragnb.llm.judges.base.register_metric`) as ``judge_faithfulness`` — apart from the ragas-style
+statement ratio ``faithfulness`` — ``answer_relevance``, ``answer_correctness`` and ``e2e_score``. Their
+results keep the judged aspect as ``EvaluationResult.metric`` (``faithfulness``, …: the key of Tier 2/3
+records and of the usage ledger's ``judge.<aspect>``).
 
 **Per-call data.** ``ModelScore.calls`` = HTTP requests sent (re-asks and retries included, 0 when
 answered from the cache); ``details["reasks"]`` = re-asks needed; ``details["calls"]`` = one entry per chat
@@ -70,12 +79,14 @@ import inspect
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ragnb.llm.client import LLMClient
+from ragnb.llm.judges.base import LLMMetric, register_metric
 from ragnb.llm.judges.config import JudgeConfig
 from ragnb.llm.judges.pairwise import VERDICTS, judge_pairwise
 from ragnb.llm.judges.reading import as_text, call_log, text_field
+from ragnb.llm.judges.sample import as_sample
 from ragnb.llm.prompts import load_prompt, render
 from ragnb.llm.replies import ChatResult, LLMOutputError
 from ragnb.llm.result import EvaluationResult, ModelScore, evaluate_with_models
@@ -128,6 +139,8 @@ _INPUTS: dict[str, tuple[str, ...]] = {
     "e2e_score": ("question", "answer", "reference"),
 }
 METRICS = (*SCALES, "pairwise")
+
+
 def score_parser(scale: Scale, mode: str):
     """``parse`` callback for :meth:`LLMClient.chat_json`: JSON → (score, explanation, reasoning).
     Raises ValueError (→ re-ask) on a wrong type, a missing key or a value outside ``scale``."""
@@ -146,12 +159,182 @@ def score_parser(scale: Scale, mode: str):
 
 
 # --------------------------------------------------------------------------------------------
-# The judge
+# Prompts and results shared by the scores and the pairwise judge
+# --------------------------------------------------------------------------------------------
+
+
+def _snippet(name: str, config: JudgeConfig) -> str:
+    return render(load_prompt(name, config.language)).strip()
+
+
+def judge_messages(metric: str, config: JudgeConfig, **inputs: Any) -> list[dict[str, str]]:
+    """The chat messages sent for ``metric`` (one of :data:`METRICS`). Inputs: those of :data:`_INPUTS`
+    (strings; ``context`` already rendered); pairwise: question, answer_a, answer_b, reference (optional)."""
+    lang = config.language
+    needs = ("question", "answer_a", "answer_b") if metric == "pairwise" else _INPUTS.get(metric)
+    if needs is None:
+        raise ValueError(f"metric {metric!r}: use one of {METRICS}")
+    missing = [k for k in needs if not isinstance(inputs.get(k), str)]
+    if missing:
+        raise ValueError(f"{metric} needs the strings {list(needs)}; missing or not a string: {missing}")
+    system = {"role": "system", "content": _snippet("judge_system", config)}
+    if metric == "pairwise":
+        reference = inputs.get("reference")
+        has_ref = isinstance(reference, str) and reference.strip() != ""
+        user = render(
+            load_prompt("judge_pairwise", lang),
+            question=inputs["question"], answer_a=inputs["answer_a"], answer_b=inputs["answer_b"],
+            reference_hint=_snippet("judge_pairwise_reference_hint", config) if has_ref else "",
+            reference_block=("\n" + render(load_prompt("judge_pairwise_reference", lang),
+                                           reference=reference).strip() + "\n") if has_ref else "",
+            output_format=_snippet(f"judge_pairwise_format_{config.mode}", config),
+        )
+    else:
+        values = {k: inputs[k] for k in _INPUTS[metric]}
+        user = render(load_prompt(f"judge_{metric}", lang), **values,
+                      output_format=_snippet(f"judge_format_{config.mode}", config))
+    return [system, {"role": "user", "content": user}]
+
+
+def result_details(metric: str, config: JudgeConfig) -> dict[str, Any]:
+    """The settings a direct judge result carries in ``details``: mode, language, aggregate, scale."""
+    scale = SCALES.get(metric)
+    return {"mode": config.mode, "language": config.language,
+            "aggregate": "majority (pairwise rule)" if metric == "pairwise" else config.aggregate,
+            "scale": [scale.low, scale.high] if scale else list(VERDICTS)}
+
+
+def undefined_result(metric: str, config: JudgeConfig, blank: list[str]) -> EvaluationResult:
+    """A blank input: nothing to judge, no call (NaN, ``undefined``, the blank inputs named)."""
+    return EvaluationResult(metric, math.nan, method="none", status="undefined",
+                            reason=f"blank {', '.join(blank)}: nothing to judge", details=result_details(metric, config))
+
+
+async def ask_judge(client: LLMClient, config: JudgeConfig, metric: str, messages: list[dict], model: str,
+                    parse: Any) -> tuple[Any, list[ChatResult]]:
+    """One judge model's chat call for ``metric`` (usage label ``judge.<metric>``), re-asked by the client."""
+    return await client.chat_json(messages, model=model, parse=parse, metric=f"judge.{metric}",
+                                  **config.call_params())
+
+
+def judge_inputs(metric: str, **raw: Any) -> dict[str, str]:
+    """The prompt inputs of ``metric`` from its raw values: strings (the context also a list of passages,
+    numbered); ValueError naming an input of another type."""
+    return {k: as_text(raw[k], k, allow_list=(k == "context")) for k in _INPUTS[metric]}
+
+
+# --------------------------------------------------------------------------------------------
+# The direct scores as LLM metrics
+# --------------------------------------------------------------------------------------------
+
+# The Sample field behind each prompt input.
+_FIELD = {"question": "user_input", "answer": "response", "context": "retrieved_contexts", "reference": "reference"}
+
+
+class JudgeScore(LLMMetric):
+    """A direct judge score: each judge model gives one verdict ``s_m`` on ``scale``; s = agg_m s_m.
+    Subclasses set ``name`` (registered), ``aspect`` (the prompt ``judge_<aspect>``, the result's ``metric``
+    and the usage label ``judge.<aspect>``, as Tier 2/3 record it), ``value_range`` and the formula."""
+
+    family = "judge"
+    aspect: ClassVar[str]
+
+    def validate(self, sample: Any) -> dict[str, str]:
+        """The prompt inputs from a :class:`~ragnb.llm.judges.sample.Sample` (mapping, object): the fields
+        this score reads must be present (None is a ValueError); a blank one is judged ``undefined``."""
+        s = as_sample(sample)
+        fields = [_FIELD[k] for k in _INPUTS[self.aspect]]
+        missing = [f for f in fields if getattr(s, f) is None]
+        if missing:
+            raise ValueError(f"{self.name} needs {', '.join(missing)}, which the sample does not have; set "
+                             f"{' and '.join(f'Sample({f}=...)' for f in missing)}")
+        contexts = s.retrieved_contexts
+        return judge_inputs(self.aspect, question=s.user_input, answer=s.response, reference=s.reference,
+                            context=list(contexts) if contexts is not None else None)
+
+    async def run(self, inputs: dict[str, str], client: LLMClient, config: JudgeConfig) -> EvaluationResult:
+        aspect = self.aspect
+        blank = [k for k, v in inputs.items() if not v.strip()]
+        if blank:
+            return undefined_result(aspect, config, blank)
+        messages = judge_messages(aspect, config, **inputs)
+        parse = score_parser(SCALES[aspect], config.mode)
+
+        async def score_one(model: str) -> ModelScore:
+            try:
+                (score, explanation, reasoning), results = await ask_judge(client, config, aspect, messages, model,
+                                                                           parse)
+            except LLMOutputError as exc:
+                return ModelScore(model, math.nan, status="failed",
+                                  reason=f"no valid verdict in {len(exc.results)} replies: {exc.reason}",
+                                  calls=sum(r.attempts for r in exc.results),
+                                  details={"reasks": len(exc.results) - 1, "calls": call_log(exc.results)})
+            details: dict[str, Any] = {"reasks": len(results) - 1, "calls": call_log(results)}
+            if reasoning:
+                details["reasoning"] = reasoning
+            return ModelScore(model, score, explanation, calls=sum(r.attempts for r in results), details=details)
+
+        result = await evaluate_with_models(aspect, config.judge_models(), score_one, config.aggregate)
+        result.details.update(result_details(aspect, config))
+        return result
+
+    def item_details(self, result: EvaluationResult) -> dict[str, Any]:
+        return {"llm_requests": sum(m.calls for m in result.model_scores)}
+
+
+class JudgeFaithfulness(JudgeScore):
+    """Direct judge faithfulness: s = agg_m s_m, s_m ∈ [0, 1] the score judge model m gives the answer
+    (``response``) against the context (``retrieved_contexts``, numbered passages) for the question
+    (``user_input``): 0 unsupported, 0.5 partly, 1 fully supported; agg = mean | median | majority over the
+    models. Graded by the 0.9 / 0.7 thresholds (see docs/metrics.md, Faithfulness). Blank input → NaN (no
+    call). Calls: M (judge models)."""
+
+    name = "judge_faithfulness"
+    aliases = ("faithfulness_llm",)
+    aspect = "faithfulness"
+
+
+class AnswerRelevance(JudgeScore):
+    """Answer relevance: s = agg_m s_m, s_m ∈ [0, 1] how well judge model m finds the answer (``response``)
+    addresses the question (``user_input``): 0 off-topic, 1 fully relevant. Blank input → NaN (no call).
+    Calls: M."""
+
+    name = aspect = "answer_relevance"
+
+
+class AnswerCorrectness(JudgeScore):
+    """Answer correctness: s = agg_m s_m, s_m ∈ {1, 2, 3, 4, 5} judge model m's grade of the answer
+    (``response``) against the ``reference`` (1 wrong … 5 fully correct); the mean over models may fall
+    between grades. Blank input → NaN (no call). Calls: M."""
+
+    name = aspect = "answer_correctness"
+    value_range = (1.0, 5.0)
+
+
+class E2EScore(JudgeScore):
+    """End-to-end score: s = agg_m s_m, s_m ∈ [0, 1] judge model m's overall verdict on the answer
+    (``response``) to the question (``user_input``) given the ``reference``. Graded by the 0.8 / 0.6
+    thresholds. Blank input → NaN (no call). Calls: M."""
+
+    name = aspect = "e2e_score"
+
+
+# aspect → the registered metric object
+SCORES: dict[str, JudgeScore] = {m.aspect: m for m in (JudgeFaithfulness(), AnswerRelevance(), AnswerCorrectness(),
+                                                      E2EScore())}
+for _metric in SCORES.values():
+    register_metric(_metric)
+
+
+# --------------------------------------------------------------------------------------------
+# The judge: a convenience over the score objects
 # --------------------------------------------------------------------------------------------
 
 
 class Judge:
-    """LLM judge over an :class:`~ragnb.llm.client.LLMClient`; see the module docstring for the rules."""
+    """An :class:`~ragnb.llm.client.LLMClient` and a :class:`JudgeConfig` bound together: one method per
+    direct score (``judge.faithfulness(question, answer, context)`` = ``SCORES["faithfulness"]`` evaluated
+    on those inputs), the pairwise judge, and :meth:`evaluate_many`; see the module docstring."""
 
     def __init__(self, client: LLMClient, config: JudgeConfig) -> None:
         if not isinstance(client, LLMClient):
@@ -168,79 +351,21 @@ class Judge:
         return (f"Judge(models={self.models}, aggregate={c.aggregate!r}, mode={c.mode!r}, language={c.language!r}, "
                 f"client={self.client!r})")
 
-    # -- prompts ---------------------------------------------------------------------------
-
-    def _snippet(self, name: str) -> str:
-        return render(load_prompt(name, self.config.language)).strip()
-
     def messages(self, metric: str, **inputs: Any) -> list[dict[str, str]]:
-        """The chat messages sent for ``metric`` (one of :data:`METRICS`), e.g. to show the prompt in a
-        report. Pairwise inputs: question, answer_a, answer_b, reference (optional)."""
-        lang = self.config.language
-        needs = ("question", "answer_a", "answer_b") if metric == "pairwise" else _INPUTS.get(metric)
-        if needs is None:
-            raise ValueError(f"metric {metric!r}: use one of {METRICS}")
-        missing = [k for k in needs if not isinstance(inputs.get(k), str)]
-        if missing:
-            raise ValueError(f"{metric} needs the strings {list(needs)}; missing or not a string: {missing}")
-        system = {"role": "system", "content": self._snippet("judge_system")}
-        if metric == "pairwise":
-            reference = inputs.get("reference")
-            has_ref = isinstance(reference, str) and reference.strip() != ""
-            user = render(
-                load_prompt("judge_pairwise", lang),
-                question=inputs["question"], answer_a=inputs["answer_a"], answer_b=inputs["answer_b"],
-                reference_hint=self._snippet("judge_pairwise_reference_hint") if has_ref else "",
-                reference_block=("\n" + render(load_prompt("judge_pairwise_reference", lang),
-                                               reference=reference).strip() + "\n") if has_ref else "",
-                output_format=self._snippet(f"judge_pairwise_format_{self.config.mode}"),
-            )
-        else:
-            values = {k: inputs[k] for k in _INPUTS[metric]}
-            user = render(load_prompt(f"judge_{metric}", lang), **values,
-                          output_format=self._snippet(f"judge_format_{self.config.mode}"))
-        return [system, {"role": "user", "content": user}]
+        """:func:`judge_messages` with this judge's config, e.g. to show the prompt in a report."""
+        return judge_messages(metric, self.config, **inputs)
 
     def result_details(self, metric: str) -> dict[str, Any]:
-        scale = SCALES.get(metric)
-        return {"mode": self.config.mode, "language": self.config.language,
-                "aggregate": "majority (pairwise rule)" if metric == "pairwise" else self.config.aggregate,
-                "scale": [scale.low, scale.high] if scale else list(VERDICTS)}
+        return result_details(metric, self.config)
 
     def undefined(self, metric: str, blank: list[str]) -> EvaluationResult:
-        return EvaluationResult(metric, math.nan, method="none", status="undefined",
-                                reason=f"blank {', '.join(blank)}: nothing to judge", details=self.result_details(metric))
+        return undefined_result(metric, self.config, blank)
 
     async def ask(self, metric: str, messages: list[dict], model: str, parse) -> tuple[Any, list[ChatResult]]:
-        return await self.client.chat_json(messages, model=model, parse=parse, metric=f"judge.{metric}",
-                                           **self.config.call_params())
+        return await ask_judge(self.client, self.config, metric, messages, model, parse)
 
-    # -- scored metrics --------------------------------------------------------------------
-
-    async def _scored(self, metric: str, **raw: Any) -> EvaluationResult:
-        values = {k: as_text(v, k, allow_list=(k == "context")) for k, v in raw.items()}
-        blank = [k for k, v in values.items() if not v.strip()]
-        if blank:
-            return self.undefined(metric, blank)
-        messages = self.messages(metric, **values)
-        parse = score_parser(SCALES[metric], self.config.mode)
-
-        async def score_one(model: str) -> ModelScore:
-            try:
-                (score, explanation, reasoning), results = await self.ask(metric, messages, model, parse)
-            except LLMOutputError as exc:
-                return ModelScore(model, math.nan, status="failed",
-                                  reason=f"no valid verdict in {len(exc.results)} replies: {exc.reason}",
-                                  calls=sum(r.attempts for r in exc.results),
-                                  details={"reasks": len(exc.results) - 1, "calls": call_log(exc.results)})
-            details: dict[str, Any] = {"reasks": len(results) - 1, "calls": call_log(results)}
-            if reasoning:
-                details["reasoning"] = reasoning
-            return ModelScore(model, score, explanation, calls=sum(r.attempts for r in results), details=details)
-
-        result = await evaluate_with_models(metric, self.models, score_one, self.config.aggregate)
-        result.details.update(self.result_details(metric))
-        return result
+    async def _scored(self, aspect: str, **raw: Any) -> EvaluationResult:
+        return await SCORES[aspect].run(judge_inputs(aspect, **raw), self.client, self.config)
 
     async def faithfulness(self, question: str, answer: str, context: str | Sequence[str]) -> EvaluationResult:
         """Faithfulness of ``answer`` to ``context`` (a string or a list of passages), 0–1."""
@@ -258,19 +383,16 @@ class Judge:
         """End-to-end usefulness of ``answer`` given the ``reference`` answer, 0–1."""
         return await self._scored("e2e_score", question=question, answer=answer, reference=reference)
 
-    # -- pairwise --------------------------------------------------------------------------
-
     async def pairwise(self, question: str, answer_a: str, answer_b: str,
                        reference: str | None = None) -> EvaluationResult:
         """Which answer is better: verdict "A" | "B" | "Tie" (rules in :mod:`ragnb.llm.judges.pairwise`).
         ``result.details["verdict"]`` holds the verdict; ``score`` = 1.0 / 0.5 / 0.0 for A / Tie / B."""
         return await judge_pairwise(self, question, answer_a, answer_b, reference)
 
-    # -- datasets and sync twins -----------------------------------------------------------
-
     async def evaluate_many(self, metric: str, samples: Iterable[Mapping[str, Any]]) -> list[EvaluationResult]:
         """Judge every sample (a mapping holding the method's inputs; other keys are ignored) concurrently,
-        within the client's ``max_concurrency``. Results keep the order of ``samples``."""
+        within the client's ``max_concurrency``; results in the order of ``samples``. For a per-item frame
+        and a summary with CIs use ``SCORES[metric].evaluate_dataset(samples, client, config)``."""
         if metric not in METRICS:
             raise ValueError(f"metric {metric!r}: use one of {METRICS}")
         method = getattr(self, metric)

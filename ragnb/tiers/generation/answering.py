@@ -116,12 +116,16 @@ def scorer(by_key: dict[str, DatasetItem], contexts_of: dict[str, dict], system:
             return to_jsonable(rec)
 
         texts = [c.text for c in contexts]
-        inputs = {"question": item.question, "answer": answer, "context": texts, "reference": reference}
         llm_faith = None
         if judge is not None:
-            methods = {m: getattr(judge, m) for m in judge_metrics}
-            calls = [fn(**{p: inputs[p] for p in inspect.signature(fn).parameters}) for fn in methods.values()]
-            for metric, result in zip(methods, await asyncio.gather(*calls)):
+            from ragnb.llm.judges.sample import Sample
+            from ragnb.llm.judges.scores import SCORES
+
+            # The direct judge scores through the one LLM-metric API (imported here: only a judged run loads
+            # them); rec["judge"] is keyed by the judged aspect (faithfulness, e2e_score, …).
+            sample = Sample(user_input=item.question, response=answer, reference=reference, retrieved_contexts=texts)
+            calls = [SCORES[m].evaluate(sample, judge.client, judge.config) for m in judge_metrics]
+            for metric, result in zip(judge_metrics, await asyncio.gather(*calls)):
                 rec["judge"][metric] = _judge_row(result)
                 if metric == "faithfulness":
                     llm_faith = result

@@ -10,7 +10,7 @@ Typical use::
     metric = nvidia.AnswerAccuracy(use_dual_judge=True)
     r = metric.evaluate_sync({"user_input": q, "response": a, "reference": ref}, client, cfg)
     r.score, r.explanation, [(m.model, m.score) for m in r.model_scores]
-    items, summary = nvidia.evaluate_dataset(metric, samples, client, cfg)
+    items, summary = metric.evaluate_dataset(samples, client, cfg)   # (per-item DataFrame, summary)
 
 Temperature 0.1 unless the JudgeConfig sets one (:class:`~ragnb.llm.judges.nvidia.common.NvidiaMetric`).
 
@@ -71,34 +71,29 @@ from ragnb.llm.judges.nvidia.common import (
     model_score,
     parse_rating,
     rate_all,
-    register_formula,
-    sample_contexts,
-    sample_text,
+    sample_fields,
     shortcut,
     undefined,
 )
 from ragnb.llm.result import EvaluationResult, ModelScore
 
 # --------------------------------------------------------------------------------------------
-# Formulas (registered)
+# Formulas
 # --------------------------------------------------------------------------------------------
 
 
-@register_formula(CONTEXT_RELEVANCE)
 def context_relevance_score(ratings: Sequence[int]) -> float:
     """ContextRelevance of one judge model = (1/C) Σ_i r_i / 2, r_i ∈ {0, 1, 2} the rating of context i
     against the question (0 irrelevant, 1 partially, 2 fully relevant). No contexts → 0.0."""
     return sum(r / 2 for r in ratings) / len(ratings) if ratings else 0.0
 
 
-@register_formula(RESPONSE_GROUNDEDNESS)
 def response_groundedness_score(rating: int) -> float:
     """ResponseGroundedness of one judge model = r / 2, r ∈ {0, 1, 2} the rating of the response against
     the contexts (0 not grounded, 1 partially, 2 fully)."""
     return rating / 2
 
 
-@register_formula(ANSWER_ACCURACY)
 def answer_accuracy_score(rating: int, swapped_rating: int | None = None) -> float:
     """AnswerAccuracy of one judge model = r / 2 (0 wrong, 1 partially right, 2 fully right); with the
     swapped template's rating r₂ (dual judge): (r/2 + r₂/2) / 2, e.g. 2 and 1 → 0.75."""
@@ -124,7 +119,7 @@ class ContextRelevance(NvidiaMetric):
     name = CONTEXT_RELEVANCE
 
     def validate(self, sample: Any) -> dict[str, Any]:
-        return {"user_input": sample_text(sample, "user_input"), "contexts": sample_contexts(sample)}
+        return sample_fields(sample, self.name, ("user_input", "retrieved_contexts"))
 
     def without_call(self, inp: dict[str, Any], config: JudgeConfig, t0: float) -> EvaluationResult | None:
         if not inp["user_input"].strip():
@@ -173,7 +168,7 @@ class ResponseGroundedness(NvidiaMetric):
         return {"use_heuristic_shortcuts": self.use_heuristic_shortcuts}
 
     def validate(self, sample: Any) -> dict[str, Any]:
-        return {"response": sample_text(sample, "response"), "contexts": sample_contexts(sample)}
+        return sample_fields(sample, self.name, ("response", "retrieved_contexts"))
 
     def without_call(self, inp: dict[str, Any], config: JudgeConfig, t0: float) -> EvaluationResult | None:
         response, contexts = inp["response"], inp["contexts"]
@@ -225,8 +220,7 @@ class AnswerAccuracy(NvidiaMetric):
         return self.dual_judge_mode if self.use_dual_judge else "single"
 
     def validate(self, sample: Any) -> dict[str, Any]:
-        return {"response": sample_text(sample, "response"), "reference": sample_text(sample, "reference"),
-                "user_input": sample_text(sample, "user_input", required=False)}
+        return sample_fields(sample, self.name, ("response", "reference"), optional=("user_input",))
 
     def without_call(self, inp: dict[str, Any], config: JudgeConfig, t0: float) -> EvaluationResult | None:
         return undefined(self.name, "reference", t0) if not inp["reference"].strip() else None
@@ -272,6 +266,8 @@ class AnswerAccuracy(NvidiaMetric):
 
 
 METRICS: dict[str, NvidiaMetric] = {m.name: m for m in (ContextRelevance(), ResponseGroundedness(), AnswerAccuracy())}
+for _metric in METRICS.values():
+    base.register_metric(_metric)
 
 
 def get_metric(metric: str | NvidiaMetric, **options: Any) -> NvidiaMetric:
@@ -282,8 +278,9 @@ def get_metric(metric: str | NvidiaMetric, **options: Any) -> NvidiaMetric:
 def evaluate_dataset(metric: str | NvidiaMetric, samples: Any, client: LLMClient,
                      config: JudgeConfig | Mapping[str, Any] | None = None, concurrency: int = 16,
                      n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
-    """:func:`ragnb.llm.judges.base.evaluate_dataset` for an NVIDIA-style metric given by name or object."""
-    return base.evaluate_dataset(get_metric(metric), samples, client, config, concurrency, n_boot, seed)
+    """``get_metric(metric).evaluate_dataset(...)``: :meth:`~ragnb.llm.judges.base.LLMMetric.evaluate_dataset`
+    for an NVIDIA-style metric given by name or object."""
+    return get_metric(metric).evaluate_dataset(samples, client, config, concurrency, n_boot, seed)
 
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""What the NVIDIA-style metrics share: reading the sample, the 0–2 rating reply, rating calls and
+"""What the NVIDIA-style metrics share: reading the sample (:func:`sample_fields`), the 0–2 rating reply, rating calls and
 per-model results, and the :class:`NvidiaMetric` base (temperature 0.1)."""
 
 from __future__ import annotations
@@ -6,32 +6,23 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ragnb.llm.client import LLMClient
 from ragnb.llm.judges.base import LLMMetric
 from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.sample import as_sample
 from ragnb.llm.prompts import prompt
 from ragnb.llm.replies import ChatResult, LLMOutputError, LLMTransientError
 from ragnb.llm.result import EvaluationResult, ModelScore, evaluate_with_models
-from ragnb.metrics.registry import register
 
-FAMILY = "nvidia"
 RATINGS = (0, 1, 2)
 DUAL_JUDGE_MODES = ("swap_average", "confirm")
 CONTEXT_RELEVANCE = "nv_context_relevance"
 RESPONSE_GROUNDEDNESS = "nv_response_groundedness"
 ANSWER_ACCURACY = "nv_answer_accuracy"
-
-# Field names follow ragas; the camelCase names of the Java original are accepted too.
-_ALIASES = {
-    "user_input": ("user_input", "userInput"),
-    "retrieved_contexts": ("retrieved_contexts", "retrievedContexts"),
-    "response": ("response",),
-    "reference": ("reference",),
-}
 
 TEXT = {
     "en": {
@@ -57,48 +48,24 @@ TEXT = {
 }
 
 
-def register_formula(name: str) -> Callable[[Callable], Callable]:
-    """Register an NVIDIA-style formula (ratings → score in [0, 1]) as an LLM-judged metric."""
-    return register(name, FAMILY, kind="llm", value_range=(0.0, 1.0), higher_is_better=True)
-
-
-def sample_field(sample: Any, name: str) -> Any:
-    for key in _ALIASES[name]:
-        if isinstance(sample, Mapping):
-            if key in sample:
-                return sample[key]
-        elif hasattr(sample, key):
-            return getattr(sample, key)
-    raise ValueError(f"sample has no {name!r}; this metric needs the fields "
-                     "user_input / retrieved_contexts / response / reference it names")
-
-
-def sample_text(sample: Any, name: str, *, required: bool = True) -> str:
-    try:
-        value = sample_field(sample, name)
-    except ValueError:
-        if required:
-            raise
-        return ""
-    if not required and (value is None or (isinstance(value, float) and math.isnan(value))):
-        return ""  # an optional text left empty (None, or NaN from a DataFrame cell)
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be a string, got {type(value).__name__}; pass '' for an empty text")
-    return value
-
-
-def sample_contexts(sample: Any) -> list[str]:
-    value = sample_field(sample, "retrieved_contexts")
-    if isinstance(value, str):
-        raise ValueError("retrieved_contexts must be a list of strings, got a single string; wrap it: [context]")
-    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
-        value = value.tolist()  # a numpy array from a DataFrame cell
-    if not isinstance(value, (list, tuple)):
-        raise ValueError(f"retrieved_contexts must be a list of strings, got {type(value).__name__}")
-    bad = [i for i, c in enumerate(value) if not isinstance(c, str)]
-    if bad:
-        raise ValueError(f"retrieved_contexts must hold strings only; non-strings at positions {bad[:20]}")
-    return list(value)
+def sample_fields(sample: Any, metric: str, required: Sequence[str], optional: Sequence[str] = ()) -> dict[str, Any]:
+    """The texts (and the context list, ``"contexts"``) a metric reads from ``sample`` (a
+    :class:`~ragnb.llm.judges.sample.Sample`, a mapping or an object). A required field the sample lacks
+    (missing, None, NaN) is a ValueError; a blank one is kept (the metric decides: undefined or shortcut);
+    an optional one left out is ``""``."""
+    s = as_sample(sample)
+    out: dict[str, Any] = {}
+    for name in (*required, *optional):
+        value = getattr(s, name)
+        if value is None and name in required:
+            kind = "a list of strings" if name == "retrieved_contexts" else "a string"
+            raise ValueError(f"{name} must be {kind}, but the sample has none ({metric} needs it); "
+                             f"pass {'[]' if name == 'retrieved_contexts' else repr('')} for an empty one")
+        if name == "retrieved_contexts":
+            out["contexts"] = list(value or ())
+        else:
+            out[name] = value or ""
+    return out
 
 
 def parse_rating(obj: Any) -> tuple[int, str]:
@@ -211,6 +178,7 @@ class NvidiaMetric(LLMMetric):
     """Base: one 0–2 rating pipeline per judge model (:meth:`score_model`), combined over models; a metric may
     answer without any call (:meth:`without_call`: heuristic shortcut or undefined input)."""
 
+    family = "nvidia"
     # NVIDIA's judge temperature; the other LLM metrics judge at 0.
     temperature: ClassVar[float | None] = 0.1
 

@@ -4,9 +4,10 @@ Six metrics, one class each (one module per metric group), formula in its docstr
 :class:`ContextEntityRecall`, :class:`ContextPrecision`, :class:`ContextRecall`, :class:`Faithfulness`,
 :class:`NoiseSensitivity`, :class:`ResponseRelevancy`. A metric's own options are constructor arguments
 (``ContextPrecision(strategy="response_based")``, ``NoiseSensitivity(mode="irrelevant")``); how to judge
-is one :class:`~ragnb.llm.judges.config.JudgeConfig`. Each has ``async evaluate(sample, client, config) ->
-EvaluationResult``, ``evaluate_sync`` and ``score`` (the float); :func:`evaluate_dataset` scores many
-samples with bounded concurrency and returns ``(per-item DataFrame, summary)``. Every judge model in ``config.models`` runs the
+is one :class:`~ragnb.llm.judges.config.JudgeConfig`. Each is an :class:`~ragnb.llm.judges.base.LLMMetric`:
+``async evaluate(sample, client, config) -> EvaluationResult``, ``evaluate_sync``, ``score`` (the float),
+``aevaluate_dataset`` / ``evaluate_dataset`` (many samples with bounded concurrency →
+``(per-item DataFrame, summary)``); the sample is a :class:`~ragnb.llm.judges.sample.Sample`. Every judge model in ``config.models`` runs the
 whole pipeline of a metric on its own (its own statements, its own verdicts); the per-model scores are
 combined by ``config.aggregate`` (mean / median / majority), and failed models are listed, not averaged in.
 
@@ -71,13 +72,16 @@ from ragnb.llm.judges.ragas.entities import ContextEntityRecall, entity_recall, 
 from ragnb.llm.judges.ragas.noise import MODES, NoiseSensitivity, noise_sensitivity_score
 from ragnb.llm.judges.ragas.precision import STRATEGIES, ContextPrecision, average_precision
 from ragnb.llm.judges.ragas.relevancy import ResponseRelevancy, cosine_to, response_relevancy_score
-from ragnb.llm.judges.ragas.sample import FIELDS, Sample, as_sample
+from ragnb.llm.judges.sample import FIELDS, Sample, as_sample
 from ragnb.llm.judges.ragas.statements import ContextRecall, Faithfulness, context_recall_score, faithfulness_score
 
 METRICS: dict[str, RagasMetric] = {
     m.name: m for m in (ContextEntityRecall(), ContextPrecision(), ContextRecall(), Faithfulness(),
                         NoiseSensitivity(), ResponseRelevancy())
 }
+# Registered as objects (ragnb.llm.judges.base.register_metric); NoiseSensitivity once per mode.
+for _metric in (*METRICS.values(), NoiseSensitivity(mode="irrelevant")):
+    base.register_metric(_metric)
 
 
 def get_metric(metric: str | RagasMetric, **options: Any) -> RagasMetric:
@@ -93,8 +97,9 @@ def get_metric(metric: str | RagasMetric, **options: Any) -> RagasMetric:
 def evaluate_dataset(metric: str | RagasMetric, samples: Any, client: LLMClient,
                      config: JudgeConfig | Mapping[str, Any] | None = None, concurrency: int = 16,
                      n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
-    """:func:`ragnb.llm.judges.base.evaluate_dataset` for a ragas-style metric given by name or object."""
-    return base.evaluate_dataset(get_metric(metric), samples, client, config, concurrency, n_boot, seed)
+    """``get_metric(metric).evaluate_dataset(...)``: :meth:`~ragnb.llm.judges.base.LLMMetric.evaluate_dataset`
+    for a ragas-style metric given by name or object."""
+    return get_metric(metric).evaluate_dataset(samples, client, config, concurrency, n_boot, seed)
 
 
 __all__ = [

@@ -1,5 +1,5 @@
 """What the ragas-style metrics share: explanations (en / ru), one judge model running one metric on one
-sample (:class:`RagasJudge`), the :class:`RagasMetric` base and the registration of the formulas."""
+sample (:class:`RagasJudge`), and the :class:`RagasMetric` base."""
 
 from __future__ import annotations
 
@@ -11,19 +11,10 @@ from ragnb.llm.client import LLMClient
 from ragnb.llm.judges.base import LLMMetric
 from ragnb.llm.judges.config import JudgeConfig
 from ragnb.llm.judges.ragas.parsing import IdParser
-from ragnb.llm.judges.ragas.sample import Sample, as_sample
+from ragnb.llm.judges.sample import Sample, as_sample
 from ragnb.llm.prompts import prompt
 from ragnb.llm.replies import LLMOutputError, LLMTransientError
 from ragnb.llm.result import EvaluationResult, ModelScore, evaluate_with_models
-from ragnb.metrics.registry import register
-
-FAMILY = "llm"
-
-
-def register_formula(name: str, *, higher_is_better: bool = True,
-                     value_range: tuple[float, float] = (0.0, 1.0)) -> Callable[[Callable], Callable]:
-    """Register a ragas-style formula (verdicts → score) as an LLM-judged metric."""
-    return register(name, FAMILY, kind="llm", value_range=value_range, higher_is_better=higher_is_better)
 
 
 TEXT = {
@@ -142,6 +133,8 @@ def _merge_details(per_model: Sequence[ModelScore]) -> dict[str, Any]:
 
 class RagasMetric(LLMMetric):
     """Base: validate the sample, run :meth:`_score` for every judge model, combine."""
+
+    family = "llm"  # the registry family of the ragas-style metrics
 
     # Statement lists and per-id verdicts are long: the ragas-style metrics ask for up to 2048 tokens.
     max_tokens: ClassVar[int | None] = 2048

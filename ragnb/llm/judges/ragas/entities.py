@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragnb.llm.judges.base import gather_all
-from ragnb.llm.judges.ragas.common import RagasJudge, RagasMetric, register_formula, text_of
+from ragnb.llm.judges.ragas.common import RagasJudge, RagasMetric, text_of
 from ragnb.llm.judges.ragas.parsing import parse_entities
-from ragnb.llm.judges.ragas.sample import Sample
+from ragnb.llm.judges.sample import Sample
 from ragnb.llm.result import ModelScore
 from ragnb.metrics.fallback import stem_ru
 
@@ -85,7 +85,6 @@ def match_entities(reference_entities: Sequence[str], context_entities: Sequence
     return out
 
 
-@register_formula("context_entity_recall")
 def entity_recall(reference_entities: Sequence[str], context_entities: Sequence[str],
                   context_text: str | None = None) -> float:
     """ContextEntityRecall = |E_ref ∩ E_ctx| / |E_ref|, over entities normalised by :func:`normalize_entity`.

@@ -7,9 +7,9 @@ import math
 from collections.abc import Iterable, Sequence
 
 from ragnb.llm.judges.base import gather_all
-from ragnb.llm.judges.ragas.common import TEXT, RagasJudge, RagasMetric, register_formula, text_of
+from ragnb.llm.judges.ragas.common import TEXT, RagasJudge, RagasMetric, text_of
 from ragnb.llm.judges.ragas.parsing import ContextIds, IdParser, numbered, parse_statements, read_binary
-from ragnb.llm.judges.ragas.sample import Sample
+from ragnb.llm.judges.sample import Sample
 from ragnb.llm.result import ModelScore
 
 MODES = ("relevant", "irrelevant")
@@ -47,19 +47,6 @@ def noise_sensitivity_score(incorrect: Sequence[bool], response_support: Sequenc
     _, rel, irr = _noise_flags(incorrect, response_support, reference_support)
     flags = rel if mode == "relevant" else irr
     return sum(bool(f) and bool(i) for f, i in zip(flags, incorrect)) / len(incorrect)
-
-
-@register_formula("noise_sensitivity_relevant", higher_is_better=False)
-def noise_sensitivity_relevant(incorrect, response_support, reference_support) -> float:
-    """NoiseSensitivity, relevant mode: |{a : incorrect(a) ∧ supported by a relevant context}| / n (lower is better)."""
-    return noise_sensitivity_score(incorrect, response_support, reference_support, "relevant")
-
-
-@register_formula("noise_sensitivity_irrelevant", higher_is_better=False)
-def noise_sensitivity_irrelevant(incorrect, response_support, reference_support) -> float:
-    """NoiseSensitivity, irrelevant mode: |{a : incorrect(a) ∧ supported only by irrelevant contexts}| / n
-    (lower is better)."""
-    return noise_sensitivity_score(incorrect, response_support, reference_support, "irrelevant")
 
 
 class NoiseSensitivity(RagasMetric):

@@ -5,16 +5,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ragnb.llm.judges.ragas.common import TEXT, RagasJudge, RagasMetric, register_formula, text_of
+from ragnb.llm.judges.ragas.common import TEXT, RagasJudge, RagasMetric, text_of
 from ragnb.llm.judges.ragas.parsing import IdParser, numbered, read_binary
-from ragnb.llm.judges.ragas.sample import Sample
+from ragnb.llm.judges.sample import Sample
 from ragnb.llm.judges.ragas.statements import binary
 from ragnb.llm.result import ModelScore
 
 STRATEGIES = ("auto", "reference_based", "response_based")
 
 
-@register_formula("context_precision")
 def average_precision(verdicts: Sequence[int]) -> float:
     """ContextPrecision = AP = Σ_k (precision@k · v_k) / Σ_k v_k, precision@k = (Σ_{i≤k} v_i) / k.
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ragnb.llm.judges.ragas.common import RagasJudge, RagasMetric, register_formula, text_of
+from ragnb.llm.judges.ragas.common import RagasJudge, RagasMetric, text_of
 from ragnb.llm.judges.ragas.parsing import QuestionsParser
-from ragnb.llm.judges.ragas.sample import Sample
+from ragnb.llm.judges.sample import Sample
 from ragnb.llm.result import ModelScore
 
 
@@ -27,7 +27,6 @@ def cosine_to(question_vec, generated_vecs) -> np.ndarray:
     return g @ q / norms
 
 
-@register_formula("response_relevancy", value_range=(-1.0, 1.0))  # a cosine mean
 def response_relevancy_score(question_vec, generated_vecs, noncommittal: bool = False) -> float:
     """ResponseRelevancy = (1/N) Σ_i cos(E(q), E(q_i)) · (1 − noncommittal).
 
@@ -49,6 +48,7 @@ class ResponseRelevancy(RagasMetric):
     """
 
     name = "response_relevancy"
+    value_range = (-1.0, 1.0)  # a mean of cosines
     required = ("user_input", "response")
 
     def __init__(self, number_of_questions: int = 3, encoder: Any = None) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from ragnb.llm.judges.ragas.common import RagasJudge, RagasMetric, quote_items, register_formula, text_of
+from ragnb.llm.judges.ragas.common import RagasJudge, RagasMetric, quote_items, text_of
 from ragnb.llm.judges.ragas.parsing import IdParser, joined_contexts, numbered, parse_statements, read_binary
-from ragnb.llm.judges.ragas.sample import Sample
+from ragnb.llm.judges.sample import Sample
 from ragnb.llm.result import ModelScore
 from ragnb.metrics.fallback import split_sentences
 
@@ -26,7 +26,6 @@ def binary(verdicts: Sequence[Any], what: str) -> list[int]:
     return out
 
 
-@register_formula("faithfulness")
 def faithfulness_score(verdicts: Sequence[int]) -> float:
     """Faithfulness = |statements of the response supported by the contexts| / |statements|.
 
@@ -40,7 +39,6 @@ def _share(verdicts: Sequence[int]) -> float:
     return sum(v) / len(v) if v else math.nan
 
 
-@register_formula("context_recall")
 def context_recall_score(verdicts: Sequence[int]) -> float:
     """ContextRecall = |sentences of the reference attributable to the contexts| / |sentences of the reference|.
 
