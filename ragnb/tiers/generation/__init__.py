@@ -302,8 +302,8 @@ def run_tier2(dataset: Dataset, system: Any, encoder: Any, *, judge: Any = None,
     :class:`ragnb.llm.judges.scores.Judge` or None (offline: see the module docstring); ``log_path``: the
     :class:`~ragnb.tiers.itemlog.ItemLog` JSONL that makes the run resumable. Summary keys: ``faithfulness``,
     ``hallucination_rate``, ``context_utilization``, [``answer_relevance``, ``answer_correctness`` (1–5) with a
-    judge], ``rouge1``, ``rouge2``, ``rougel``, ``bleu`` (mean sentence BLEU, 0–100), ``answer_exact_match``,
-    ``answer_f1``, ``answer_recall``, ``corpus_bleu``, ``semantic_similarity``, ``dot_similarity``, ``euclidean_distance``, [``response_exact_match_rate``,
+    judge], ``rouge1``, ``rouge2``, ``rougel``, ``bleu`` (mean sentence BLEU, 0–100), ``answer_exact_match_unicode``,
+    ``answer_f1_unicode``, ``answer_recall_unicode``, ``squad_exact_match``, ``squad_f1``, ``corpus_bleu``, ``semantic_similarity``, ``dot_similarity``, ``euclidean_distance``, [``response_exact_match_rate``,
     ``response_semantic_consistency`` when ``consistency_runs`` ≥ 2], ``latency_answer_ms``, ``info``.
     """
     return _run(Tier2(), dataset, system, encoder, judge=judge, judge_metrics=judge_metrics,
