@@ -20,8 +20,9 @@ Per item (a dataset question):
    same log, scores only the rest and the items that failed.
 
 Deterministic metrics are computed afterwards on all records: ROUGE-1/2/L F, sentence BLEU (and corpus
-BLEU), exact match / token F1 / answer recall against the reference (SQuAD-style, docs/metrics.md, Text and answer
-metrics), embedding cosine / dot / euclidean between answer and reference, hallucination_rate = 1 − F,
+BLEU), exact match / token F1 / answer recall against the reference on the Unicode-aware normalisation
+(``answer_*_unicode``) and exact match / token F1 as SQuAD v1.1's official script (``squad_*``; docs/metrics.md, Text
+and answer metrics), embedding cosine / dot / euclidean between answer and reference, hallucination_rate = 1 − F,
 context_utilization (see docs/metrics.md, Hallucination rate and context utilization, "contains"),
 response_exact_match_rate and response_semantic_consistency over the repeated answers, and (Tier 3) ``context_hit@k`` =
 1 if a retrieved chunk id is among the item's relevant chunk ids. An undefined or failed value is NaN, excluded from the
