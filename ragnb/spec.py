@@ -33,7 +33,7 @@ class TierSpec:
     offline fallback (a deterministic judge agrees with itself; extractive answers copy their context).
     ``headline``: metrics the executive summary names when the block has no graded metric (else its first
     three). ``aliases``: short metric keys inside the block → canonical metric name. ``renamed``: keys of old
-    records → ``(key when an LLM judged, key when the offline fallback judged)``. ``post_record``: runs after the
+    records → today's key, or ``(key when an LLM judged, key when the offline fallback judged)``. ``post_record``: runs after the
     run's record is written, because it reads ``benchmark_runs.json`` (the dashboard); its metrics are not
     this run's benchmark metrics. ``warm_up``: a module whose ``warm_in_background()`` the runner calls when a
     run includes the notebook — it compiles ahead, at the lowest CPU priority, what the notebook would otherwise
@@ -48,7 +48,7 @@ class TierSpec:
     llm_judged: tuple[str, ...] = ()
     headline: tuple[str, ...] = ()
     aliases: Mapping[str, str] = field(default_factory=dict)
-    renamed: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    renamed: Mapping[str, str | tuple[str, str]] = field(default_factory=dict)
     post_record: bool = False
     warm_up: str | None = None
 
@@ -63,6 +63,10 @@ _JUDGE_FAITHFULNESS = {"judge_faithfulness": (0.9, 0.7)}
 # Before faithfulness had three names, Tier 2/3 wrote the judge's score — or, offline, the fallback's — as
 # "faithfulness" (docs/metrics.md, Faithfulness).
 _OLD_FAITHFULNESS = {"faithfulness": ("judge_faithfulness", "fallback_faithfulness")}
+# Before the official SQuAD v1.1 pair had its own names, the Unicode-aware answer metrics were written without
+# the suffix, though documented as SQuAD's (docs/metrics.md, Text and answer metrics).
+_OLD_ANSWER = {"answer_exact_match": "answer_exact_match_unicode", "answer_f1": "answer_f1_unicode",
+               "answer_recall": "answer_recall_unicode"}
 _GENERATION_HEADLINE = ("judge_faithfulness", "fallback_faithfulness", "hallucination_rate", "context_utilization")
 
 # In run order (``ragnb demo`` runs them all; the dashboard last, as it reads the run record).
@@ -74,11 +78,11 @@ TIERS: tuple[TierSpec, ...] = (
              headline=("hit_rate@1", "mrr", "ndcg@10")),
     TierSpec("tier2", "tier2_generation", "tier_2_metrics", "Tier 2 (generation)",
              thresholds=_JUDGE_FAITHFULNESS, llm_judged=("judge_faithfulness",), headline=_GENERATION_HEADLINE,
-             renamed=_OLD_FAITHFULNESS),
+             renamed={**_OLD_FAITHFULNESS, **_OLD_ANSWER}),
     TierSpec("tier3", "tier3_e2e", "tier_3_metrics", "Tier 3 (end-to-end)",
              thresholds={**_JUDGE_FAITHFULNESS, "e2e_score": (0.8, 0.6)},
              llm_judged=("judge_faithfulness", "e2e_score"), headline=_GENERATION_HEADLINE,
-             renamed=_OLD_FAITHFULNESS),
+             renamed={**_OLD_FAITHFULNESS, **_OLD_ANSWER}),
     TierSpec("judge", "tier_judge", "tier_judge_metrics", "Tier Judge",
              thresholds={"judge_consistency": (0.95, 0.85)}, llm_judged=("judge_consistency",),
              headline=("consistency_score", "error_rate", "avg_latency_ms"),
@@ -86,7 +90,7 @@ TIERS: tuple[TierSpec, ...] = (
     TierSpec("judge_pipeline", "tier_judge_pipeline", "tier_judge_pipeline_metrics", "Tier Judge Pipeline",
              thresholds={"judge_pipeline_accuracy": (0.95, 0.85)}, headline=("accuracy",),
              aliases={"accuracy": "judge_pipeline_accuracy"}),
-    TierSpec("rag_metrics", "rag_metrics", None, "RAG metrics"),
+    TierSpec("rag_metrics", "rag_metrics", None, "RAG metrics", renamed=_OLD_ANSWER),
     TierSpec("ux", "tier_ux", "tier_ux_metrics", "Tier UX",
              headline=("cache_hit_rate", "cache_hit_precision", "context_preservation")),
     TierSpec("real_users", "real_users", "real_user_metrics", "Real users"),
@@ -164,12 +168,16 @@ def is_offline(block: Any) -> bool:
 
 def current_key(name: str, record_key: str | None = None, block: Any = None) -> str:
     """The key a metric of an old record has today: in Tier 2/3 blocks the old ``faithfulness`` is
-    ``judge_faithfulness``, or ``fallback_faithfulness`` when the block says the offline fallback judged;
-    other keys are returned as given."""
-    spec = by_record_key(record_key)
+    ``judge_faithfulness``, or ``fallback_faithfulness`` when the block says the offline fallback judged; the
+    old ``answer_f1`` is ``answer_f1_unicode`` (so are ``answer_exact_match``, ``answer_recall``); other keys are
+    returned as given. ``record_key``: the block's key in the record, or the stem of an ``other_metrics`` entry."""
+    spec = by_record_key(record_key) or by_stem(record_key or "")
     if spec is None or name not in spec.renamed:
         return name
-    judged, fallback = spec.renamed[name]
+    new = spec.renamed[name]
+    if isinstance(new, str):
+        return new
+    judged, fallback = new
     return fallback if is_offline(block) else judged
 
 

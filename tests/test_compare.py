@@ -355,6 +355,31 @@ def test_unchanged_metrics_are_left_out_of_holm(tmp_path):
     assert t.loc["mrr", "p_holm"] == pytest.approx(2 / 64) and t.loc["mrr", "verdict"] == "B better"
 
 
+def test_an_old_records_answer_f1_meets_todays_answer_f1_unicode(tmp_path):
+    """Before the official SQuAD pair had its own names, Tier 2 wrote the Unicode-aware F1 as ``answer_f1``: a run
+    of then and a run of now are compared item by item under today's name (six items, +0.1 each: p = 2/2^6)."""
+    from ragnb.tiers import payload as report
+    from ragnb.metrics.stats import aggregate
+    from ragnb.runs.record import append_run_record, build_record
+
+    out = tmp_path / "out"
+    ids = [f"i{k}" for k in range(6)]
+    base = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    for run_id, key, shift in (("20250101-000000-aaaa", "answer_f1", 0.0),
+                               ("20250102-000000-bbbb", "answer_f1_unicode", 0.1)):
+        df = pd.DataFrame({key: base + shift}, index=pd.Index(ids))
+        metrics = {"tier": "tier_2", key: aggregate(df[key].to_numpy(), n_boot=50)}
+        report.write_metrics(out / "runs" / run_id, "tier2_generation", metrics, per_item=df)
+        append_run_record(out / "benchmark_runs.json", build_record(run_id, {"tier_2_metrics": metrics}, None, None,
+                                                                     None, cwd=tmp_path))
+    runs = compare.load_runs(out / "benchmark_runs.json")
+    t = compare_runs(runs, out, "20250101-000000-aaaa", "20250102-000000-bbbb", n_boot=50).table.set_index("metric")
+    assert list(t.index) == ["answer_f1_unicode"]
+    row = t.loc["answer_f1_unicode"]
+    assert row["paired"] and row["n_pairs"] == 6 and row["delta"] == pytest.approx(0.1)
+    assert row["p_value"] == pytest.approx(2 / 64) and row["verdict"] == "B better"
+
+
 # --------------------------------------------------------------------------------------------
 # Like with like: dataset, corpus and item ids
 # --------------------------------------------------------------------------------------------

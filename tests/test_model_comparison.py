@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragnb.tiers.model_comparison import NO_DIFFERENCE, comparison_blocks, compare_pair, truncation_share
+from ragnb.tiers.model_comparison import (NO_DIFFERENCE, PER_ITEM_TABLE, comparison_blocks, compare_pair, per_item_table,
+                                          run_models, truncation_share, verdict_table)
 from ragnb.tiers.result import TierResult
 
 
@@ -53,9 +54,11 @@ def test_comparison_block_equals_a_hand_computation():
     assert hit["delta"] == pytest.approx(0.5)
     # McNemar: n01 = 3 (q1, q2, q5), n10 = 0 → p = 2 · 0.5³
     assert hit["test"].startswith("McNemar") and hit["p_value"] == pytest.approx(0.25)
+    assert (hit["n01"], hit["n10"], hit["n_pairs"], hit["n_changed"]) == (3, 0, 6, 3)
     mrr = blocks["model_comparison"]["pairs"][0]["metrics"]["mrr"]
     d = [0, 0.5, 0.75, -0.5, 0.25, 0.5]
     assert mrr["delta"] == pytest.approx(sum(d) / 6)
+    assert (mrr["n01"], mrr["n10"], mrr["n_pairs"], mrr["n_changed"]) == (None, None, 6, 5)  # not a McNemar test
     assert mrr["p_value"] == pytest.approx(_exact_sign_flip(d))
     # Holm over the two changed metrics: the smaller p doubled, the larger max(itself, that)
     p1, p2 = sorted([0.25, _exact_sign_flip(d)])
@@ -66,6 +69,58 @@ def test_comparison_block_equals_a_hand_computation():
     assert hit["ci95"][0] <= 0.5 <= hit["ci95"][1]
     assert blocks["models"]["B"]["encoder"] == {"backend": "test", "model": "B", "dim": 2}
     assert blocks["models"]["A"]["metrics"]["mrr"]["mean"] == pytest.approx(3.25 / 6)
+
+
+class _Corpus:
+    """What run_models reads of a corpus: its encoder (by name) and the per-item values its run gives."""
+
+    def __init__(self, name: str, per_item: dict, ids: list[str]) -> None:
+        self.encoder, self.per_item, self.ids = _Enc(name), per_item, ids
+
+
+def test_counts_behind_each_paired_test_and_every_models_values_are_written(tmp_path):
+    import json
+
+    # A = [1,0,1,0,1,1,0,0,1], B = [0,1,1,1,1,0,0,1,nan], C = A except q0: by hand
+    #   A vs B: complete pairs 8 (q8 has no B value), A=0→B=1 at q1, q3, q7 (n01 = 3), A=1→B=0 at q0, q5 (n10 = 2),
+    #           p = P[Binomial(5, ½) ≤ 2]·2 = 1.0;  A vs C: n01 = 0, n10 = 1, p = 1.0
+    ids = [f"q{i}" for i in range(9)]
+    hit_a = [1, 0, 1, 0, 1, 1, 0, 0, 1]
+    hit_b = [0, 1, 1, 1, 1, 0, 0, 1, math.nan]
+    hit_c = [0, 0, 1, 0, 1, 1, 0, 0, 1]
+    mrr = {"A": [0.5] * 9, "B": [0.25] * 9, "C": [1.0] * 9}
+    corpora = [_Corpus("A", {"hit_rate@1": hit_a, "mrr": mrr["A"]}, ids),
+               _Corpus("B", {"hit_rate@1": hit_b[::-1], "mrr": mrr["B"]}, ids[::-1]),  # another order
+               _Corpus("C", {"hit_rate@1": hit_c[:8], "mrr": mrr["C"][:8]}, ids[:8])]  # C lacks q8
+    result, blocks = run_models(corpora, lambda c: _result(c.per_item, c.ids), ["hit_rate@1", "mrr"], n_boot=50)
+    pairs = {p["model_b"]: p["metrics"] for p in blocks["model_comparison"]["pairs"]}
+    b, c = pairs["B"]["hit_rate@1"], pairs["C"]["hit_rate@1"]
+    assert (b["n_pairs"], b["n_nan_pairs"], b["n01"], b["n10"], b["p_value"]) == (8, 1, 3, 2, 1.0)
+    assert (c["n_pairs"], c["n_nan_pairs"], c["n01"], c["n10"], c["p_value"]) == (8, 1, 0, 1, 1.0)
+    verdicts = verdict_table(blocks).set_index(["B", "metric"])
+    assert verdicts.loc[("B", "hit_rate@1"), ["n", "A=0, B=1", "A=1, B=0"]].tolist() == [8, 3, 2]
+
+    table = result.tables[PER_ITEM_TABLE]
+    assert list(table.index) == ids
+    assert list(table.columns) == ["hit_rate@1[A]", "hit_rate@1[B]", "hit_rate@1[C]", "mrr[A]", "mrr[B]", "mrr[C]"]
+    assert table["hit_rate@1[A]"].tolist() == hit_a and table["hit_rate@1[B]"].iloc[:8].tolist() == hit_b[:8]
+    assert math.isnan(table.loc["q8", "hit_rate@1[B]"]) and math.isnan(table.loc["q8", "mrr[C]"])
+
+    path = result.write(tmp_path, "tier1_retrieval", extra=blocks)
+    written = pd.read_csv(tmp_path / "tier1_retrieval.models_per_item.csv")
+    assert written["item_id"].tolist() == ids and written["mrr[B]"].tolist() == [0.25] * 9
+    # the counts can be recomputed from the written table, and the JSON holds them
+    n01 = int(((written["hit_rate@1[A]"] == 0) & (written["hit_rate@1[B]"] == 1)).sum())
+    n10 = int(((written["hit_rate@1[A]"] == 1) & (written["hit_rate@1[B]"] == 0)).sum())
+    saved = json.loads(path.read_text(encoding="utf-8"))["model_comparison"]["pairs"][0]["metrics"]["hit_rate@1"]
+    assert (saved["n01"], saved["n10"], saved["n_pairs"]) == (n01, n10, 8) == (3, 2, 8)
+
+
+def test_per_item_table_by_an_item_column():
+    a = TierResult(pd.DataFrame({"id": ["c1", "c2"], "spread": [1.0, 2.0]}), {})
+    b = TierResult(pd.DataFrame({"id": ["c2", "c1"], "spread": [5.0, 4.0]}), {})
+    table = per_item_table({"A": a, "B": b}, ["spread", "absent"], item_key="id")
+    assert table.to_dict() == {"spread[A]": {"c1": 1.0, "c2": 2.0}, "spread[B]": {"c1": 4.0, "c2": 5.0}}
 
 
 def test_a_clear_difference_names_the_winner_and_direction_is_respected():
@@ -91,6 +146,9 @@ def test_one_model_adds_nothing_to_the_payload():
     blocks = comparison_blocks({"A": only}, {"A": _Enc("A")}, ["hit_rate@1"])
     assert blocks == {}
     assert only.metrics(extra=blocks) == only.metrics()
+    result, blocks = run_models([_Corpus("A", {"hit_rate@1": [1, 0]}, ids)], lambda c: _result(c.per_item, c.ids),
+                                ["hit_rate@1"])
+    assert blocks == {} and result.tables == {}  # no table of other models either
 
 
 def test_truncation_share_by_hand(encoder):
@@ -160,4 +218,10 @@ def test_two_real_models_on_the_russian_demo():
     assert hit["n_pairs"] == 612 and hit["winner"] == "multilingual-e5-small"
     assert hit["delta"] == pytest.approx(mini["metrics"]["hit_rate@1"]["mean"] - e5["metrics"]["hit_rate@1"]["mean"])
     assert hit["ci95"][1] < 0 and hit["p_holm"] < 1e-6
+    # both models' values of every question, and McNemar's counts recomputed from them
+    table = result.tables[PER_ITEM_TABLE]
+    assert table.shape == (612, 2 * len(COMPARED)) and table.notna().all().all()
+    a, b = table["hit_rate@1[multilingual-e5-small]"], table["hit_rate@1[all-MiniLM-L6-v2]"]
+    assert (hit["n01"], hit["n10"]) == (int(((a == 0) & (b == 1)).sum()), int(((a == 1) & (b == 0)).sum()))
+    assert hit["n10"] > hit["n01"]
     assert not math.isnan(blocks["model_comparison"]["pairs"][0]["metrics"]["mrr"]["p_holm"])

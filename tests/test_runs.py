@@ -198,6 +198,12 @@ def test_tier_spec_lookups_and_old_faithfulness_keys():
     assert spec.current_key("faithfulness", "tier_2_metrics", judged) == "judge_faithfulness"
     assert spec.current_key("faithfulness", "tier_3_metrics", offline) == "fallback_faithfulness"
     assert spec.current_key("faithfulness", "rag_metrics") == "faithfulness"
+    # old records: the Unicode-aware answer metrics had no suffix (Tier 2/3 blocks, the RAG suite by its stem)
+    for key, block in (("tier_2_metrics", judged), ("tier_3_metrics", offline), ("rag_metrics", None)):
+        assert spec.current_key("answer_f1", key, block) == "answer_f1_unicode"
+        assert spec.current_key("answer_exact_match", key, block) == "answer_exact_match_unicode"
+        assert spec.current_key("answer_recall", key, block) == "answer_recall_unicode"
+    assert spec.current_key("answer_f1", "tier_1_metrics") == "answer_f1"
     assert overall_status({"tier_2_metrics": judged}) == "attention"
     assert overall_status({"tier_2_metrics": offline}) == "no-data"
     assert overall_status({"tier_3_metrics": {"judge_faithfulness": 0.95, "e2e_score": 0.7}}) == "good"

@@ -256,23 +256,24 @@ def test_text_metrics_frame_and_summary():
                        RU_PRED: [3.0, 4.0], RU_REF: [4.0, 3.0]})
     preds, refs = ["the cat sat", RU_PRED, ""], ["the cat sat down", RU_REF, "the cat sat"]
     frame, summary = tm.text_metrics(preds, refs, encoder=enc)
-    assert list(frame.columns) == ["rouge1", "rouge2", "rougeL", "bleu", "answer_exact_match", "answer_f1",
-                                   "answer_recall", "semantic_similarity", "dot_similarity", "euclidean_distance"]
+    assert list(frame.columns) == ["rouge1", "rouge2", "rougeL", "bleu", "answer_exact_match_unicode",
+                                   "answer_f1_unicode", "answer_recall_unicode", "squad_exact_match", "squad_f1",
+                                   "semantic_similarity", "dot_similarity", "euclidean_distance"]
     assert frame["rouge1"].tolist() == pytest.approx([6 / 7, 6 / 7, 0.0])  # "the cat sat"/"… down": 3/3, 3/4
     assert summary["rouge1"]["mean"] == pytest.approx(4 / 7) and summary["rouge1"]["n_failed"] == 0
     assert summary["semantic_similarity"]["n_valid"] == 2 and summary["semantic_similarity"]["n_failed"] == 1
     assert summary["bleu"]["mean"] == pytest.approx(np.mean([tm.bleu(p, r) for p, r in zip(preds, refs)]))
     assert summary["corpus_bleu"]["score"] == pytest.approx(sacrebleu.corpus_bleu(preds, [refs]).score)
     frame2, summary2 = tm.text_metrics(["a"], ["a"], semantic=False)
-    assert list(frame2.columns) == ["rouge1", "rouge2", "rougeL", "bleu", "answer_exact_match", "answer_f1",
-                                    "answer_recall"]
+    assert list(frame2.columns) == ["rouge1", "rouge2", "rougeL", "bleu", "answer_exact_match_unicode",
+                                    "answer_f1_unicode", "answer_recall_unicode", "squad_exact_match", "squad_f1"]
 
 
 def test_registry_names():
     assert set(names("text")) == {"rouge1", "rouge2", "rougel", "bleu", "semantic_similarity", "dot_similarity",
                                   "euclidean_distance", "response_exact_match_rate",
-                                  "response_semantic_consistency", "corpus_bleu", "answer_exact_match", "answer_f1",
-                                  "answer_recall"}
+                                  "response_semantic_consistency", "corpus_bleu", "answer_exact_match_unicode",
+                                  "answer_f1_unicode", "answer_recall_unicode", "squad_exact_match", "squad_f1"}
     metric, k = parse_name("rougel")
     assert metric.fn is tm.rouge_l and k is None
     assert REGISTRY["euclidean_distance"].higher_is_better is False

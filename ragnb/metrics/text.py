@@ -370,11 +370,12 @@ def response_consistency(responses: Sequence[str], encoder=None, *, normalize: b
 
 def text_metrics(predictions: Sequence[str], references: Sequence[str], *, encoder=None, language: str = "auto",
                  use_stemmer: bool = False, semantic: bool = True) -> tuple[pd.DataFrame, dict]:
-    """Per-pair ROUGE-1/2/L F, sentence BLEU, the answer metrics (exact match, token F1, answer recall:
-    :mod:`ragnb.metrics.answer`) and (``semantic=True``) embedding similarity, plus aggregates.
+    """Per-pair ROUGE-1/2/L F, sentence BLEU, the answer metrics (:mod:`ragnb.metrics.answer`: exact match, token
+    F1 and answer recall on the Unicode-aware normalisation, exact match and token F1 as SQuAD v1.1's official
+    script computes them) and (``semantic=True``) embedding similarity, plus aggregates.
 
-    Returns (per-item DataFrame with columns ``rouge1, rouge2, rougeL, bleu, answer_exact_match, answer_f1,
-    answer_recall`` [+ ``semantic_similarity,
+    Returns (per-item DataFrame with columns ``rouge1, rouge2, rougeL, bleu, answer_exact_match_unicode,
+    answer_f1_unicode, answer_recall_unicode, squad_exact_match, squad_f1`` [+ ``semantic_similarity,
     dot_similarity, euclidean_distance``], summary). The summary maps each column to ``aggregate(...)``
     (mean over non-NaN items, ci95, n, n_valid, n_failed) — ``bleu`` there is the mean *sentence* BLEU —
     and adds ``corpus_bleu`` (:func:`corpus_bleu`: pooled counts, a different number).

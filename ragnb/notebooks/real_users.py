@@ -92,7 +92,8 @@ report.show_table(metrics_table(result.summary), max_rows=60)
 # %% [markdown]
 # ## Embedding models side by side
 # With several `embedding_models`: each model's metrics with 95% CIs and truncation share, then a paired test
-# on the same logged questions (Holm-adjusted over the compared metrics) naming the better model.
+# on the same logged questions (Holm-adjusted over the compared metrics) naming the better model, with the counts
+# behind each test; every model's per-question values are written to `real_users.models_per_item.csv`.
 
 # %%
 if models:

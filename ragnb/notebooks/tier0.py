@@ -67,7 +67,8 @@ report.show_table(summary_frame(chunks.summary), max_rows=40)
 # ## Embedding models side by side
 # With several `embedding_models`: each model's geometry and the share of chunks longer than its input limit,
 # then the per-chunk differences with paired tests. Distances of two models are on their own scales, so no
-# winner is named here; which model *retrieves* better is Tier 1's paired verdict.
+# winner is named here; which model *retrieves* better is Tier 1's paired verdict. Every model's per-chunk values
+# are written to `tier0_embeddings.models_per_item.csv`.
 
 # %%
 if models:

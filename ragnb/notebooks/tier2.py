@@ -86,10 +86,14 @@ print(f"Answer latency (n = {lat['n']}): {report.latency_text(lat['mean'], lat['
 # %% [markdown]
 # ## Scores with 95% confidence intervals, and their distribution over questions
 # 0–1 metrics only; answer correctness (1–5) and BLEU (0–100) have their own histograms below.
+# Exact match and token F1 twice: `answer_*_unicode` normalise Unicode punctuation (« » —), ё → е and case (the
+# meaningful reading of Russian answers); `squad_exact_match` / `squad_f1` are SQuAD v1.1's official script, the
+# numbers comparable with published SQuAD-style scores (× 100) — on Russian text they count «Москва» ≠ Москва.
 
 # %%
 unit = [n for n in (result.faithfulness_key, "hallucination_rate", "context_utilization", "answer_relevance", "rouge1",
-                    "rouge2", "rougel", "answer_exact_match", "answer_f1", "answer_recall", "semantic_similarity",
+                    "rouge2", "rougel", "answer_exact_match_unicode", "answer_f1_unicode",
+                    "answer_recall_unicode", "squad_exact_match", "squad_f1", "semantic_similarity",
                     "response_exact_match_rate", "response_semantic_consistency") if n in result.summary]
 report.show(charts.metric_bars(result.summary, unit, "Tier 2 metrics (mean and 95% CI)"))
 long = result.per_item.melt(id_vars="id", value_vars=unit, var_name="metric", value_name="score").dropna()

@@ -8,10 +8,15 @@ blocks the metrics JSON adds next to the primary (first) model's usual keys:
   (the aggregates with 95% CIs, as the tier computed them) and its truncation share;
 * ``model_comparison``: per other model B against the primary A, per compared metric, the paired test of
   :func:`ragnb.metrics.paired.paired_test` on the items both scored (``delta = mean(B − A)`` with its
-  bootstrap 95% CI, McNemar's exact test for 0/1 metrics, else the sign-flip permutation test), Holm's
-  adjustment over the metrics of that pair, and the winner — or ``"no significant difference"``.
+  bootstrap 95% CI, McNemar's exact test for 0/1 metrics, else the sign-flip permutation test), the counts it
+  rests on (``n_pairs``, ``n_nan_pairs``, ``n_changed``; for McNemar the discordant pairs ``n01`` = #(A=0, B=1)
+  and ``n10`` = #(A=1, B=0)), Holm's adjustment over the metrics of that pair, and the winner — or
+  ``"no significant difference"``;
 
-With one model nothing is added: the payload is exactly the single-model one.
+and one table, written next to the primary's per-item file (:data:`PER_ITEM_TABLE`): every model's per-item
+values of the compared metrics (:func:`per_item_table`), from which each paired test can be recomputed.
+
+With one model nothing is added: the payload and files are exactly the single-model ones.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from ragnb.metrics.stats import format_mean_ci
 
 ALPHA = 0.05
 NO_DIFFERENCE = "no significant difference"
+PER_ITEM_TABLE = "models_per_item"  # written as <stem>.models_per_item.csv (TierResult.tables)
 
 
 def truncation_share(encoder: Any, texts: Sequence[str]) -> dict:
@@ -83,7 +89,9 @@ def _higher_is_better(metric: str) -> bool | None:
 def compare_pair(a: pd.DataFrame, b: pd.DataFrame, metrics: Sequence[str], name_a: str, name_b: str,
                  n_boot: int = 1000, alpha: float = ALPHA) -> dict:
     """Paired tests of B against A on each metric column both tables have, items matched by index (an item
-    one model lacks counts as a NaN pair). Holm's adjustment over the tested metrics of this pair."""
+    one model lacks counts as a NaN pair). Holm's adjustment over the tested metrics of this pair. Each test
+    carries its counts: ``n_pairs`` (complete pairs), ``n_nan_pairs``, ``n_changed`` (pairs with B ≠ A) and
+    ``n01``/``n10`` (McNemar's discordant pairs; None for a test of non-binary values)."""
     tests: dict[str, dict] = {}
     for metric in metrics:
         if metric not in a.columns or metric not in b.columns:
@@ -102,7 +110,7 @@ def compare_pair(a: pd.DataFrame, b: pd.DataFrame, metrics: Sequence[str], name_
         out[metric] = {
             "mean_a": t["mean_a"], "mean_b": t["mean_b"], "delta": t["delta"], "ci95": [t["ci_lo"], t["ci_hi"]],
             "p_value": t["p_value"], "p_holm": t["p_holm"], "test": t["test"], "n_pairs": t["n_pairs"],
-            "n_nan_pairs": t["n_nan_pairs"], "n_changed": t["n_changed"],
+            "n_nan_pairs": t["n_nan_pairs"], "n_changed": t["n_changed"], "n01": t.get("n01"), "n10": t.get("n10"),
             "winner": winner,
         }
     return out
@@ -112,7 +120,8 @@ def run_models(corpora: Sequence[Any], run_one: Callable[[Any], Any], metrics: S
                texts: Sequence[str] | None = None, n_boot: int = 1000, item_key: str | None = None) -> tuple[Any, dict]:
     """Run one tier per corpus (:func:`ragnb.datasets.corpus.open_corpora`: one per model, the first the
     primary) and compare them: ``(primary result, blocks)`` — ``blocks`` is :func:`comparison_blocks`
-    (``{}`` for one model). ``texts``: the chunk texts whose truncation share each model reports."""
+    (``{}`` for one model), and with several models the primary result carries :func:`per_item_table` as its
+    table :data:`PER_ITEM_TABLE`. ``texts``: the chunk texts whose truncation share each model reports."""
     names = [c.encoder.name for c in corpora]
     if len(set(names)) != len(names):
         raise ValueError(f"embedding_models names one model twice ({', '.join(names)}); list each model once")
@@ -122,7 +131,9 @@ def run_models(corpora: Sequence[Any], run_one: Callable[[Any], Any], metrics: S
     truncation = None if texts is None else {c.encoder.name: truncation_share(c.encoder, texts) for c in corpora}
     blocks = comparison_blocks(results, {c.encoder.name: c.encoder for c in corpora}, metrics, truncation,
                                n_boot=n_boot, item_key=item_key)
-    return results[names[0]], blocks
+    primary = results[names[0]]
+    primary.tables[PER_ITEM_TABLE] = per_item_table(results, metrics, item_key)
+    return primary, blocks
 
 
 def comparison_blocks(results: Mapping[str, Any], encoders: Mapping[str, Any], metrics: Sequence[str],
@@ -151,6 +162,22 @@ def _items(result: Any, item_key: str | None) -> pd.DataFrame:
     return result.per_item if item_key is None else result.per_item.set_index(item_key)
 
 
+def per_item_table(results: Mapping[str, Any], metrics: Sequence[str], item_key: str | None = None) -> pd.DataFrame:
+    """Every model's per-item values of the compared metrics side by side: one row per item (index = item id,
+    the union of the models' items in the primary's order first), one column ``metric[model]`` per metric and
+    model (the per-model column name of the registry: ``hit_rate@1[multilingual-e5-small]``), NaN where a model
+    has no value for the item. Items are matched by id exactly as :func:`compare_pair` matches them."""
+    columns: dict[str, pd.Series] = {}
+    for metric in metrics:
+        for name, result in results.items():
+            items = _items(result, item_key)
+            if metric in items.columns:
+                columns[f"{metric}[{name}]"] = pd.to_numeric(items[metric], errors="coerce")
+    table = pd.concat(columns, axis=1, sort=False) if columns else pd.DataFrame()
+    table.index.name = "item_id"
+    return table
+
+
 def models_table(blocks: Mapping[str, Any], metrics: Sequence[str]) -> pd.DataFrame:
     """One row per model: each metric as ``mean [lo, hi]``, the settings its queries and documents were
     encoded with (so that a reader sees whether the comparison is like for like), its input limit and the
@@ -175,11 +202,13 @@ def models_table(blocks: Mapping[str, Any], metrics: Sequence[str]) -> pd.DataFr
 
 
 def verdict_table(blocks: Mapping[str, Any]) -> pd.DataFrame:
-    """One row per (pair, metric): both means, B − A with its CI, p (Holm-adjusted) and the winner."""
+    """One row per (pair, metric): both means, B − A with its CI, p (Holm-adjusted), the test with the counts
+    it rests on (complete pairs; McNemar's discordant pairs A=0/B=1 and A=1/B=0) and the winner."""
     rows = []
     for pair in (blocks.get("model_comparison") or {}).get("pairs", []):
         for metric, t in pair["metrics"].items():
             rows.append({"metric": metric, "A": pair["model_a"], "B": pair["model_b"], "mean A": t["mean_a"],
                          "mean B": t["mean_b"], "B − A [95% CI]": format_mean_ci(t["delta"], t["ci95"], signed=True),
-                         "p (Holm)": t["p_holm"], "test": t["test"], "n": t["n_pairs"], "winner": t["winner"]})
+                         "p (Holm)": t["p_holm"], "test": t["test"], "n": t["n_pairs"],
+                         "A=0, B=1": t.get("n01"), "A=1, B=0": t.get("n10"), "winner": t["winner"]})
     return pd.DataFrame(rows)

@@ -20,8 +20,9 @@ Per item (a dataset question):
    same log, scores only the rest and the items that failed.
 
 Deterministic metrics are computed afterwards on all records: ROUGE-1/2/L F, sentence BLEU (and corpus
-BLEU), exact match / token F1 / answer recall against the reference (SQuAD-style, docs/metrics.md, Text and answer
-metrics), embedding cosine / dot / euclidean between answer and reference, hallucination_rate = 1 − F,
+BLEU), exact match / token F1 / answer recall against the reference on the Unicode-aware normalisation
+(``answer_*_unicode``) and exact match / token F1 as SQuAD v1.1's official script (``squad_*``; docs/metrics.md, Text
+and answer metrics), embedding cosine / dot / euclidean between answer and reference, hallucination_rate = 1 − F,
 context_utilization (see docs/metrics.md, Hallucination rate and context utilization, "contains"),
 response_exact_match_rate and response_semantic_consistency over the repeated answers, and (Tier 3) ``context_hit@k`` =
 1 if a retrieved chunk id is among the item's relevant chunk ids. An undefined or failed value is NaN, excluded from the
@@ -302,8 +303,8 @@ def run_tier2(dataset: Dataset, system: Any, encoder: Any, *, judge: Any = None,
     :class:`ragnb.llm.judges.scores.Judge` or None (offline: see the module docstring); ``log_path``: the
     :class:`~ragnb.tiers.itemlog.ItemLog` JSONL that makes the run resumable. Summary keys: ``faithfulness``,
     ``hallucination_rate``, ``context_utilization``, [``answer_relevance``, ``answer_correctness`` (1–5) with a
-    judge], ``rouge1``, ``rouge2``, ``rougel``, ``bleu`` (mean sentence BLEU, 0–100), ``answer_exact_match``,
-    ``answer_f1``, ``answer_recall``, ``corpus_bleu``, ``semantic_similarity``, ``dot_similarity``, ``euclidean_distance``, [``response_exact_match_rate``,
+    judge], ``rouge1``, ``rouge2``, ``rougel``, ``bleu`` (mean sentence BLEU, 0–100), ``answer_exact_match_unicode``,
+    ``answer_f1_unicode``, ``answer_recall_unicode``, ``squad_exact_match``, ``squad_f1``, ``corpus_bleu``, ``semantic_similarity``, ``dot_similarity``, ``euclidean_distance``, [``response_exact_match_rate``,
     ``response_semantic_consistency`` when ``consistency_runs`` ≥ 2], ``latency_answer_ms``, ``info``.
     """
     return _run(Tier2(), dataset, system, encoder, judge=judge, judge_metrics=judge_metrics,

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb.datasets.schema import DatasetItem
+from ragnb.metrics.answer import ANSWER_METRICS
 from ragnb.metrics.fallback import context_utilization, hallucination_rate
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.text import exact_match_rate, semantic_consistency, text_metrics
@@ -24,7 +25,7 @@ from ragnb.metrics.stats import latency_summary
 # Metrics only an LLM judge can give; offline they are left out of the summary (never estimated).
 LLM_ONLY = ("answer_relevance", "answer_correctness", "e2e_score")
 JUDGED = ("faithfulness", *LLM_ONLY)
-LEXICAL = ("rouge1", "rouge2", "rougel", "bleu", "answer_exact_match", "answer_f1", "answer_recall",
+LEXICAL = ("rouge1", "rouge2", "rougel", "bleu", *ANSWER_METRICS,
            "semantic_similarity", "dot_similarity", "euclidean_distance")
 CONSISTENCY = ("response_exact_match_rate", "response_semantic_consistency")
 
