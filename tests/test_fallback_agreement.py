@@ -13,7 +13,7 @@ from ragnb import spec
 from ragnb.metrics import fallback as fb
 from ragnb.metrics import fallback_agreement as fa
 from ragnb.runs.record import ungraded_degenerate
-from tests.conftest import SHARED
+from conftest import SHARED
 
 LEXICAL = ("word_overlap", "sentence_overlap")
 TABLE = fa.load_table()
@@ -160,7 +160,7 @@ def test_sentence_overlap_needs_each_sentence_in_one_context_sentence():
 
 
 def test_docs_and_benchmarks_quote_the_stored_figures():
-    from tests.conftest import REPO
+    from conftest import REPO
 
     for doc in ("docs/metrics.md", "BENCHMARKS.md"):
         text = (REPO / doc).read_text(encoding="utf-8")

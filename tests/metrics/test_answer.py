@@ -19,7 +19,7 @@ from ragnb.metrics.answer import (answer_exact_match_unicode, answer_f1_unicode,
                                   normalize_answer_unicode, squad_exact_match, squad_f1, squad_normalize_answer)
 from ragnb.metrics.registry import canonical_name, direction, parse_name
 from ragnb.metrics.text import rouge, text_metrics
-from tests.conftest import SHARED
+from conftest import SHARED
 
 XQUAD = Path(ragnb.__file__).parent / "data" / "xquad_ru"
 RUBQ = SHARED / "rubq_qa" / "rubq2_dev_questions.jsonl.gz"
