@@ -37,7 +37,7 @@ from ragnb.runs.history import (  # noqa: F401  (latest_run, resolve_outputs: re
     Alignment, align, blocks_of, find_run, floats, is_numeric, latest_run, paired_stems, per_item_path,
     read_per_item, resolve_outputs, sort_runs,
 )
-from ragnb.runs.record import RUNS_FILE, block_status, iter_aggregates, load_runs, metric_value
+from ragnb.runs.record import RUNS_FILE, block_status, is_ppi, iter_aggregates, load_runs, metric_value
 from ragnb.runs.significance import aggregate_ci, holm, paired_test, unpaired_test, verdict
 from ragnb.spec import THRESHOLDS, canonical_metric, current_key, label_of
 
@@ -300,25 +300,53 @@ def _only_in_one_run(stem: str | None, alignment: Alignment) -> list[str]:
     return notes
 
 
+PPI_BOTH = "PPI++ estimates of both runs (the judge on every item, corrected by human labels on some)"
+
+
+def estimates_compared(a: _Side, b: _Side, name: str) -> tuple[Any, Any, str]:
+    """The two aggregates to compare and which estimate they are: both runs' PPI++ estimates when both have human
+    labels for the metric (:func:`ragnb.runs.record.ppi_view`), else both judges' own aggregates ("" when neither
+    had labels) — never one of each: the judge's bias would count as a change."""
+    va, vb = a.entries[name][1], b.entries[name][1]
+    if is_ppi(va) and is_ppi(vb):
+        return va, vb, PPI_BOTH
+    if is_ppi(va) or is_ppi(vb):
+        side = "A" if is_ppi(va) else "B"
+        return (va.get("judge_only", va) if is_ppi(va) else va, vb.get("judge_only", vb) if is_ppi(vb) else vb,
+                f"the judges' own means: only run {side} has human labels for it, so its PPI++ estimate is not used")
+    return va, vb, ""
+
+
 def _metric_row(key: str, stem: str | None, name: str, a: _Side, b: _Side, alignment: Alignment | None,
                 columns: list[str], why: str, tests: dict) -> dict:
     row: dict[str, Any] = {"tier_key": key, "notebook": stem, "metric": name,
                            "higher_is_better": higher_is_better(name, key)}
+    agg_a, agg_b, estimate = estimates_compared(a, b, name)
+    row["estimate"] = estimate or None
+    if estimate == PPI_BOTH:  # the per-item judge scores are not the quantity: the two estimates are compared
+        res = unpaired_test(agg_a, agg_b)
+        row.update(res, paired=False, n_pairs=None, n_nan_pairs=None, n_changed=None)
+        row["test"] = f"{PPI_BOTH}: {res['test']}"
+        return row
     if alignment is not None and name in columns:
         res = paired_test(floats(alignment.merged[f"{name}_a"]), floats(alignment.merged[f"{name}_b"]), **tests)
         # n_a / n_b: valid values in each run's whole per-item file (paired or not)
         row.update(res, paired=True, n_a=int(a.column(name).notna().sum()), n_b=int(b.column(name).notna().sum()))
     else:
-        res = unpaired_test(a.entries[name][1], b.entries[name][1])
+        res = unpaired_test(agg_a, agg_b)
         row.update(res, paired=False, n_pairs=None, n_nan_pairs=None, n_changed=None)
         row["test"] = f"{res['test']}; not paired: {why or 'no per-item column'}"
+    if estimate:
+        row["test"] += f"; {estimate}"
     return row
 
 
 def _not_comparable_row(key: str, stem: str | None, name: str, a: _Side, b: _Side) -> dict:
     """Both means and their difference, for reading only: no test, no CI of Δ, no verdict."""
-    ma, mb = metric_value(a.entries[name][1]), metric_value(b.entries[name][1])
+    agg_a, agg_b, estimate = estimates_compared(a, b, name)
+    ma, mb = metric_value(agg_a), metric_value(agg_b)
     return {"tier_key": key, "notebook": stem, "metric": name, "comparable": False, "paired": False,
+            "estimate": estimate or None,
             "higher_is_better": higher_is_better(name, key), "mean_a": ma, "mean_b": mb,
             "delta": None if ma is None or mb is None else mb - ma,
             "test": "not tested: not comparable (reasons above)"}
@@ -441,6 +469,8 @@ def compare_runs(
              if key not in blocks_a or key not in blocks_b
              else f"{label_of(key)}: only one run has {', '.join(r['metric'] for r in group)} (not compared)."
              for key, group in _by_tier(one_sided).items()]
+    notes += [f"{label_of(r['tier_key'])} {r['metric']}: compared on the {r['estimate']}." for r in rows
+              if r.get("estimate")]
     table = _table(rows, alpha)
     if table.empty:
         notes.append("The two runs have no metric in common" + (" matching the metrics filter." if metrics else "."))
