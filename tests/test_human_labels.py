@@ -184,7 +184,7 @@ def _record_run(root, run_id, result, sheet):
     return record, metrics
 
 
-@pytest.mark.parametrize("labelled", [True, False])
+@pytest.mark.parametrize("labelled", ["both", "none", "A only"])
 def test_record_and_compare_use_the_ppi_estimate(labelled_runs, tmp_path, labelled):
     from ragnb.runs import compare
     from ragnb.runs.record import format_aggregate, iter_aggregates
@@ -192,11 +192,13 @@ def test_record_and_compare_use_the_ppi_estimate(labelled_runs, tmp_path, labell
 
     root, results, sheet, ids = labelled_runs
     out = tmp_path / "outputs"
-    (rec_a, m_a), (rec_b, m_b) = (_record_run(out, run_id, results[run_id], sheet if labelled else None)
-                                  for run_id in ("20250101-000000-aaaa", "20250102-000000-bbbb"))
+    rec_a, m_a = _record_run(out, "20250101-000000-aaaa", results["20250101-000000-aaaa"],
+                             None if labelled == "none" else sheet)
+    rec_b, m_b = _record_run(out, "20250102-000000-bbbb", results["20250102-000000-bbbb"],
+                             sheet if labelled == "both" else None)
     graded = dict(iter_aggregates(rec_a["tier_2_metrics"]))["judge_faithfulness"]
-    if labelled:
-        ppi_a, ppi_b = m_a["judge_faithfulness_ppi"], m_b["judge_faithfulness_ppi"]
+    if labelled != "none":
+        ppi_a, ppi_b = m_a["judge_faithfulness_ppi"], m_b.get("judge_faithfulness_ppi")
         assert graded["mean"] == ppi_a["estimate"] and graded["ci95"] == [ppi_a["ci_low"], ppi_a["ci_high"]]
         assert graded["n_labels"] == 8 and graded["judge_only"]["mean"] == m_a["judge_faithfulness"]["mean"]
         assert "PPI++ with 8 human labels" in format_aggregate(graded)
@@ -205,8 +207,14 @@ def test_record_and_compare_use_the_ppi_estimate(labelled_runs, tmp_path, labell
     runs = compare.load_runs(out / "benchmark_runs.json")
     comp = compare.compare_runs(runs, out, "20250101-000000-aaaa", "20250102-000000-bbbb", n_boot=200)
     row = comp.table.set_index("metric").loc["judge_faithfulness"]
-    if not labelled:  # the lenient judge: +0.3 on almost every item, a paired 'B better' that is the judge's bias
-        assert row.paired and row.verdict == "B better" and pd.isna(row.estimate)
+    if labelled != "both":  # the lenient judge: +0.3 on every item, a paired 'B better' that is the judge's bias
+        assert row.paired and row.verdict == "B better"
+        assert (row.mean_a, row.mean_b) == (m_a["judge_faithfulness"]["mean"], m_b["judge_faithfulness"]["mean"])
+        if labelled == "none":
+            assert pd.isna(row.estimate) and not any("PPI" in n for n in comp.notes)
+        else:  # never A's PPI++ estimate against B's judge: the judges' own means, and the output says so
+            assert "only run A has human labels" in row.estimate and "only run A has human labels" in row.test
+            assert any("judge_faithfulness: compared on the judges' own means" in n for n in comp.notes)
         return
     # both runs' PPI++ estimates, unpaired z from their intervals: the judge's bias is corrected away
     se = math.hypot((ppi_a["ci_high"] - ppi_a["ci_low"]) / (2 * Z95), (ppi_b["ci_high"] - ppi_b["ci_low"]) / (2 * Z95))
@@ -217,4 +225,4 @@ def test_record_and_compare_use_the_ppi_estimate(labelled_runs, tmp_path, labell
     # B's judge is A's shifted by +0.3 on every item: PPI++ (same λ, shift-invariant) removes the shift exactly
     assert m_b["judge_faithfulness"]["mean"] - m_a["judge_faithfulness"]["mean"] == pytest.approx(0.3)
     assert row.delta == pytest.approx(0.0, abs=1e-12) and row.verdict.startswith("no significant difference")
-    assert any("judge_faithfulness: compared on the PPI++ estimates" in n for n in comp.notes)
+    assert any("judge_faithfulness: compared on PPI++ estimates" in n for n in comp.notes)

@@ -15,6 +15,11 @@ so. ``differences`` lists every parameter, model, dataset and database that diff
 ``one_sided`` every metric that only one run recorded (with why, e.g. "run B's top_k = 3 cannot report
 hit_rate@5"), for the gate.
 
+A judged metric with human labels for some items in both runs (a ``<metric>_ppi`` block, docs/ppi.md) is compared
+on the two PPI++ estimates (unpaired z from their 95% CIs), not on the judge's per-item scores; with labels in one
+run only, on the judges' own means. The row's ``estimate`` and ``test`` and a note say which (comparability
+rules are the same either way).
+
 Metrics are matched by their current key (:func:`ragnb.spec.current_key`), so the ``faithfulness`` of an old
 record's Tier 2/3 block meets the ``judge_faithfulness`` (or ``fallback_faithfulness``) of a newer one.
 """
@@ -37,8 +42,9 @@ from ragnb.runs.history import (  # noqa: F401  (latest_run, resolve_outputs: re
     Alignment, align, blocks_of, find_run, floats, is_numeric, latest_run, paired_stems, per_item_path,
     read_per_item, resolve_outputs, sort_runs,
 )
-from ragnb.runs.record import RUNS_FILE, block_status, is_ppi, iter_aggregates, load_runs, metric_value
-from ragnb.runs.significance import aggregate_ci, holm, paired_test, unpaired_test, verdict
+from ragnb.runs.record import RUNS_FILE, block_status, iter_aggregates, load_runs, metric_value
+from ragnb.runs.significance import (PPI_BOTH, aggregate_ci, estimates_compared, holm, paired_test, unpaired_test,
+                                    verdict)
 from ragnb.spec import THRESHOLDS, canonical_metric, current_key, label_of
 
 
@@ -300,28 +306,11 @@ def _only_in_one_run(stem: str | None, alignment: Alignment) -> list[str]:
     return notes
 
 
-PPI_BOTH = "PPI++ estimates of both runs (the judge on every item, corrected by human labels on some)"
-
-
-def estimates_compared(a: _Side, b: _Side, name: str) -> tuple[Any, Any, str]:
-    """The two aggregates to compare and which estimate they are: both runs' PPI++ estimates when both have human
-    labels for the metric (:func:`ragnb.runs.record.ppi_view`), else both judges' own aggregates ("" when neither
-    had labels) — never one of each: the judge's bias would count as a change."""
-    va, vb = a.entries[name][1], b.entries[name][1]
-    if is_ppi(va) and is_ppi(vb):
-        return va, vb, PPI_BOTH
-    if is_ppi(va) or is_ppi(vb):
-        side = "A" if is_ppi(va) else "B"
-        return (va.get("judge_only", va) if is_ppi(va) else va, vb.get("judge_only", vb) if is_ppi(vb) else vb,
-                f"the judges' own means: only run {side} has human labels for it, so its PPI++ estimate is not used")
-    return va, vb, ""
-
-
 def _metric_row(key: str, stem: str | None, name: str, a: _Side, b: _Side, alignment: Alignment | None,
                 columns: list[str], why: str, tests: dict) -> dict:
     row: dict[str, Any] = {"tier_key": key, "notebook": stem, "metric": name,
                            "higher_is_better": higher_is_better(name, key)}
-    agg_a, agg_b, estimate = estimates_compared(a, b, name)
+    agg_a, agg_b, estimate = estimates_compared(a.entries[name][1], b.entries[name][1])
     row["estimate"] = estimate or None
     if estimate == PPI_BOTH:  # the per-item judge scores are not the quantity: the two estimates are compared
         res = unpaired_test(agg_a, agg_b)
@@ -343,7 +332,7 @@ def _metric_row(key: str, stem: str | None, name: str, a: _Side, b: _Side, align
 
 def _not_comparable_row(key: str, stem: str | None, name: str, a: _Side, b: _Side) -> dict:
     """Both means and their difference, for reading only: no test, no CI of Δ, no verdict."""
-    agg_a, agg_b, estimate = estimates_compared(a, b, name)
+    agg_a, agg_b, estimate = estimates_compared(a.entries[name][1], b.entries[name][1])
     ma, mb = metric_value(agg_a), metric_value(agg_b)
     return {"tier_key": key, "notebook": stem, "metric": name, "comparable": False, "paired": False,
             "estimate": estimate or None,
@@ -469,7 +458,7 @@ def compare_runs(
              if key not in blocks_a or key not in blocks_b
              else f"{label_of(key)}: only one run has {', '.join(r['metric'] for r in group)} (not compared)."
              for key, group in _by_tier(one_sided).items()]
-    notes += [f"{label_of(r['tier_key'])} {r['metric']}: compared on the {r['estimate']}." for r in rows
+    notes += [f"{label_of(r['tier_key'])} {r['metric']}: compared on {r['estimate']}." for r in rows
               if r.get("estimate")]
     table = _table(rows, alpha)
     if table.empty:
