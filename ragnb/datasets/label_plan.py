@@ -36,6 +36,7 @@ LABEL = "human_label"
 SHEET_COLUMNS = ("id", LABEL, "notes", "judge_score", "inclusion_probability", "design", "metric")
 SHOW = ("question", "answer", "response", "contexts", "context", "knowledge", "ground_truth", "ground_truth_answer")
 ID_COLUMNS = ("item_id", "id")
+ANSWER_COLUMNS = ("answer", "response")  # what a label is about: a later run's labels must be of the same text
 _DESIGN = re.compile(r"^(?P<kind>uniform|active) budget=(?P<budget>\d+) N=(?P<N>\d+) seed=(?P<seed>-?\d+)"
                      r"(?: mix=(?P<mix>[0-9.]+))?(?: labelled=(?P<labelled>\d+))?$")
 
@@ -129,7 +130,7 @@ def plan(frame: pd.DataFrame, score: str, budget: int, *, seed: int = 0, active:
     sheet = pd.DataFrame({"id": frame["id"], LABEL: "", "notes": "", "judge_score": scores,
                           "inclusion_probability": pi, "design": design, "metric": score})
     for c in show:
-        sheet[c] = frame[c].map(_text)
+        sheet[c] = frame[c].map(cell_text)
     # the labelled items count as drawn with certainty: they are in the estimate whatever this round draws
     widths = expected_widths(scores, np.where(done, 1.0, pi), budget + N - free, alpha)
     report = {"design": design, "items": N, "already_labelled": N - free, "budget": budget,
@@ -140,7 +141,8 @@ def plan(frame: pd.DataFrame, score: str, budget: int, *, seed: int = 0, active:
     return LabelPlan(sheet[drawn].reset_index(drop=True), report)
 
 
-def _text(value: Any) -> str:
+def cell_text(value: Any) -> str:
+    """A table cell as the sheet shows it: lists one item per paragraph, a missing value empty."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, (list, tuple, np.ndarray)):
@@ -180,6 +182,7 @@ class Sheet:
     empty: list[str]  # "file:line (id 'x')" of rows without a label
     metric: str | None = None  # the score column the plan was made from (older sheets: None)
     path: str = ""
+    answers: dict[str, str] = field(default_factory=dict)  # the answer each row's reviewer saw, when the sheet shows it
 
 
 def _label(cell: str, binary: bool | None, where: str) -> float | None:
@@ -235,6 +238,9 @@ def read_sheet(path: str | Path, binary: bool | None) -> Sheet:
         except ValueError:
             raise ValueError(f"{where} column 'inclusion_probability': {cells[col['inclusion_probability']]!r} is "
                              "not a number; leave the column as label-plan wrote it") from None
+        shown = next((c for c in ANSWER_COLUMNS if c in col), None)
+        if shown is not None:
+            sheet.answers[item] = cells[col[shown]]
         value = _label(cells[col[LABEL]], binary, where)
         if value is None:
             sheet.empty.append(where)

@@ -81,6 +81,24 @@ def _sheets_by_metric(paths: list[str], table: pd.DataFrame) -> dict[str, list[s
     return groups
 
 
+def _same_answers(sheets: list, labels: dict[str, float], table: pd.DataFrame) -> None:
+    """ValueError when a labelled item's answer in this run is not the one its reviewer labelled (a label of
+    another answer says nothing about this one); checked where the sheet and the table both show the answer."""
+    from ragnb.datasets.label_plan import ANSWER_COLUMNS, cell_text
+
+    column = next((c for c in ANSWER_COLUMNS if c in table.columns), None)
+    if column is None:
+        return
+    now = dict(zip(table["id"].astype(str), table[column]))
+    for sheet in sheets:
+        changed = [i for i, text in sheet.answers.items()
+                   if i in labels and " ".join(text.split()) != " ".join(cell_text(now.get(i)).split())]
+        if changed:
+            raise ValueError(f"human_labels: {sheet.path}: the {column} of {len(changed)} labelled item(s) differs "
+                             f"from the one the reviewer labelled, e.g. {changed[0]!r}; labels are of one run's "
+                             "answers — make a new plan on this run's per-item table and label those")
+
+
 def estimate_labelled(table: pd.DataFrame, human_labels: str, alpha: float = 0.05
                       ) -> list[tuple[LabelledMetric, dict[str, float]]]:
     """Each labelled metric of a per-item ``table`` (an ``id`` column and the metrics' columns) with its labels by
@@ -99,7 +117,8 @@ def estimate_labelled(table: pd.DataFrame, human_labels: str, alpha: float = 0.0
         frame = pd.DataFrame({"id": table["id"].astype(str).to_numpy(),
                               metric: pd.to_numeric(table[metric], errors="coerce").to_numpy(dtype=float)})
         est, report = estimate_from_sheets(frame, metric, group, binary=None, alpha=alpha)
-        labels = read_rounds(group, None, len(frame))[1]
+        sheets, labels = read_rounds(group, None, len(frame))
+        _same_answers(sheets, labels, table)
         out.append((LabelledMetric(metric, est, {**report, "label_sheets": group}), labels))
     return out
 
