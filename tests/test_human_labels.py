@@ -233,3 +233,38 @@ def test_record_and_compare_use_the_ppi_estimate(labelled_runs, tmp_path, labell
     assert m_b["judge_faithfulness"]["mean"] - m_a["judge_faithfulness"]["mean"] == pytest.approx(0.3)
     assert row.delta == pytest.approx(0.0, abs=1e-12) and row.verdict.startswith("no significant difference")
     assert any("judge_faithfulness: compared on PPI++ estimates" in n for n in comp.notes)
+
+
+@pytest.mark.slow
+def test_tier2_notebook_with_human_labels(tmp_path):
+    """The notebook parameter end to end: the demo's first 8 questions, labels for 4 of them on a sheet of
+    label-plan; the report's PPI block equals ppi_mean on the notebook's own per-item table."""
+    from ragnb.datasets import demo
+    from ragnb.datasets.label_plan import plan, write_sheet
+    from ragnb.runs.runner import run_notebooks
+
+    ids = [it.id for it in demo.dataset("ru").items[:8]]
+    frame = pd.DataFrame({"id": ids, "fallback_faithfulness": np.zeros(8)})
+    sheet = write_sheet(plan(frame, "fallback_faithfulness", 4, seed=5), tmp_path / "labels.csv")
+    rows = list(csv.reader(open(sheet, encoding="utf-8-sig", newline="")))
+    truth = {i: float(k % 2) for k, i in enumerate(ids)}
+    for r in rows[1:]:
+        r[1] = "1" if truth[r[0]] else "0"
+    with open(sheet, "w", encoding="utf-8-sig", newline="") as f:
+        csv.writer(f).writerows(rows)
+    run = run_notebooks(["tier2_generation"], {"corpus": "demo", "max_questions": 8, "consistency_runs": 1,
+                                               "n_boot": 100, "human_labels": str(sheet)},
+                        outputs=tmp_path / "out", log=lambda *_: None)
+    assert run.failures == []
+    m = json.loads((run.run_dir / "tier2_generation.metrics.json").read_text(encoding="utf-8"))
+    per_item = pd.read_csv(run.run_dir / "tier2_generation.per_item.csv")
+    s = per_item["fallback_faithfulness"].to_numpy(dtype=float)
+    lab = per_item["id"].isin([r[0] for r in rows[1:]]).to_numpy()
+    expect = ppi_mean(s, s[lab], [truth[i] for i in per_item["id"][lab]], binary=True)
+    block = m["fallback_faithfulness_ppi"]
+    assert (block["n"], block["N"]) == (4, 8) and block["estimate"] == pytest.approx(expect.estimate, rel=1e-12)
+    assert [block["ci_low"], block["ci_high"]] == pytest.approx(list(expect.ci), rel=1e-12)
+    html = (run.run_dir / "tier2_generation.html").read_text(encoding="utf-8")
+    assert "fallback_faithfulness: quote" in html and "judge_only" in html
+    # the record grades the PPI++ estimate
+    assert run.record["tier_2_metrics"]["fallback_faithfulness_ppi"]["estimate"] == block["estimate"]

@@ -13,7 +13,9 @@ Designs (the sampling probabilities are written on every row so the estimate sta
 The sheet follows the annotation CSV conventions (:mod:`ragnb.datasets.annotation_csv`): UTF-8 with a byte-order
 mark, comma-separated (read back with ``;``/tab too), one row per item, an empty cell = no value. The reviewer fills
 ``human_label`` (binary: true/false, yes/no, 1/0, any case; continuous: a number) and may write ``notes``; the
-other columns (``judge_score``, ``inclusion_probability``, ``design``, the item's texts) are to be left as they are.
+other columns (``judge_score``, ``inclusion_probability``, ``design``, ``metric`` — the score column the plan labels —,
+the item's texts) are to be left as they are. ``--labelled`` sheets of earlier rounds leave their labelled items
+out of the draw (π over the others; ``labelled=K`` in the design; :mod:`ragnb.datasets.label_estimate`).
 """
 
 from __future__ import annotations
