@@ -140,3 +140,61 @@ def test_bad_sheets_and_tables_are_clear_errors(items, tmp_path):
     r = _cli("dataset", "label-plan", "--scores", str(path), "--score", "faithfulness", "--budget", "301",
              "--output", str(tmp_path / "x.csv"))
     assert r.exit_code == 2 and "--budget 301" in r.output
+
+
+def _ids_and_pi(sheet):
+    rows = list(csv.reader(open(sheet, encoding="utf-8-sig", newline="")))
+    head = rows[0]
+    return ([r[0] for r in rows[1:]], [float(r[head.index("inclusion_probability")]) for r in rows[1:]],
+            {r[head.index("design")] for r in rows[1:]})
+
+
+def test_a_second_round_leaves_out_the_labelled_items(items, tmp_path):
+    path, frame, truth = items
+    _cli("dataset", "label-plan", "--scores", str(path), "--score", "faithfulness", "--budget", "40",
+         "--output", str(tmp_path / "r1.csv"))
+    first = _fill(tmp_path / "r1.csv", tmp_path / "r1f.csv", truth, skip=())
+    s = frame["faithfulness"].to_numpy()
+    ids_all = frame["item_id"].to_numpy()
+
+    # uniform again: 40 of the 260 items not labelled yet, π = 40/260 recorded; the union is one uniform sample
+    r = _cli("dataset", "label-plan", "--scores", str(path), "--score", "faithfulness", "--budget", "40",
+             "--labelled", str(tmp_path / "r1f.csv"), "--seed", "1", "--output", str(tmp_path / "r2.csv"))
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output.split("\n", 1)[1])["already_labelled"] == 40
+    second, pi, designs = _ids_and_pi(tmp_path / "r2.csv")
+    assert len(second) == 40 and not set(second) & set(first)
+    assert pi == pytest.approx([40 / 260] * 40) and designs == {"uniform budget=40 N=300 seed=1 labelled=40"}
+    _fill(tmp_path / "r2.csv", tmp_path / "r2f.csv", truth)
+    r = _cli("dataset", "ppi", "--scores", str(path), "--score", "faithfulness", "--labels",
+             str(tmp_path / "r2f.csv"), "--labels", str(tmp_path / "r1f.csv"), "--binary", "--json")
+    out = json.loads(r.output)
+    lab = np.isin(ids_all, first + second)
+    expect = ppi_mean(s, s[lab], [truth[i] for i in ids_all[lab]], binary=True)
+    assert out["labelled"] == 80 and out["ppi"]["estimate"] == pytest.approx(expect.estimate)
+    assert out["ppi"]["ci"] == pytest.approx(list(expect.ci))
+    # the second sheet alone: its plan left out 40 labelled items the estimate would not see
+    r = _cli("dataset", "ppi", "--scores", str(path), "--score", "faithfulness", "--labels",
+             str(tmp_path / "r2f.csv"), "--binary")
+    assert r.exit_code == 2 and "left out 40 item(s)" in r.output
+
+    # active second round: π computed over the 260 items left (recorded), the earlier labels at π = 1
+    r = _cli("dataset", "label-plan", "--scores", str(path), "--score", "faithfulness", "--budget", "40",
+             "--active", "--labelled", str(tmp_path / "r1f.csv"), "--seed", "2", "--output", str(tmp_path / "a2.csv"))
+    assert r.exit_code == 0, r.output
+    active_ids, pi, _ = _ids_and_pi(tmp_path / "a2.csv")
+    assert not set(active_ids) & set(first)
+    free = ~np.isin(ids_all, first)
+    expect_pi = np.zeros(300)
+    expect_pi[free] = inclusion_probabilities(uncertainty(s[free]), 40)
+    pos = {i: k for k, i in enumerate(ids_all)}
+    assert pi == pytest.approx([expect_pi[pos[i]] for i in active_ids], rel=1e-12)
+    _fill(tmp_path / "a2.csv", tmp_path / "a2f.csv", truth)
+    r = _cli("dataset", "ppi", "--scores", str(path), "--score", "faithfulness", "--labels",
+             str(tmp_path / "r1f.csv"), "--labels", str(tmp_path / "a2f.csv"), "--binary", "--json")
+    out = json.loads(r.output)
+    drawn = np.isin(ids_all, first + active_ids)
+    y = np.array([truth[i] for i in ids_all])
+    ppi, _ = active_arrays(y, fill_failed(s)[1][0], np.where(free, expect_pi, 1.0), drawn)
+    assert out["ppi"]["method"] == "active_ppi++" and out["ppi"]["ci"] == pytest.approx(list(ppi.ci))
+    assert out["labelled"] == 40 + len(active_ids)

@@ -226,18 +226,22 @@ def label_plan(
                                 "the estimate weighted by them) instead of uniformly at random."),
     others: list[str] = _OTHERS,
     seed: int = typer.Option(0, "--seed", help="Seed of the draw."),
+    labelled: list[Path] = typer.Option([], "--labelled", help="A filled sheet of an earlier round (repeatable): its "
+                                        "labelled items are not drawn again."),
     out_dir: Optional[Path] = _OUT_DIR,
     output: Optional[Path] = typer.Option(None, "--output", help="Write exactly this .csv file instead."),
 ) -> None:
     """Pick the next items to label for a budget and write them as a CSV sheet to fill in (docs/ppi.md); prints the
     expected 95% interval widths after labelling (PPI and human-only)."""
     from ragnb.datasets.build import FILE_PREFIX, resolve_output
+    from ragnb.datasets.label_estimate import read_rounds
     from ragnb.datasets.label_plan import plan, read_scores, write_sheet
 
     try:
         path = resolve_output(FILE_PREFIX["label-plan"], out_dir, output, (scores,), suffix=".csv")
-        result = plan(read_scores(scores, score, tuple(others)), score, budget, seed=seed, active=active,
-                      others=tuple(others))
+        frame = read_scores(scores, score, tuple(others))
+        done = read_rounds(labelled, None, len(frame))[1] if labelled else {}
+        result = plan(frame, score, budget, seed=seed, active=active, others=tuple(others), labelled=list(done))
         write_sheet(result, path)
     except ValueError as exc:
         _fail(exc)
@@ -249,7 +253,8 @@ def label_plan(
 def ppi(
     scores: Path = _SCORES,
     score: str = _SCORE,
-    labels: Path = typer.Option(..., "--labels", help="The sheet label-plan wrote, with human_label filled in."),
+    labels: list[Path] = typer.Option(..., "--labels", help="The sheet label-plan wrote, with human_label filled in "
+                                      "(repeatable: every round's sheet)."),
     binary: bool = _BINARY,
     others: list[str] = _OTHERS,
     strata: Optional[str] = typer.Option(None, "--strata", help="Item column to stratify by (uniform design only)."),
@@ -258,14 +263,15 @@ def ppi(
 ) -> None:
     """Judge-only, human-only and prediction-powered (PPI++) estimates side by side, from the judge's scores and a
     filled label sheet; says which one to quote."""
-    from ragnb.datasets.label_plan import estimate_from_sheet, read_scores
+    from ragnb.datasets.label_estimate import estimate_from_sheets
+    from ragnb.datasets.label_plan import read_scores
 
     try:
         frame = read_scores(scores, score, tuple(others))
         if strata and strata not in frame.columns:
             raise ValueError(f"{scores}: no column {strata!r} (--strata)")
-        result, report = estimate_from_sheet(frame, score, labels, binary=binary, alpha=alpha, others=tuple(others),
-                                             strata=strata)
+        result, report = estimate_from_sheets(frame, score, labels, binary=binary, alpha=alpha,
+                                              others=tuple(others), strata=strata)
     except ValueError as exc:
         _fail(exc)
     if as_json:

@@ -13,7 +13,9 @@ Designs (the sampling probabilities are written on every row so the estimate sta
 The sheet follows the annotation CSV conventions (:mod:`ragnb.datasets.annotation_csv`): UTF-8 with a byte-order
 mark, comma-separated (read back with ``;``/tab too), one row per item, an empty cell = no value. The reviewer fills
 ``human_label`` (binary: true/false, yes/no, 1/0, any case; continuous: a number) and may write ``notes``; the
-other columns (``judge_score``, ``inclusion_probability``, ``design``, the item's texts) are to be left as they are.
+other columns (``judge_score``, ``inclusion_probability``, ``design``, ``metric`` — the score column the plan labels —,
+the item's texts) are to be left as they are. ``--labelled`` sheets of earlier rounds leave their labelled items
+out of the draw (π over the others; ``labelled=K`` in the design; :mod:`ragnb.datasets.label_estimate`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import csv
 import io
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,14 +32,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragnb.metrics.ppi_active import MIX, active_arrays, expected_widths, inclusion_probabilities, uncertainty
+from ragnb.metrics.ppi_active import MIX, expected_widths, inclusion_probabilities, uncertainty
 
 LABEL = "human_label"
-SHEET_COLUMNS = ("id", LABEL, "notes", "judge_score", "inclusion_probability", "design")
+SHEET_COLUMNS = ("id", LABEL, "notes", "judge_score", "inclusion_probability", "design", "metric")
 SHOW = ("question", "answer", "response", "contexts", "context", "knowledge", "ground_truth", "ground_truth_answer")
 ID_COLUMNS = ("item_id", "id")
+ANSWER_COLUMNS = ("answer", "response")  # what a label is about: a later run's labels must be of the same text
 _DESIGN = re.compile(r"^(?P<kind>uniform|active) budget=(?P<budget>\d+) N=(?P<N>\d+) seed=(?P<seed>-?\d+)"
-                     r"(?: mix=(?P<mix>[0-9.]+))?$")
+                     r"(?: mix=(?P<mix>[0-9.]+))?(?: labelled=(?P<labelled>\d+))?$")
 
 
 def read_scores(path: str | Path, score: str, others: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -79,41 +83,68 @@ class LabelPlan:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def design_text(kind: str, budget: int, N: int, seed: int, mix: float | None = None) -> str:
-    return f"{kind} budget={budget} N={N} seed={seed}" + (f" mix={mix:g}" if kind == "active" else "")
+def design_text(kind: str, budget: int, N: int, seed: int, mix: float | None = None, labelled: int = 0) -> str:
+    return (f"{kind} budget={budget} N={N} seed={seed}" + (f" mix={mix:g}" if kind == "active" else "")
+            + (f" labelled={labelled}" if labelled else ""))
+
+
+def design_probabilities(frame: pd.DataFrame, score: str, budget: int, *, active: bool, others: tuple[str, ...] = (),
+                         mix: float = MIX, labelled: np.ndarray | None = None) -> np.ndarray:
+    """π_i of every row of ``frame``: 0 for the rows already ``labelled`` (a bool mask; they are not drawn again),
+    and over the other rows budget/(their count) (uniform) or the active design's probabilities computed on them
+    alone (:func:`ragnb.metrics.ppi_active.inclusion_probabilities`)."""
+    scores = frame[score].to_numpy(dtype=float)
+    free = ~labelled if labelled is not None else np.ones(scores.size, dtype=bool)
+    pi = np.zeros(scores.size)
+    if active:
+        u = uncertainty(scores[free], *(frame[o].to_numpy(dtype=float)[free] for o in others))
+        pi[free] = inclusion_probabilities(u, budget, mix)
+    else:
+        pi[free] = budget / int(free.sum())
+    return pi
 
 
 def plan(frame: pd.DataFrame, score: str, budget: int, *, seed: int = 0, active: bool = False,
-         others: tuple[str, ...] = (), alpha: float = 0.05) -> LabelPlan:
-    """Pick the items to label (see the module docstring) and the expected interval widths after labelling."""
+         others: tuple[str, ...] = (), alpha: float = 0.05, labelled: Collection[str] = ()) -> LabelPlan:
+    """Pick the items to label (see the module docstring) and the expected interval widths after labelling.
+    ``labelled``: ids labelled already (earlier sheets): never drawn again; π is over the other items, and the
+    design records how many were left out (``labelled=K``), which the estimate checks."""
     scores = frame[score].to_numpy(dtype=float)
     N = scores.size
-    if not 1 <= budget <= N:
-        raise ValueError(f"--budget {budget}: label between 1 and the {N} items of the table")
+    done = frame["id"].isin(set(labelled)).to_numpy()
+    if len(set(labelled)) != int(done.sum()):
+        unknown = sorted(set(labelled) - set(frame["id"]))
+        raise ValueError(f"--labelled: {len(unknown)} labelled id(s) are not in the scores table, e.g. "
+                         f"{', '.join(map(repr, unknown[:5]))}; give the sheets made from this table")
+    free = N - int(done.sum())
+    if not 1 <= budget <= free:
+        raise ValueError(f"--budget {budget}: label between 1 and the {free} items of the table"
+                         + (f" not labelled yet ({N - free} are)" if free < N else ""))
     rng = np.random.default_rng(seed)
+    pi = design_probabilities(frame, score, budget, active=active, others=others, labelled=done)
     if active:
-        pi = inclusion_probabilities(uncertainty(scores, *(frame[o].to_numpy(dtype=float) for o in others)), budget)
-        drawn = rng.uniform(size=N) < pi
+        drawn = (rng.uniform(size=N) < pi) & ~done
     else:
-        pi = np.full(N, budget / N)
         drawn = np.zeros(N, dtype=bool)
-        drawn[rng.choice(N, budget, replace=False)] = True
-    design = design_text("active" if active else "uniform", budget, N, seed, MIX)
+        drawn[rng.choice(np.flatnonzero(~done), budget, replace=False)] = True
+    design = design_text("active" if active else "uniform", budget, N, seed, MIX, N - free)
     show = [c for c in SHOW if c in frame.columns]
     sheet = pd.DataFrame({"id": frame["id"], LABEL: "", "notes": "", "judge_score": scores,
-                          "inclusion_probability": pi, "design": design})
+                          "inclusion_probability": pi, "design": design, "metric": score})
     for c in show:
-        sheet[c] = frame[c].map(_text)
-    widths = expected_widths(scores, pi, budget, alpha)
-    report = {"design": design, "items": N, "budget": budget, "rows": int(drawn.sum()),
-              "judge_failed": int(np.isnan(scores).sum()),
+        sheet[c] = frame[c].map(cell_text)
+    # the labelled items count as drawn with certainty: they are in the estimate whatever this round draws
+    widths = expected_widths(scores, np.where(done, 1.0, pi), budget + N - free, alpha)
+    report = {"design": design, "items": N, "already_labelled": N - free, "budget": budget,
+              "rows": int(drawn.sum()), "judge_failed": int(np.isnan(scores).sum()),
               "expected_ci_width_ppi": round(widths["ppi"], 4),
               "expected_ci_width_human_only": round(widths["human_only"], 4),
               "assumption": "a calibrated judge (E[(Y − s)² | s] = s(1 − s)); a planning figure, not a guarantee"}
     return LabelPlan(sheet[drawn].reset_index(drop=True), report)
 
 
-def _text(value: Any) -> str:
+def cell_text(value: Any) -> str:
+    """A table cell as the sheet shows it: lists one item per paragraph, a missing value empty."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, (list, tuple, np.ndarray)):
@@ -151,13 +182,19 @@ class Sheet:
     pi: dict[str, float]
     design: dict[str, Any]
     empty: list[str]  # "file:line (id 'x')" of rows without a label
+    metric: str | None = None  # the score column the plan was made from (older sheets: None)
+    path: str = ""
+    answers: dict[str, str] = field(default_factory=dict)  # the answer each row's reviewer saw, when the sheet shows it
 
 
-def _label(cell: str, binary: bool, where: str) -> float | None:
+def _label(cell: str, binary: bool | None, where: str) -> float | None:
+    """``binary``: True yes/no only, False a number only, None either (a report reading any judged metric)."""
     from ragnb.io import parse_yes_no
 
     if not cell.strip():
         return None
+    if binary is None and parse_yes_no(cell) is not None:
+        return float(parse_yes_no(cell))
     if binary:
         value = parse_yes_no(cell)
         if value is None:
@@ -173,8 +210,8 @@ def _label(cell: str, binary: bool, where: str) -> float | None:
     return value
 
 
-def read_sheet(path: str | Path, binary: bool) -> Sheet:
-    """Read a filled sheet; errors name the file, line and column."""
+def read_sheet(path: str | Path, binary: bool | None) -> Sheet:
+    """Read a filled sheet; errors name the file, line and column. ``binary`` as in :func:`_label`."""
     from ragnb.datasets.annotation_csv import open_csv
 
     p = Path(path)
@@ -184,7 +221,7 @@ def read_sheet(path: str | Path, binary: bool) -> Sheet:
         raise ValueError(f"{p}: the header lacks {', '.join(missing)}; keep the columns label-plan wrote "
                          f"(found: {', '.join(header)})")
     col = {c: header.index(c) for c in header}
-    sheet, designs, line = Sheet({}, {}, {}, []), set(), reader.line_num
+    sheet, designs, metrics, line = Sheet({}, {}, {}, [], path=str(p)), set(), set(), reader.line_num
     for cells in reader:
         where, line = f"{p}:{line + 1}", reader.line_num
         if not any(c.strip() for c in cells):
@@ -197,11 +234,15 @@ def read_sheet(path: str | Path, binary: bool) -> Sheet:
         if item in sheet.pi:
             raise ValueError(f"{where}: the id appears twice in the sheet; one row per item")
         designs.add(cells[col["design"]].strip())
+        metrics.add(cells[col["metric"]].strip() if "metric" in col else "")
         try:
             sheet.pi[item] = float(cells[col["inclusion_probability"]])
         except ValueError:
             raise ValueError(f"{where} column 'inclusion_probability': {cells[col['inclusion_probability']]!r} is "
                              "not a number; leave the column as label-plan wrote it") from None
+        shown = next((c for c in ANSWER_COLUMNS if c in col), None)
+        if shown is not None:
+            sheet.answers[item] = cells[col[shown]]
         value = _label(cells[col[LABEL]], binary, where)
         if value is None:
             sheet.empty.append(where)
@@ -210,51 +251,12 @@ def read_sheet(path: str | Path, binary: bool) -> Sheet:
     if len(designs) != 1 or not _DESIGN.match(next(iter(designs))):
         raise ValueError(f"{p}: column 'design' must hold the one design label-plan wrote on every row; found "
                          f"{sorted(designs)[:3]}")
+    if len(metrics) > 1:
+        raise ValueError(f"{p}: column 'metric' must hold the one score column label-plan wrote on every row; found "
+                         f"{sorted(metrics)[:3]}")
     m = _DESIGN.match(designs.pop())
     sheet.design = {"kind": m["kind"], "budget": int(m["budget"]), "N": int(m["N"]), "seed": int(m["seed"]),
-                    "mix": float(m["mix"]) if m["mix"] else None, "text": m.group(0)}
+                    "mix": float(m["mix"]) if m["mix"] else None, "labelled": int(m["labelled"] or 0),
+                    "text": m.group(0)}
+    sheet.metric = metrics.pop() or None if metrics else None
     return sheet
-
-
-def estimate_from_sheet(frame: pd.DataFrame, score: str, sheet_path: str | Path, *, binary: bool = False,
-                        alpha: float = 0.05, others: tuple[str, ...] = (), strata: str | None = None):
-    """Judge-only, human-only and PPI++ estimates (:class:`ragnb.metrics.ppi_items.Estimates`) from the per-item
-    table and a filled sheet, by the sheet's design; plus a report of counts."""
-    from ragnb.metrics.ppi_items import Estimates, estimates, unknown_ids
-    from ragnb.metrics.ppi_strata import ppi_stratified
-
-    sheet = read_sheet(sheet_path, binary)
-    judge = dict(zip(frame["id"], frame[score].to_numpy(dtype=float)))
-    unknown_ids(judge, sheet.pi, f"{sheet_path}")
-    d = sheet.design
-    if d["N"] != len(judge):
-        raise ValueError(f"{sheet_path}: the plan was made for {d['N']} items, the scores table has {len(judge)}; "
-                         "use the table the plan was made from")
-    report = {"design": d["text"], "rows": len(sheet.pi), "labelled": len(sheet.labels),
-              "left_empty": len(sheet.empty)}
-    if d["kind"] == "uniform":
-        if strata:
-            result = ppi_stratified(judge, sheet.labels, dict(zip(frame["id"], frame[strata].astype(str))),
-                                    alpha, binary=binary)
-        else:
-            result = estimates(judge, sheet.labels, alpha, binary=binary)
-        return result, report
-    if sheet.empty:
-        raise ValueError(f"{len(sheet.empty)} drawn row(s) have no label, e.g. {sheet.empty[0]}; an active design "
-                         "weights each label by 1/π, so every drawn row must be labelled (fill them in)")
-    scores = frame[score].to_numpy(dtype=float)
-    pi = inclusion_probabilities(uncertainty(scores, *(frame[o].to_numpy(dtype=float) for o in others)),
-                                 d["budget"], d["mix"])
-    pos = {i: k for k, i in enumerate(frame["id"])}
-    changed = [i for i, p in sheet.pi.items() if not math.isclose(p, pi[pos[i]], rel_tol=1e-9, abs_tol=1e-12)]
-    if changed:
-        raise ValueError(f"{sheet_path}: the inclusion probability of {changed[0]!r} differs from the one the scores "
-                         "give now: the scores (or --other-score) changed since the plan; use the same table")
-    drawn = np.array([i in sheet.labels for i in frame["id"]])
-    y = np.array([sheet.labels.get(i, 0.0) for i in frame["id"]])
-    from ragnb.metrics.ppi import check_labels, fill_failed, judge_only_arrays
-
-    check_labels(list(sheet.labels.values()), binary, f"{sheet_path}")
-    n_failed = int(np.isnan(scores).sum())
-    ppi, human = active_arrays(y, fill_failed(scores)[1][0], pi, drawn, alpha, n_failed=n_failed)
-    return Estimates(judge_only_arrays(scores, alpha, n_labelled=int(drawn.sum())), human, ppi), report

@@ -18,6 +18,11 @@ from ragnb.metrics.registry import register
 if TYPE_CHECKING:
     import pandas as pd
 
+# A judged metric's PPI block in a metrics JSON / run record (``<metric>_ppi``, ragnb.tiers.human_labels) and the
+# per-item column of its human labels (``<metric>_human_label``).
+PPI_SUFFIX = "_ppi"
+LABEL_SUFFIX = "_human_label"
+
 
 @dataclass(frozen=True)
 class Aligned:

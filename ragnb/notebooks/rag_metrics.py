@@ -43,6 +43,7 @@ llm_max_wait_s: float = 0  # longest an LLM call may take with its retries, in s
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
 worst_n: int = 10  # samples listed under "least faithful"
+human_labels: str = ""  # comma-separated filled label sheets (`ragnb dataset label-plan` on this notebook's per-item table) for some items of a judged metric: judge-only, human-only and PPI++ estimates side by side (docs/ppi.md); "": none
 output_dir: str = ""  # folder for the metrics JSON, the per-item table and the resumable item logs; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 # %%
@@ -124,6 +125,17 @@ report.show(px.box(long, x="metric", y="score", points="all", title="Per-sample 
 # %%
 column = "faithfulness" if "faithfulness" in result.per_item else "fallback_faithfulness"
 report.show_table(top_rows(result.per_item, samples, column, worst_n), max_rows=worst_n, full="rag_metrics.per_item.csv")
+
+# %% [markdown]
+# ## Judge-only, human-only and PPI estimates
+# With `human_labels` (filled sheets of `ragnb dataset label-plan`): the judge's mean over every item, the mean of the
+# human labels, and the prediction-powered (PPI++) estimate that corrects the judge with the labels, side by side
+# with their 95% CIs, n, N, λ and the labels the estimate is worth — and which one to quote (docs/ppi.md).
+
+# %%
+from ragnb.tiers.human_labels import add_human_labels, show_estimates
+
+show_estimates(add_human_labels(result, human_labels))
 
 # %%
 result.write(output_dir, "rag_metrics", extra={"dataset_file": dataset_path or None, "llm_usage": llm.usage()})

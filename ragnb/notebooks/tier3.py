@@ -42,6 +42,7 @@ prices: dict = {}  # USD per 1M tokens, per model id: {input_per_1m, output_per_
 llm_max_retries: int = -1  # retries of a failing LLM request; -1: RAGNB_LLM_MAX_RETRIES, else 6
 llm_max_wait_s: float = 0  # longest an LLM call may take with its retries, in s; 0: RAGNB_LLM_MAX_WAIT_S, else 60
 worst_n: int = 10  # answers listed in "worst answers"
+human_labels: str = ""  # comma-separated filled label sheets (`ragnb dataset label-plan` on this notebook's per-item table) for some items of a judged metric: judge-only, human-only and PPI++ estimates side by side (docs/ppi.md); "": none
 output_dir: str = ""  # folder for the metrics JSON, the per-item table and the resumable item log; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
 
 
@@ -144,6 +145,17 @@ report.show(px.histogram(result.per_item.dropna(subset=[faith]), x=faith, color=
 key = "e2e_score" if "e2e_score" in result.per_item else "semantic_similarity"
 report.show_table(worst_items(result.per_item, key, worst_n).assign(
     context_hit=lambda d: result.per_item.loc[d.index, hit]), max_rows=worst_n, full="tier3_e2e.per_item.csv")
+
+# %% [markdown]
+# ## Judge-only, human-only and PPI estimates
+# With `human_labels` (filled sheets of `ragnb dataset label-plan`): the judge's mean over every item, the mean of the
+# human labels, and the prediction-powered (PPI++) estimate that corrects the judge with the labels, side by side
+# with their 95% CIs, n, N, λ and the labels the estimate is worth — and which one to quote (docs/ppi.md).
+
+# %%
+from ragnb.tiers.human_labels import add_human_labels, show_estimates
+
+show_estimates(add_human_labels(result, human_labels))
 
 # %%
 result.write(output_dir, "tier3_e2e", extra={"llm_usage": llm.usage()})

@@ -15,6 +15,11 @@ so. ``differences`` lists every parameter, model, dataset and database that diff
 ``one_sided`` every metric that only one run recorded (with why, e.g. "run B's top_k = 3 cannot report
 hit_rate@5"), for the gate.
 
+A judged metric with human labels for some items in both runs (a ``<metric>_ppi`` block, docs/ppi.md) is compared
+on the two PPI++ estimates (unpaired z from their 95% CIs), not on the judge's per-item scores; with labels in one
+run only, on the judges' own means. The row's ``estimate`` and ``test`` and a note say which (comparability
+rules are the same either way).
+
 Metrics are matched by their current key (:func:`ragnb.spec.current_key`), so the ``faithfulness`` of an old
 record's Tier 2/3 block meets the ``judge_faithfulness`` (or ``fallback_faithfulness``) of a newer one.
 """
@@ -38,7 +43,8 @@ from ragnb.runs.history import (  # noqa: F401  (latest_run, resolve_outputs: re
     read_per_item, resolve_outputs, sort_runs,
 )
 from ragnb.runs.record import RUNS_FILE, block_status, iter_aggregates, load_runs, metric_value
-from ragnb.runs.significance import aggregate_ci, holm, paired_test, unpaired_test, verdict
+from ragnb.runs.significance import (PPI_BOTH, aggregate_ci, estimates_compared, holm, paired_test, unpaired_test,
+                                    verdict)
 from ragnb.spec import THRESHOLDS, canonical_metric, current_key, label_of
 
 
@@ -304,21 +310,32 @@ def _metric_row(key: str, stem: str | None, name: str, a: _Side, b: _Side, align
                 columns: list[str], why: str, tests: dict) -> dict:
     row: dict[str, Any] = {"tier_key": key, "notebook": stem, "metric": name,
                            "higher_is_better": higher_is_better(name, key)}
+    agg_a, agg_b, estimate = estimates_compared(a.entries[name][1], b.entries[name][1])
+    row["estimate"] = estimate or None
+    if estimate == PPI_BOTH:  # the per-item judge scores are not the quantity: the two estimates are compared
+        res = unpaired_test(agg_a, agg_b)
+        row.update(res, paired=False, n_pairs=None, n_nan_pairs=None, n_changed=None)
+        row["test"] = f"{PPI_BOTH}: {res['test']}"
+        return row
     if alignment is not None and name in columns:
         res = paired_test(floats(alignment.merged[f"{name}_a"]), floats(alignment.merged[f"{name}_b"]), **tests)
         # n_a / n_b: valid values in each run's whole per-item file (paired or not)
         row.update(res, paired=True, n_a=int(a.column(name).notna().sum()), n_b=int(b.column(name).notna().sum()))
     else:
-        res = unpaired_test(a.entries[name][1], b.entries[name][1])
+        res = unpaired_test(agg_a, agg_b)
         row.update(res, paired=False, n_pairs=None, n_nan_pairs=None, n_changed=None)
         row["test"] = f"{res['test']}; not paired: {why or 'no per-item column'}"
+    if estimate:
+        row["test"] += f"; {estimate}"
     return row
 
 
 def _not_comparable_row(key: str, stem: str | None, name: str, a: _Side, b: _Side) -> dict:
     """Both means and their difference, for reading only: no test, no CI of Δ, no verdict."""
-    ma, mb = metric_value(a.entries[name][1]), metric_value(b.entries[name][1])
+    agg_a, agg_b, estimate = estimates_compared(a.entries[name][1], b.entries[name][1])
+    ma, mb = metric_value(agg_a), metric_value(agg_b)
     return {"tier_key": key, "notebook": stem, "metric": name, "comparable": False, "paired": False,
+            "estimate": estimate or None,
             "higher_is_better": higher_is_better(name, key), "mean_a": ma, "mean_b": mb,
             "delta": None if ma is None or mb is None else mb - ma,
             "test": "not tested: not comparable (reasons above)"}
@@ -441,6 +458,8 @@ def compare_runs(
              if key not in blocks_a or key not in blocks_b
              else f"{label_of(key)}: only one run has {', '.join(r['metric'] for r in group)} (not compared)."
              for key, group in _by_tier(one_sided).items()]
+    notes += [f"{label_of(r['tier_key'])} {r['metric']}: compared on {r['estimate']}." for r in rows
+              if r.get("estimate")]
     table = _table(rows, alpha)
     if table.empty:
         notes.append("The two runs have no metric in common" + (" matching the metrics filter." if metrics else "."))

@@ -137,14 +137,40 @@ def status_of(metric: str, value: Any, tier_key: str | None = None) -> str | Non
 
 
 def iter_aggregates(block: Any) -> Iterator[tuple[str, Any]]:
-    """(name, aggregate) pairs of a tier block: its top-level entries and those under ``metrics``."""
+    """(name, aggregate) pairs of a tier block: its top-level entries and those under ``metrics``; a judged
+    metric with human labels for some items yields its PPI estimate (:func:`ppi_view`)."""
     if not isinstance(block, dict):
         return
     nested = block.get("metrics")
     for source in (block, nested if isinstance(nested, dict) else {}):
         for name, value in source.items():
             if name != "metrics" and metric_value(value) is not None:
-                yield name, value
+                yield name, ppi_view(name, value, source)
+
+
+def ppi_view(name: str, value: Any, block: dict) -> Any:
+    """The aggregate the record grades and ``ragnb compare`` compares for metric ``name`` of ``block``: when the
+    block has ``<name>_ppi`` with an interval (human labels for some items, :mod:`ragnb.tiers.human_labels`), its
+    PPI++ estimate as ``{mean, ci95, n (items), n_valid, n_failed, n_labels, estimator, few_items, judge_only}`` —
+    ``judge_only`` the judge's own aggregate it replaces; else ``value`` unchanged."""
+    from ragnb.metrics.ppi_items import PPI_SUFFIX
+
+    ppi = block.get(name + PPI_SUFFIX)
+    if not isinstance(value, dict) or not isinstance(ppi, dict):
+        return value
+    if any(metric_value(ppi.get(k)) is None for k in ("estimate", "ci_low", "ci_high")):
+        return value  # fewer than 2 labels: no interval, the judge's aggregate stays (the report says why)
+    view = {"mean": ppi["estimate"], "ci95": [ppi["ci_low"], ppi["ci_high"]], "n": ppi.get("N"),
+            "n_valid": value.get("n_valid"), "n_failed": ppi.get("n_failed"), "n_labels": ppi.get("n"),
+            "estimator": ppi.get("method"), "judge_only": value}
+    if "few_items" in value:  # too few items says nothing, whatever the estimator ("constant" is the judge's)
+        view["few_items"] = value["few_items"]
+    return view
+
+
+def is_ppi(value: Any) -> bool:
+    """Whether an aggregate of :func:`iter_aggregates` is a PPI estimate (:func:`ppi_view`)."""
+    return isinstance(value, dict) and isinstance(value.get("judge_only"), dict) and "n_labels" in value
 
 
 def block_status(name: str, value: Any, tier_key: str, block: Any) -> str | None:
@@ -221,6 +247,8 @@ def format_aggregate(value: Any) -> str:
             extras.append(f"95% CI {fmt_number(ci[0])}–{fmt_number(ci[1])}")
         if value.get("n") is not None:
             extras.append(f"n={value['n']}")
+        if is_ppi(value):
+            extras.append(f"PPI++ with {value['n_labels']} human labels")
         if value.get("n_failed"):
             extras.append(f"{value['n_failed']} failed")
         if extras:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ragnb.metrics.paired import (EXACT_MAX, holm, is_binary, mcnemar_exact, paired_test, sign_flip_test,  # noqa: F401
                                   verdict, wilcoxon_p)
-from ragnb.runs.record import metric_value
+from ragnb.runs.record import is_ppi, metric_value
 
 Z95 = 1.959963984540054
 
@@ -57,3 +57,19 @@ def unpaired_test(agg_a: Any, agg_b: Any) -> dict:
         out["p_value"] = 1.0
     out["test"] = "unpaired z from the two 95% CIs (approximate)"
     return out
+
+
+PPI_BOTH = "PPI++ estimates of both runs (the judge on every item, corrected by human labels on some)"
+
+
+def estimates_compared(agg_a: Any, agg_b: Any) -> tuple[Any, Any, str]:
+    """The two aggregates to compare and which estimate they are: both runs' PPI++ estimates when both have human
+    labels for the metric (:func:`ragnb.runs.record.ppi_view`), else both judges' own aggregates ("" when neither
+    had labels) — never one of each: the judge's bias would count as a change."""
+    if is_ppi(agg_a) and is_ppi(agg_b):
+        return agg_a, agg_b, PPI_BOTH
+    if is_ppi(agg_a) or is_ppi(agg_b):
+        side = "A" if is_ppi(agg_a) else "B"
+        return (agg_a["judge_only"] if is_ppi(agg_a) else agg_a, agg_b["judge_only"] if is_ppi(agg_b) else agg_b,
+                f"the judges' own means: only run {side} has human labels for it, so its PPI++ estimate is not used")
+    return agg_a, agg_b, ""

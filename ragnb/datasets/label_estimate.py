@@ -1,0 +1,100 @@
+"""Filled label sheets back into the estimate (docs/ppi.md): judge-only, human-only and PPI++ side by side, from a
+per-item table of judge scores and one or more sheets of ``ragnb dataset label-plan``.
+
+Several sheets are rounds of labelling: each later plan left out the items labelled before it (its design says
+how many, ``labelled=K``, and that count is checked against the earlier sheets). The estimate then is
+
+* every round uniform: the labelled items together are a simple random sample of the table (a uniform sample of
+  the items not yet labelled, added to one, is one), so PPI++ on all the labels (:mod:`ragnb.metrics.ppi`);
+* a round active: the last round's design conditional on the rounds before it — the items labelled earlier are
+  known exactly (π = 1), the others were drawn with the last sheet's π — weighted by 1/π as in
+  :func:`ragnb.metrics.ppi_active.active_arrays`; unbiased whatever chose the earlier items, because the last
+  round's probabilities were computed after them. Every drawn row of that round must be labelled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ragnb.datasets.label_plan import MIX, Sheet, design_probabilities, read_sheet
+from ragnb.metrics.ppi import check_labels, fill_failed, judge_only_arrays
+from ragnb.metrics.ppi_active import active_arrays
+from ragnb.metrics.ppi_items import Estimates, estimates, unknown_ids
+
+
+def read_rounds(paths: Sequence[str | Path], binary: bool | None, N: int) -> tuple[list[Sheet], dict[str, float]]:
+    """The sheets in the order they were planned (by ``labelled=K``) and all their labels by id; ValueError when
+    a sheet was planned for another table, before other labels than the sheets given, or labels an item twice."""
+    if not paths:
+        raise ValueError("no label sheet given; write one with `ragnb dataset label-plan` and fill human_label")
+    sheets = sorted((read_sheet(p, binary) for p in paths), key=lambda s: s.design["labelled"])
+    labels: dict[str, float] = {}
+    for sheet in sheets:
+        if sheet.design["N"] != N:
+            raise ValueError(f"{sheet.path}: the plan was made for {sheet.design['N']} items, the scores table has "
+                             f"{N}; use the table the plan was made from")
+        if sheet.design["labelled"] != len(labels):
+            raise ValueError(f"{sheet.path}: this plan left out {sheet.design['labelled']} item(s) labelled before "
+                             f"it, but the sheets before it label {len(labels)}; give every earlier sheet, filled as "
+                             "it was when this plan was made")
+        twice = [i for i in sheet.labels if i in labels]
+        if twice:
+            raise ValueError(f"{sheet.path}: item {twice[0]!r} is labelled in an earlier sheet too; one label per "
+                             "item (a later plan must be made with --labelled giving the earlier sheets)")
+        labels.update(sheet.labels)
+    return sheets, labels
+
+
+def estimate_from_sheets(frame: pd.DataFrame, score: str, sheet_paths: Sequence[str | Path], *,
+                         binary: bool | None = False, alpha: float = 0.05, others: tuple[str, ...] = (),
+                         strata: str | None = None) -> tuple[Estimates, dict[str, Any]]:
+    """Judge-only, human-only and PPI++ estimates (:class:`ragnb.metrics.ppi_items.Estimates`) from the per-item
+    table (``id`` and ``score`` columns) and the filled sheets, by their design (module docstring); plus a report
+    of counts. ``binary``: True yes/no labels, False numbers, None either."""
+    judge = dict(zip(frame["id"], frame[score].to_numpy(dtype=float)))
+    sheets, labels = read_rounds(sheet_paths, binary, len(judge))
+    for sheet in sheets:
+        unknown_ids(judge, sheet.pi, sheet.path)
+    report = {"design": " + ".join(s.design["text"] for s in sheets), "sheets": len(sheets),
+              "rows": sum(len(s.pi) for s in sheets), "labelled": len(labels),
+              "left_empty": sum(len(s.empty) for s in sheets)}
+    if all(s.design["kind"] == "uniform" for s in sheets):
+        if strata:
+            from ragnb.metrics.ppi_strata import ppi_stratified
+
+            return ppi_stratified(judge, labels, dict(zip(frame["id"], frame[strata].astype(str))), alpha,
+                                  binary=bool(binary)), report
+        return estimates(judge, labels, alpha, binary=bool(binary)), report
+    return _weighted(frame, score, sheets, labels, alpha, others, bool(binary)), report
+
+
+def _weighted(frame: pd.DataFrame, score: str, sheets: list[Sheet], labels: dict[str, float], alpha: float,
+              others: tuple[str, ...], binary: bool) -> Estimates:
+    """The last round's design, the earlier labels at π = 1 (module docstring)."""
+    last = sheets[-1]
+    if last.empty:
+        raise ValueError(f"{len(last.empty)} drawn row(s) have no label, e.g. {last.empty[0]}; an active design "
+                         "weights each label by 1/π, so every drawn row must be labelled (fill them in)")
+    d = last.design
+    earlier = frame["id"].isin(set(labels) - set(last.labels)).to_numpy()
+    pi = design_probabilities(frame, score, d["budget"], active=d["kind"] == "active", others=others,
+                              mix=d["mix"] if d["mix"] is not None else MIX, labelled=earlier)
+    pos = {i: k for k, i in enumerate(frame["id"])}
+    changed = [i for i, p in last.pi.items() if not math.isclose(p, pi[pos[i]], rel_tol=1e-9, abs_tol=1e-12)]
+    if changed:
+        raise ValueError(f"{last.path}: the inclusion probability of {changed[0]!r} differs from the one the scores "
+                         "give now: the scores (or --other-score) changed since the plan; use the same table")
+    scores = frame[score].to_numpy(dtype=float)
+    drawn = frame["id"].isin(set(labels)).to_numpy()
+    check_labels(list(labels.values()), binary, last.path)
+    y = np.array([labels.get(i, 0.0) for i in frame["id"]])
+    n_failed = int(np.isnan(scores).sum())
+    ppi, human = active_arrays(y, fill_failed(scores)[1][0], np.where(earlier, 1.0, pi), drawn, alpha,
+                               n_failed=n_failed)
+    return Estimates(judge_only_arrays(scores, alpha, n_labelled=int(drawn.sum())), human, ppi)
