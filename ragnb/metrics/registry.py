@@ -38,6 +38,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import pkgutil
 import re
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
@@ -336,20 +337,22 @@ def page_level_version(key: str) -> str | None:
 
 # --------------------------------------------------------------------------- loading
 
-# Every module that registers or declares metrics (the LLM-judged suites register from ragnb.llm.judges,
-# imported here lazily so that ragnb.metrics never imports ragnb.llm at import time).
-METRIC_MODULES: tuple[str, ...] = (
-    "ragnb.metrics.retrieval",
-    "ragnb.metrics.text",
-    "ragnb.metrics.fallback",
-    "ragnb.metrics.embedding",
-    "ragnb.metrics.classification",
-    "ragnb.metrics.ux",
-    "ragnb.metrics.stats",
-    "ragnb.metrics.declared",
-    "ragnb.llm.judges.ragas",
-    "ragnb.llm.judges.nvidia",
-)
+# Metrics register (or declare) themselves when their module is imported. load_all() imports every module of
+# these packages, so a new metric module needs no entry anywhere. The LLM-judged suites register from
+# ragnb.llm.judges, a layer above: imported by name, when a lookup first needs the registry, so that
+# ragnb.metrics never imports ragnb.llm at import time.
+METRIC_PACKAGES: tuple[str, ...] = ("ragnb.metrics", "ragnb.llm.judges")
+
+
+def metric_modules() -> list[str]:
+    """Every module of :data:`METRIC_PACKAGES` (the packages themselves included), in a stable order."""
+    found: list[str] = []
+    for package in METRIC_PACKAGES:
+        path = importlib.import_module(package).__path__
+        found += [package, *sorted(m.name for m in pkgutil.walk_packages(path, package + "."))]
+    return found
+
+
 _loaded = False
 _loading = False
 
@@ -363,7 +366,7 @@ def load_all() -> dict[str, Metric]:
     if not (_loaded or _loading):  # _loading: a lookup made while the modules are being imported
         _loading = True
         try:
-            for module in METRIC_MODULES:
+            for module in metric_modules():
                 importlib.import_module(module)
             _loaded = True
         finally:

@@ -39,7 +39,7 @@ from ragnb.runs.history import (  # noqa: F401  (latest_run, resolve_outputs: re
 )
 from ragnb.runs.record import RUNS_FILE, block_status, iter_aggregates, load_runs, metric_value
 from ragnb.runs.significance import aggregate_ci, holm, paired_test, unpaired_test, verdict
-from ragnb.spec import THRESHOLDS, canonical_metric, current_key, label_of
+from ragnb.spec import canonical_metric, current_key, label_of
 
 
 # --------------------------------------------------------------------------------------------
@@ -50,12 +50,10 @@ from ragnb.spec import THRESHOLDS, canonical_metric, current_key, label_of
 def higher_is_better(metric: str, tier_key: str | None = None) -> bool | None:
     """Whether a larger value of ``metric`` is better, from the metric registry
     (:func:`ragnb.metrics.registry.direction`: ``hit_rate@1`` → hit_rate, ``doc_mrr``, ``avg_faithfulness`` →
-    faithfulness, ``faithfulness[gpt-x]`` → faithfulness); a thresholded metric is higher-is-better. None for
-    settings and counts (``consistency_runs``, ``n_items``) and for keys that name no registered metric."""
-    name = canonical_metric(metric, tier_key)
-    if name in THRESHOLDS:
-        return True
-    found = direction(name)
+    faithfulness, ``faithfulness[gpt-x]`` → faithfulness). None for settings and counts (``consistency_runs``,
+    ``n_items``) and for keys that name no registered metric. Every graded metric is registered with a direction
+    that matches its thresholds (tests/metrics/test_registry_lists.py)."""
+    found = direction(canonical_metric(metric, tier_key))
     return None if found is None else found == "higher"
 
 
