@@ -187,9 +187,6 @@ def _add(metric: Metric) -> None:
     ALIASES.update({a: metric.name for a in metric.aliases})
 
 
-# The LLM-judged suites still call ``register(name, family)`` in their old place (ragnb.metrics.ragas and
-# .nvidia, moving to ragnb.llm.judges, where they pass kind and value_range themselves). Their declaration is
-# completed from this table until then; delete it once no module calls register() without ``kind``.
 def register(name: str, family: str, *, kind: Kind, value_range: tuple[float, float], higher_is_better: bool,
              needs_k: bool = False, aliases: Sequence[str] = ()):
     """Decorator: register ``fn`` under the base ``name`` (without ``@k``; ``needs_k=True`` for cut-offs).

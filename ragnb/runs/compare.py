@@ -288,16 +288,6 @@ def _alignment_row(key: str, stem: str | None, alignment: Alignment | None, why:
     }
 
 
-def _only_in_one_run(stem: str | None, alignment: Alignment) -> list[str]:
-    notes = []
-    for side, ids in (("A", alignment.only_a), ("B", alignment.only_b)):
-        if ids:
-            shown = ", ".join(ids[:5]) + (" …" if len(ids) > 5 else "")
-            notes.append(f"{stem}: {len(ids)} item(s) only in run {side} are left out of the paired "
-                         f"comparison ({shown}).")
-    return notes
-
-
 def _metric_row(key: str, stem: str | None, name: str, a: _Side, b: _Side, alignment: Alignment | None,
                 columns: list[str], why: str, tests: dict) -> dict:
     row: dict[str, Any] = {"tier_key": key, "notebook": stem, "metric": name,
