@@ -24,7 +24,7 @@ PACKAGE = Path(ragnb.__file__).resolve().parent
 # tiers → notebooks → runs — made exact: encoders sit below the store (it embeds the tables it loads), the LLM
 # client below the encoders (an endpoint encoder calls it), the LLM judges above the system they judge.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("files", ("ragnb.io", "ragnb.config", "ragnb.progress", "ragnb.datasets.urls")),
+    ("files", ("ragnb.io", "ragnb.config", "ragnb.envvars", "ragnb.progress", "ragnb.datasets.urls")),
     ("metrics", ("ragnb.metrics",)),
     ("spec", ("ragnb.spec",)),
     ("llm client", ("ragnb.llm",)),
