@@ -1,6 +1,6 @@
 """LLM access for judges and generation: async OpenAI-compatible client, disk cache, usage ledger.
 
-The LLM-judged metrics live in :mod:`ragnb.llm.judges` (one :class:`~ragnb.llm.judges.config.JudgeConfig`,
+The LLM-judged metrics live in :mod:`ragnb.llm.judges` (one :class:`~ragnb.llm.judges.judge_config.JudgeConfig`,
 one :class:`~ragnb.llm.result.EvaluationResult`).
 
 Typical use::

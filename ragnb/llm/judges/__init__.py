@@ -1,4 +1,4 @@
-"""LLM-judged metrics behind one API: one :class:`~ragnb.llm.judges.config.JudgeConfig`, one
+"""LLM-judged metrics behind one API: one :class:`~ragnb.llm.judges.judge_config.JudgeConfig`, one
 :class:`~ragnb.llm.result.EvaluationResult`.
 
 * :mod:`ragnb.llm.judges.scores` — the direct judge scores (faithfulness, answer relevance, correctness 1–5,
@@ -10,6 +10,6 @@
 Importing a family registers its metrics in :mod:`ragnb.metrics.registry` with ``kind="llm"``.
 """
 
-from ragnb.llm.judges.config import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, MODES, JudgeConfig
+from ragnb.llm.judges.judge_config import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, MODES, JudgeConfig
 
 __all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_TEMPERATURE", "MODES", "JudgeConfig"]

@@ -73,7 +73,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragnb.llm.client import LLMClient
-from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.judges.pairwise import VERDICTS, judge_pairwise
 from ragnb.llm.judges.reading import as_text, call_log, text_field
 from ragnb.llm.prompts import load_prompt, render

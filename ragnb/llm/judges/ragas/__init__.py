@@ -4,7 +4,7 @@ Six metrics, one class each (one module per metric group), formula in its docstr
 :class:`ContextEntityRecall`, :class:`ContextPrecision`, :class:`ContextRecall`, :class:`Faithfulness`,
 :class:`NoiseSensitivity`, :class:`ResponseRelevancy`. A metric's own options are constructor arguments
 (``ContextPrecision(strategy="response_based")``, ``NoiseSensitivity(mode="irrelevant")``); how to judge
-is one :class:`~ragnb.llm.judges.config.JudgeConfig`. Each has ``async evaluate(sample, client, config) ->
+is one :class:`~ragnb.llm.judges.judge_config.JudgeConfig`. Each has ``async evaluate(sample, client, config) ->
 EvaluationResult``, ``evaluate_sync`` and ``score`` (the float); :func:`evaluate_dataset` scores many
 samples with bounded concurrency and returns ``(per-item DataFrame, summary)``. Every judge model in ``config.models`` runs the
 whole pipeline of a metric on its own (its own statements, its own verdicts); the per-model scores are
@@ -65,7 +65,7 @@ from typing import Any
 
 from ragnb.llm.client import LLMClient
 from ragnb.llm.judges import base
-from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.judges.ragas.common import RagasMetric
 from ragnb.llm.judges.ragas.entities import ContextEntityRecall, entity_recall, match_entities, normalize_entity
 from ragnb.llm.judges.ragas.noise import MODES, NoiseSensitivity, noise_sensitivity_score
