@@ -58,7 +58,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     # LLM metrics: one API for every LLM-judged metric (docs/llm-judges.md)
     "LLMMetric": ("ragnb.llm.judges.base", "LLMMetric"),
     "Sample": ("ragnb.llm.judges.sample", "Sample"),
-    "JudgeConfig": ("ragnb.llm.judges.config", "JudgeConfig"),
+    "JudgeConfig": ("ragnb.llm.judges.judge_config", "JudgeConfig"),
     "EvaluationResult": ("ragnb.llm.result", "EvaluationResult"),
     "get_llm_metric": ("ragnb.llm.judges.base", "get_llm_metric"),
     "llm_metric_names": ("ragnb.llm.judges.base", "llm_metric_names"),
@@ -71,7 +71,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from ragnb.datasets.trec import evaluate_files as evaluate_trec_files
     from ragnb.llm.client import LLMClient
     from ragnb.llm.judges.base import LLMMetric, get_llm_metric, llm_metric_names
-    from ragnb.llm.judges.config import JudgeConfig
+    from ragnb.llm.judges.judge_config import JudgeConfig
     from ragnb.llm.judges.sample import Sample
     from ragnb.llm.result import EvaluationResult
     from ragnb.llm.settings import LLMSettings

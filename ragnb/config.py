@@ -236,10 +236,6 @@ class SchemaMap:
     source: str = "defaults"
     column_model: ColumnModel | None = None  # declared model of the embedding columns (None: ragnb's own record)
 
-    @property
-    def is_default(self) -> bool:
-        return self.chunk == ChunkColumns() and self.question == QuestionColumns()
-
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 

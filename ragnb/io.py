@@ -22,7 +22,10 @@ import shutil
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # --------------------------------------------------------------------------------------------
 # Strict JSON and atomic files
@@ -387,3 +390,19 @@ def check_unique(seen: dict[Any, str], key: Any, where: str, field: str = "id") 
 def natural_key(text: str) -> tuple:
     """Sort key that orders "p2" before "p10" (chunk ids like ``page.md#2`` / ``page.md#10`` in page order)."""
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p)
+
+
+def read_per_item(path: str | Path) -> pd.DataFrame:
+    """A report's per-item table: the ``.parquet`` file, or its ``.csv`` twin when the parquet cannot be read."""
+    import pandas as pd
+
+    path = Path(path)
+    if path.suffix == ".parquet":
+        try:
+            return pd.read_parquet(path)
+        except (ImportError, OSError, ValueError):  # unreadable parquet: the CSV twin has the same rows
+            csv = path.with_suffix(".csv")
+            if not csv.is_file():
+                raise
+            path = csv
+    return pd.read_csv(path, float_precision="round_trip", low_memory=False)

@@ -228,8 +228,7 @@ def grade_of(bounds: tuple[float, float] | None, value: Any) -> Grade:
        only if it beats them with its CI; otherwise it is attention with their reason (undecided, without a CI:
        not graded).
     """
-    from ragnb.metrics.stats import degenerate_reason
-    from ragnb.runs.record import metric_value
+    from ragnb.metrics.stats import degenerate_reason, metric_value
 
     v = metric_value(value)
     trust = value.get("offline_trust") if isinstance(value, dict) else None

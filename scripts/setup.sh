@@ -19,3 +19,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q -c requirements.lock -e ".${extra}"
   echo "$want" > "$stamp"
 fi
+# Opening or running a report notebook in JupyterLab adds metadata and outputs the project does not keep: git reads
+# ragnb/notebooks/*.ipynb through this filter (.gitattributes), so only real edits show as changes.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git config filter.ragnb-notebook.clean "python3 scripts/clean_notebook.py"
+fi

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb.metrics.stats import FEW_ITEMS, aggregate, degenerate_reason, summary_frame
-from ragnb.reports.html import index_html
+from ragnb.runs.pages import index_html
 from ragnb.runs.dashboard import trend_figure
 from ragnb.runs.record import block_status, executive_summary, overall_status
 

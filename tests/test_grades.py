@@ -193,7 +193,7 @@ def test_judge_pipeline_accuracy_is_a_registered_metric():
 
 def test_run_pages_and_the_ci_gate_name_the_baseline_not_beaten(tmp_path, monkeypatch):
     from ragnb.cli.run import attention_lines
-    from ragnb.reports.html import _metric_rows
+    from ragnb.runs.pages import _metric_rows
 
     items, verdicts = pipeline_items({"tp": 51, "fn": 5, "fp": 4, "tn": 2})
     res = judging.run_tier_judge_pipeline(items, LookupJudge(verdicts), n_boot=2000)

@@ -26,7 +26,8 @@ from ragnb.metrics.ppi import classical_mean, judge_mean, ppi_mean
 from ragnb.rag.retrieval import MemoryRetriever
 from ragnb.rag.system import BaselineSystem
 from ragnb.tiers.generation import run_tier2
-from ragnb.tiers.human_labels import add_human_labels, show_estimates
+from ragnb.reports.estimates import show_estimates
+from ragnb.tiers.human_labels import add_human_labels
 
 K = 16
 CHUNKS = {f"c{k}": f"Report {k} was filed in room {100 + k}. It lists {k} open defects." for k in range(K)}

@@ -14,7 +14,7 @@ from llm_server import completion
 
 from ragnb.llm import ChatResult, LLMClient, LLMSettings
 from ragnb.llm.judges.agreement import agreement, krippendorff_alpha
-from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.judges.pairwise import majority_verdict, verdict_parser
 from ragnb.llm.judges.reliability import error_rate, judge_consistency, judge_latency, judge_reliability
 from ragnb.llm.judges.scores import SCALES, Judge, score_parser

@@ -14,7 +14,7 @@ from llm_server import completion, error_reply
 
 from ragnb.llm import LLMClient, LLMPermanentError, LLMSettings
 from ragnb.llm.judges import nvidia
-from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.judges.nvidia import (
     AnswerAccuracy,
     ContextRelevance,

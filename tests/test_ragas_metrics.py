@@ -18,7 +18,7 @@ from llm_server import Reply, completion
 from ragnb.llm import LLMClient, LLMSettings
 from ragnb.llm.result import EvaluationResult
 from ragnb.llm.judges import ragas as rg
-from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.metrics.registry import REGISTRY
 from ragnb.metrics.stats import summary_frame
 

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import pytest
 
 from ragnb.reports import report
-from ragnb.reports.html import index_html, notebook_to_html, write_index
+from ragnb.runs.pages import index_html, notebook_to_html, write_index
 from ragnb.reports.report import PLOTLY_MIME, header_html, plotly_mimebundle, table_html
 from ragnb.tiers.payload import write_metrics
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ragnb.reports.html import PLOTLYJS_ASSET
+from ragnb.runs.pages import PLOTLYJS_ASSET
 from ragnb.runs.runner import run_notebooks
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -30,7 +30,7 @@ def llm_env(llm_server, monkeypatch):
 
 
 def test_sweep_runs_every_combination(llm_env, tmp_path):
-    from ragnb.reports.html import model_run_table
+    from ragnb.runs.pages import model_run_table
     from ragnb.runs.runner import run_notebooks
 
     result = run_notebooks(

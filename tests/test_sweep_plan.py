@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ragnb.llm import LLMSettings
-from ragnb.llm.models import available_models, check_models
+from ragnb.llm.model_check import available_models, check_models
 from ragnb.runs.params import Notebook
 from ragnb.runs.sweep import model_combos, plan_sweep
 

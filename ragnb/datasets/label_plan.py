@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ragnb.io import read_per_item
 from ragnb.metrics.ppi_active import MIX, expected_widths, inclusion_probabilities, uncertainty
 
 LABEL = "human_label"
@@ -46,8 +47,6 @@ _DESIGN = re.compile(r"^(?P<kind>uniform|active) budget=(?P<budget>\d+) N=(?P<N>
 def read_scores(path: str | Path, score: str, others: tuple[str, ...] = ()) -> pd.DataFrame:
     """The per-item table (``.parquet``, ``.csv``, ``.json``/``.jsonl`` records) with an ``id`` column (from
     ``item_id`` or ``id``) and numeric ``score`` (and ``others``) columns; NaN = a failed verdict."""
-    from ragnb.runs.history import read_per_item
-
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"{p}: no such file; give the per-item table of judge scores (--scores)")

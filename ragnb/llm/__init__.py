@@ -2,7 +2,7 @@
 
 The LLM-judged metrics live in :mod:`ragnb.llm.judges`: one :class:`~ragnb.llm.judges.base.LLMMetric` API
 (``get_llm_metric(name).evaluate_sync(sample, client, config)``, ``.evaluate_dataset(samples, client, config)``),
-one :class:`~ragnb.llm.judges.sample.Sample`, one :class:`~ragnb.llm.judges.config.JudgeConfig`, one
+one :class:`~ragnb.llm.judges.sample.Sample`, one :class:`~ragnb.llm.judges.judge_config.JudgeConfig`, one
 :class:`~ragnb.llm.result.EvaluationResult`.
 
 Typical use::

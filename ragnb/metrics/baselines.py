@@ -78,13 +78,3 @@ def _verdict(b: dict[str, Any], accuracy: float) -> tuple[bool | None, str]:
         return False, (f"accuracy {accuracy:.3f} (95% CI lower bound {a_lo:.3f}) does not beat random answers at the "
                        f"base rate ({b['random_at_base_rate']:.3f})")
     return True, ""
-
-
-def baselines_of(y_true: Sequence, y_pred: Sequence, n_boot: int = 1000, seed: int = 0,
-                 labels: tuple[str, str] = ("positive", "negative")) -> dict[str, Any]:
-    """:func:`accuracy_baselines` from raw labels and verdicts (any form :mod:`ragnb.metrics.classification`
-    accepts; a missing verdict is a failed item, left out as in every classification metric)."""
-    from ragnb.metrics.classification import valid_pairs
-
-    t, p = valid_pairs(y_true, y_pred)
-    return accuracy_baselines(t, p, n_boot=n_boot, seed=seed, labels=labels)

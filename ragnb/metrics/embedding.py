@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb.metrics.registry import register
-from ragnb.metrics.vectors import divide_by_norms
+from ragnb.metrics.vector_rows import divide_by_norms
 
 FAMILY = "embedding"
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ragnb.metrics.fallback_agreement import KIND_LABEL, TIER_KIND, load_table
 from ragnb.metrics.registry import register
-from ragnb.metrics.vectors import unit_rows
+from ragnb.metrics.vector_rows import unit_rows
 
 FAMILY = "groundedness"
 LANGUAGES = ("auto", "en", "ru")

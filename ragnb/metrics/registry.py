@@ -43,6 +43,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import pkgutil
 import re
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
@@ -212,9 +213,6 @@ def _add(metric: Metric) -> None:
     ALIASES.update({a: metric.name for a in metric.aliases})
 
 
-# The LLM-judged suites still call ``register(name, family)`` in their old place (ragnb.metrics.ragas and
-# .nvidia, moving to ragnb.llm.judges, where they pass kind and value_range themselves). Their declaration is
-# completed from this table until then; delete it once no module calls register() without ``kind``.
 def register(name: str, family: str, *, kind: Kind, value_range: tuple[float, float], higher_is_better: bool,
              needs_k: bool = False, aliases: Sequence[str] = ()):
     """Decorator: register ``fn`` under the base ``name`` (without ``@k``; ``needs_k=True`` for cut-offs).
@@ -362,24 +360,22 @@ def page_level_version(key: str) -> str | None:
 
 # --------------------------------------------------------------------------- loading
 
-# Every module that registers or declares metrics (the LLM-judged suites register from ragnb.llm.judges,
-# imported here lazily so that ragnb.metrics never imports ragnb.llm at import time).
-METRIC_MODULES: tuple[str, ...] = (
-    "ragnb.metrics.retrieval",
-    "ragnb.metrics.text",
-    "ragnb.metrics.fallback",
-    "ragnb.metrics.embedding",
-    "ragnb.metrics.classification",
-    "ragnb.metrics.ux",
-    "ragnb.metrics.stats",
-    "ragnb.metrics.ppi",
-    "ragnb.metrics.ppi_items",
-    "ragnb.metrics.ppi_strata",
-    "ragnb.metrics.declared",
-    "ragnb.llm.judges.scores",
-    "ragnb.llm.judges.ragas",
-    "ragnb.llm.judges.nvidia",
-)
+# Metrics register (or declare) themselves when their module is imported. load_all() imports every module of
+# these packages, so a new metric module needs no entry anywhere. The LLM-judged suites register from
+# ragnb.llm.judges, a layer above: imported by name, when a lookup first needs the registry, so that
+# ragnb.metrics never imports ragnb.llm at import time.
+METRIC_PACKAGES: tuple[str, ...] = ("ragnb.metrics", "ragnb.llm.judges")
+
+
+def metric_modules() -> list[str]:
+    """Every module of :data:`METRIC_PACKAGES` (the packages themselves included), in a stable order."""
+    found: list[str] = []
+    for package in METRIC_PACKAGES:
+        path = importlib.import_module(package).__path__
+        found += [package, *sorted(m.name for m in pkgutil.walk_packages(path, package + "."))]
+    return found
+
+
 _loaded = False
 _loading = False
 
@@ -393,7 +389,7 @@ def load_all() -> dict[str, Metric]:
     if not (_loaded or _loading):  # _loading: a lookup made while the modules are being imported
         _loading = True
         try:
-            for module in METRIC_MODULES:
+            for module in metric_modules():
                 importlib.import_module(module)
             _loaded = True
         finally:

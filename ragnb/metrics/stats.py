@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -166,3 +166,28 @@ def format_mean_ci(mean: float | None, ci: Sequence[float] | None, signed: bool 
     if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
         return fmt.format(mean)
     return f"{fmt.format(mean)} [{lo:.3f}, {hi:.3f}]"
+
+
+def metric_value(value: Any) -> float | None:
+    """The number behind an aggregate: a plain number, or the ``mean`` of ``{mean, ci95, n, ...}``."""
+    if isinstance(value, dict):
+        value = value.get("mean")
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+def fmt_number(x: Any) -> str:
+    """The one number format of summaries and key-metric tables: whole numbers ≥ 2 (counts) as integers with
+    thousands separators, values ≥ 100 rounded to integers, others to 3 significant digits (``0.144``, ``0.0123``,
+    ``3.98``, ``1.00``); ``n/a`` for a missing value. Accepts an aggregate dict (its ``mean``)."""
+    v = metric_value(x)
+    if v is None:
+        return "n/a"
+    if (float(v).is_integer() and abs(v) >= 2) or abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:#.3g}"

@@ -39,7 +39,7 @@ import pandas as pd
 
 from ragnb.metrics.answer import ANSWER_METRICS, answer_scores
 from ragnb.metrics.registry import register
-from ragnb.metrics.vectors import as_vector_rows
+from ragnb.metrics.vector_rows import as_vector_rows
 from ragnb.metrics.stats import aggregate
 
 FAMILY = "text"

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb.metrics.registry import register
-from ragnb.metrics.vectors import unit_rows
+from ragnb.metrics.vector_rows import unit_rows
 
 FAMILY = "ux"
 DEFAULT_TAU = 0.85  # see docs/metrics.md, Tier UX

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ragnb.metrics.vectors import unit_rows
+from ragnb.metrics.vector_rows import unit_rows
 
 TARGET_PRECISION = 0.9  # default share of cache hits that must cite the same page as their match
 # A turn breaks context when it is less similar to the previous turn than this share of question pairs from

@@ -133,7 +133,8 @@ report.show_table(top_rows(result.per_item, samples, column, worst_n), max_rows=
 # with their 95% CIs, n, N, λ and the labels the estimate is worth — and which one to quote (docs/ppi.md).
 
 # %%
-from ragnb.tiers.human_labels import add_human_labels, show_estimates
+from ragnb.reports.estimates import show_estimates
+from ragnb.tiers.human_labels import add_human_labels
 
 show_estimates(add_human_labels(result, human_labels))
 

@@ -153,7 +153,8 @@ report.show_table(worst_items(result.per_item, key, worst_n).assign(
 # with their 95% CIs, n, N, λ and the labels the estimate is worth — and which one to quote (docs/ppi.md).
 
 # %%
-from ragnb.tiers.human_labels import add_human_labels, show_estimates
+from ragnb.reports.estimates import show_estimates
+from ragnb.tiers.human_labels import add_human_labels
 
 show_estimates(add_human_labels(result, human_labels))
 

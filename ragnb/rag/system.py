@@ -283,9 +283,6 @@ class SystemOutput:
     error: str | None = None
 
 
-SYSTEM_KINDS = ("baseline", "http", "python")
-
-
 def parse_system_spec(spec: str) -> tuple[str, str]:
     """A system spec → (kind, target): ``"baseline"`` → ("baseline", ""), ``"http:FILE.yaml"`` →
     ("http", FILE.yaml), ``"package.module:attribute"`` → ("python", the spec). The one parser of specs."""

@@ -1,7 +1,7 @@
 """Report helpers used inside notebooks: figures, tables, the banner, and the metrics files.
 
 Everything here renders offline: plotly.js is embedded once per page and all corpus/user text is
-HTML-escaped. Rendering executed notebooks and the run's index page: :mod:`ragnb.reports.html`.
+HTML-escaped. Rendering executed notebooks and the run's index page: :mod:`ragnb.runs.pages`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb.config import redact_url
+from ragnb.metrics.stats import fmt_number
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 PLOTLY_LIB_MARK = 'data-ragnb-plotlyjs="inline"'
@@ -140,7 +141,7 @@ def show(fig: Any) -> None:
     no second copy of the data in HTML): its HTML report draws it with the run folder's shared plotly.js."""
     global _plotlyjs_sent
     if os.environ.get(PLOTLYJS_ENV) == "external":
-        # the figure's JSON once: the HTML export draws it from there (ragnb.reports.html), JupyterLab too
+        # the figure's JSON once: the HTML export draws it from there (ragnb.runs.pages), JupyterLab too
         bundle = plotly_mimebundle(fig, include_plotlyjs=False)
         _display({k: v for k, v in bundle.items() if k != "text/html"})
         return
@@ -175,9 +176,7 @@ _SORT_JS = (  # click a header to sort the shown rows; numbers by their value (d
 
 def plain(value: Any) -> str:
     """A value as one readable line: mappings as ``key: value, …`` (nested with ``;``), sequences comma-separated,
-    paths as plain text, numbers through :func:`ragnb.runs.record.fmt_number`, missing values as ``n/a``."""
-    from ragnb.runs.record import fmt_number
-
+    paths as plain text, numbers through :func:`ragnb.metrics.stats.fmt_number`, missing values as ``n/a``."""
     if isinstance(value, dict):
         sep = "; " if any(isinstance(v, (dict, list, tuple)) for v in value.values()) else ", "
         return sep.join(f"{k}: {plain(v)}" for k, v in value.items())

@@ -56,12 +56,10 @@ from ragnb.spec import THRESHOLDS, canonical_metric, current_key, label_of
 def higher_is_better(metric: str, tier_key: str | None = None) -> bool | None:
     """Whether a larger value of ``metric`` is better, from the metric registry
     (:func:`ragnb.metrics.registry.direction`: ``hit_rate@1`` → hit_rate, ``doc_mrr``, ``avg_faithfulness`` →
-    faithfulness, ``faithfulness[gpt-x]`` → faithfulness); a thresholded metric is higher-is-better. None for
-    settings and counts (``consistency_runs``, ``n_items``) and for keys that name no registered metric."""
-    name = canonical_metric(metric, tier_key)
-    if name in THRESHOLDS:
-        return True
-    found = direction(name)
+    faithfulness, ``faithfulness[gpt-x]`` → faithfulness). None for settings and counts (``consistency_runs``,
+    ``n_items``) and for keys that name no registered metric. Every graded metric is registered with a direction
+    that matches its thresholds (tests/metrics/test_registry_lists.py)."""
+    found = direction(canonical_metric(metric, tier_key))
     return None if found is None else found == "higher"
 
 
@@ -294,16 +292,6 @@ def _alignment_row(key: str, stem: str | None, alignment: Alignment | None, why:
         "only_in_b": len(alignment.only_b) if alignment else None,
         "note": why or None,
     }
-
-
-def _only_in_one_run(stem: str | None, alignment: Alignment) -> list[str]:
-    notes = []
-    for side, ids in (("A", alignment.only_a), ("B", alignment.only_b)):
-        if ids:
-            shown = ", ".join(ids[:5]) + (" …" if len(ids) > 5 else "")
-            notes.append(f"{stem}: {len(ids)} item(s) only in run {side} are left out of the paired "
-                         f"comparison ({shown}).")
-    return notes
 
 
 def _metric_row(key: str, stem: str | None, name: str, a: _Side, b: _Side, alignment: Alignment | None,

@@ -18,13 +18,13 @@ import plotly.graph_objects as go
 
 from ragnb.metrics.stats import FEW_ITEMS
 from ragnb.reports import report
-from ragnb.reports.html import STATUS_COLOURS
-from ragnb.reports.html import escape as _e
+from ragnb.runs.pages import STATUS_COLOURS
+from ragnb.runs.pages import escape as _e
 from ragnb.runs.compare import Comparison, compare_runs
 from ragnb.runs.record import STATUS_ORDER
 from ragnb.spec import label_of, thresholds_of
 
-# Background bands of the thresholds of ragnb.spec (colours of ragnb.reports.html.STATUS_COLOURS, lighter).
+# Background bands of the thresholds of ragnb.spec (colours of ragnb.runs.pages.STATUS_COLOURS, lighter).
 BAND_COLOURS = {"attention": "#ffebe9", "good": "#ddf4ff", "excellent": "#dafbe1"}
 VERDICT_COLOURS = {"better": "#1a7f37", "worse": "#cf222e", "other": "#57606a"}
 

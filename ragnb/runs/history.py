@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb import config, spec
+from ragnb.io import read_per_item
 from ragnb.runs.record import RUNS_DIR, RUNS_FILE, run_folder
 
 ID_COLUMNS = ("item_id", "id")  # per-item key column, in order of preference
@@ -102,19 +103,6 @@ def per_item_path(outputs: str | Path, run_id: str, stem: str, record: dict | No
             if path.is_file():
                 return path
     return None
-
-
-def read_per_item(path: str | Path) -> pd.DataFrame:
-    path = Path(path)
-    if path.suffix == ".parquet":
-        try:
-            return pd.read_parquet(path)
-        except (ImportError, OSError, ValueError):  # unreadable parquet: the CSV twin has the same rows
-            csv = path.with_suffix(".csv")
-            if not csv.is_file():
-                raise
-            path = csv
-    return pd.read_csv(path, float_precision="round_trip", low_memory=False)
 
 
 def paired_stems(outputs: str | Path, a: dict, b: dict) -> list[str]:

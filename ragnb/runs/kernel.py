@@ -7,7 +7,7 @@ Two settings differ from jupyter_client's default manager:
   do not cross the loopback interface in plain text;
 * ``RAGNB_PLOTLYJS=external`` in the kernel's environment: :func:`ragnb.reports.report.show` then leaves plotly.js
   out of the executed notebook (figures keep only their JSON); the HTML export adds one shared copy per run
-  folder (:func:`ragnb.reports.html.notebook_to_html`).
+  folder (:func:`ragnb.runs.pages.notebook_to_html`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as _dt
 import getpass
 import json
-import math
 import os
 import re
 import secrets
@@ -25,7 +24,9 @@ from filelock import FileLock
 from ragnb import spec
 from ragnb.config import SCHEMA_VERSION
 from ragnb.io import atomic_write_text, dumps_strict, read_text, to_jsonable
-from ragnb.metrics.stats import degenerate_reason
+# metric_value and fmt_number live beside aggregate (below the tiers and the notebooks, which read them too);
+# run-record readers keep importing them from here.
+from ragnb.metrics.stats import degenerate_reason, fmt_number, metric_value
 from ragnb.spec import THRESHOLDS, TIER_KEYS
 
 RUNS_FILE = "benchmark_runs.json"  # every run's record, in the outputs folder
@@ -106,19 +107,6 @@ def git_info(cwd: str | Path = ".") -> dict[str, str | None]:
 # --------------------------------------------------------------------------------------------
 
 STATUS_ORDER = spec.STATUSES  # worst first
-
-
-def metric_value(value: Any) -> float | None:
-    """The number behind an aggregate: a plain number, or the ``mean`` of ``{mean, ci95, n, ...}``."""
-    if isinstance(value, dict):
-        value = value.get("mean")
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) else v
 
 
 def _grade(bounds: tuple[float, float] | None, value: Any) -> str | None:
@@ -221,19 +209,6 @@ def overall_status(metrics_by_tier: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 # Executive summary
 # --------------------------------------------------------------------------------------------
-
-
-def fmt_number(x: Any) -> str:
-    """The one number format of summaries and key-metric tables: whole numbers ≥ 2 (counts) as integers with
-    thousands separators, values ≥ 100 rounded to integers, others to 3 significant digits (``0.144``, ``0.0123``,
-    ``3.98``, ``1.00``); ``n/a`` for a missing value. Accepts an aggregate dict (its ``mean``)."""
-    v = metric_value(x)
-    if v is None:
-        return "n/a"
-    if (float(v).is_integer() and abs(v) >= 2) or abs(v) >= 100:
-        return f"{v:,.0f}"
-    return f"{v:#.3g}"
-
 
 
 def format_aggregate(value: Any) -> str:

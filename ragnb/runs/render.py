@@ -19,7 +19,7 @@ from ragnb.runs.files import set_aside
 def render_into(report: dict, out_ipynb: Path, html: Path, assets_root: Path | None, error_text: Callable) -> bool:
     """Render ``out_ipynb`` to ``html``; on failure mark ``report`` failed with the reason (and set its metrics JSON
     aside: a failed notebook is never done). True when it worked."""
-    from ragnb.reports.html import notebook_to_html
+    from ragnb.runs.pages import notebook_to_html
 
     try:
         notebook_to_html(out_ipynb, html, assets_root=assets_root)

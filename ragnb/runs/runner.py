@@ -25,7 +25,7 @@ from typing import Any, Callable
 import ragnb
 from ragnb import config, spec
 from ragnb.io import DiskFullError, atomic_write_text, dumps_strict, is_disk_full
-from ragnb.reports.html import notebook_to_html, write_index
+from ragnb.runs.pages import notebook_to_html, write_index
 from ragnb.runs.params import (Notebook, database_readers, declared_params, load_params_file, merge_params, resolve,
                                resolve_paths)
 from ragnb.progress import PROGRESS_ENV, emit

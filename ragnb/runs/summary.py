@@ -14,7 +14,7 @@ The summary has at most about eight lines, in this order:
    items) or could not be compared with their trivial baselines, and blocks whose LLM-judge metrics came from the
    offline fallback instead of an LLM.
 
-Every number goes through one formatter, :func:`ragnb.runs.record.fmt_number`.
+Every number goes through one formatter, :func:`ragnb.metrics.stats.fmt_number`.
 """
 
 from __future__ import annotations

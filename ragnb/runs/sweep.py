@@ -79,7 +79,7 @@ def sweep_models(combos: list[tuple[str | None, str | None]]) -> list[str]:
 def check_sweep(combos: list[tuple[str | None, str | None]], swept: list, nbs: list) -> None:
     """A sweep needs notebooks that take models and a configured endpoint that serves every named model."""
     from ragnb.llm import LLMSettings
-    from ragnb.llm.models import check_models
+    from ragnb.llm.model_check import check_models
 
     if not swept:
         raise ValueError(

@@ -22,8 +22,6 @@ from ragnb import config
 
 log = logging.getLogger(__name__)
 
-DEMO_DATABASE = "ragnb_demo"
-
 
 @dataclass
 class Database:

@@ -138,16 +138,3 @@ def add_human_labels(result: Any, human_labels: str, alpha: float = 0.05) -> lis
         result.per_item[m + LABEL_SUFFIX] = [labels.get(i) for i in table["id"].astype(str)]
         result.add_notes([labelled.sentence()], first=False)
     return [labelled for labelled, _ in found]
-
-
-def show_estimates(found: list[LabelledMetric]) -> None:
-    """The notebook's display: one table per labelled metric and the sentence saying which estimate to quote."""
-    from ragnb.reports import report
-
-    if not found:
-        print("No human labels (human_labels is empty): the judged metrics above are the judges' own means. "
-              "To correct them with a few labels: `ragnb dataset label-plan` (docs/ppi.md).")
-        return
-    for labelled in found:
-        report.show_table(labelled.frame(), max_rows=3)
-        print(labelled.sentence())

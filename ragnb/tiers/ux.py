@@ -27,7 +27,6 @@ from ragnb.tiers.result import TierResult
 from ragnb.tiers.ux_cache import PER_QUERY_COLUMNS, cache_part
 from ragnb.tiers.ux_inputs import UXInputs, load_inputs  # noqa: F401  (the notebook's entry points)
 
-DEFAULT_BREAK_THRESHOLD = 0.3  # the original value, for all-MiniLM-L6-v2 (see docs/metrics.md, Tier UX)
 
 @dataclass
 class UXResult(TierResult):

@@ -1,5 +1,5 @@
 """LLM-judged metrics behind one API: one :class:`~ragnb.llm.judges.base.LLMMetric` kind of object, one
-:class:`~ragnb.llm.judges.sample.Sample`, one :class:`~ragnb.llm.judges.config.JudgeConfig`, one
+:class:`~ragnb.llm.judges.sample.Sample`, one :class:`~ragnb.llm.judges.judge_config.JudgeConfig`, one
 :class:`~ragnb.llm.result.EvaluationResult` (docs/llm-judges.md, "The LLM-metric API").
 
 Every metric — ``get_llm_metric(name)`` for any of :func:`llm_metric_names` — has ``evaluate`` (async) /
@@ -25,7 +25,7 @@ from ragnb.llm.judges.base import (
     llm_metric_names,
     register_metric,
 )
-from ragnb.llm.judges.config import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, MODES, JudgeConfig
+from ragnb.llm.judges.judge_config import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, MODES, JudgeConfig
 from ragnb.llm.judges.sample import FIELDS, Sample, as_sample
 
 __all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_TEMPERATURE", "FIELDS", "MODES", "JudgeConfig", "LLMMetric", "Sample",

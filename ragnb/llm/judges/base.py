@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Mapping
 from typing import Any, ClassVar
 
 from ragnb.llm.client import LLMClient
-from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.result import EvaluationResult
 from ragnb.llm.sync import run_sync
 from ragnb.metrics import registry

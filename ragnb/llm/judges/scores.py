@@ -83,7 +83,7 @@ from typing import Any, ClassVar
 
 from ragnb.llm.client import LLMClient
 from ragnb.llm.judges.base import LLMMetric, register_metric
-from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.judges.pairwise import VERDICTS, judge_pairwise
 from ragnb.llm.judges.reading import as_text, call_log, text_field
 from ragnb.llm.judges.sample import as_sample

@@ -169,7 +169,7 @@ def _check_delta(delta: Any) -> float:
 
 def _modes(offline: bool, modes: Sequence[str], models: list[str], encoder: Any) -> tuple[list[str], list[str]]:
     """The judge modes to run, and the notes that say why (the fallback has one mode)."""
-    from ragnb.llm.judges.config import MODES
+    from ragnb.llm.judges.judge_config import MODES
 
     if offline:
         method = OFFLINE_LABEL

@@ -58,7 +58,7 @@ from typing import Any
 
 from ragnb.llm.client import LLMClient
 from ragnb.llm.judges import base
-from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.judges.nvidia.common import (
     ANSWER_ACCURACY,
     CONTEXT_RELEVANCE,

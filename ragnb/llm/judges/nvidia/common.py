@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from ragnb.llm.client import LLMClient
 from ragnb.llm.judges.base import LLMMetric
-from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.judges.sample import as_sample
 from ragnb.llm.prompts import prompt
 from ragnb.llm.replies import ChatResult, LLMOutputError, LLMTransientError

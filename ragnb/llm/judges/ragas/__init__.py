@@ -4,7 +4,7 @@ Six metrics, one class each (one module per metric group), formula in its docstr
 :class:`ContextEntityRecall`, :class:`ContextPrecision`, :class:`ContextRecall`, :class:`Faithfulness`,
 :class:`NoiseSensitivity`, :class:`ResponseRelevancy`. A metric's own options are constructor arguments
 (``ContextPrecision(strategy="response_based")``, ``NoiseSensitivity(mode="irrelevant")``); how to judge
-is one :class:`~ragnb.llm.judges.config.JudgeConfig`. Each is an :class:`~ragnb.llm.judges.base.LLMMetric`:
+is one :class:`~ragnb.llm.judges.judge_config.JudgeConfig`. Each is an :class:`~ragnb.llm.judges.base.LLMMetric`:
 ``async evaluate(sample, client, config) -> EvaluationResult``, ``evaluate_sync``, ``score`` (the float),
 ``aevaluate_dataset`` / ``evaluate_dataset`` (many samples with bounded concurrency →
 ``(per-item DataFrame, summary)``); the sample is a :class:`~ragnb.llm.judges.sample.Sample`. Every judge model in ``config.models`` runs the
@@ -66,7 +66,7 @@ from typing import Any
 
 from ragnb.llm.client import LLMClient
 from ragnb.llm.judges import base
-from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.judges.ragas.common import RagasMetric
 from ragnb.llm.judges.ragas.entities import ContextEntityRecall, entity_recall, match_entities, normalize_entity
 from ragnb.llm.judges.ragas.noise import MODES, NoiseSensitivity, noise_sensitivity_score

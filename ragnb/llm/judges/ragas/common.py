@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from ragnb.llm.client import LLMClient
 from ragnb.llm.judges.base import LLMMetric
-from ragnb.llm.judges.config import JudgeConfig
+from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.judges.ragas.parsing import IdParser
 from ragnb.llm.judges.sample import Sample, as_sample
 from ragnb.llm.prompts import prompt

@@ -1,4 +1,7 @@
-"""Executed notebooks and run index pages as offline HTML.
+"""Executed notebooks and run index pages as offline HTML — the pages a run writes into its folder.
+
+What notebooks display while they run is :mod:`ragnb.reports` (a layer below the notebooks); this module reads run
+records, so it sits with the runner, above them.
 
 Offline: the nbconvert template has its CDN scripts (require.js, MathJax, mermaid, widgets) removed,
 plotly.js precedes the first figure (the run folder's shared copy, or inlined for a standalone page), and all
