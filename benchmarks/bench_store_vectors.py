@@ -183,7 +183,7 @@ def check_stored(db, ids: list[str], vecs: np.ndarray, model: str | None = None)
 def run_size(db, n: int, dim: int, repeats: int, before: bool) -> dict:
     import sqlalchemy as sa
 
-    from ragnb.store import vectors
+    from ragnb.store import encode_pipeline, vectors
     from ragnb.store.loaders import insert_rows
     from ragnb.store.schema import ensure_schema
     from ragnb.store.vectors import _qt, embed_table
@@ -202,13 +202,13 @@ def run_size(db, n: int, dim: int, repeats: int, before: bool) -> dict:
     def ragnb(writer=None) -> dict:
         """``writer`` given: the path before — that writer, one write per block of 256 rows."""
         reset(db)
-        orig = vectors._write_vectors, vectors.WRITE_ROWS
+        orig = vectors._write_vectors, encode_pipeline.WRITE_ROWS
         if writer is not None:
-            vectors._write_vectors, vectors.WRITE_ROWS = writer, 1
+            vectors._write_vectors, encode_pipeline.WRITE_ROWS = writer, 1
         try:
             out = measure(lambda: embed_table(db, "chunks", enc_a, progress=False), enc_a)
         finally:
-            vectors._write_vectors, vectors.WRITE_ROWS = orig
+            vectors._write_vectors, encode_pipeline.WRITE_ROWS = orig
         check_stored(db, ids, vecs)
         return out
 
