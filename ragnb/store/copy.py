@@ -79,7 +79,7 @@ PGCOPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 PGCOPY_TRAILER = b"\xff\xff"
 
 
-def vector_copy_payload(ids: Sequence[bytes], vecs: np.ndarray) -> Iterator[bytes]:
+def vector_copy_payload(ids: Sequence[bytes], vecs: np.ndarray) -> Iterator[memoryview]:
     """The binary COPY rows ``(id text, emb vector)`` of encoded ids and a float32 matrix, a block at a time
     (no header or trailer). Row order does not matter to a staging table, so rows are grouped by the byte
     length of their id: within a group every row has the same layout, one numpy record.
@@ -101,10 +101,11 @@ def vector_copy_payload(ids: Sequence[bytes], vecs: np.ndarray) -> Iterator[byte
             [("vec_len", ">i4"), ("dim", ">i2"), ("unused", ">i2"), ("vec", ">u4", (dim,))]
         rec = np.empty(len(group), dtype=np.dtype(fields))
         rec["fields"], rec["id_len"], rec["vec_len"], rec["dim"], rec["unused"] = 2, width, 4 + 4 * dim, dim, 0
-        if width:
-            rec["id"] = as_fixed[group]  # the ids of this group fill the width exactly: nothing is cut
-        rec["vec"] = bits[group]
-        yield rec.tobytes()
+        whole = len(group) == n  # every id of one length: the rows in their own order, no gather
+        if width:  # the ids of this group fill the width exactly: nothing is cut
+            rec["id"] = as_fixed if whole else as_fixed[group]
+        rec["vec"] = bits if whole else bits[group]
+        yield memoryview(rec).cast("B")  # the record's own bytes, not a copy of them
 
 
 def copy_vectors(cur: psycopg.Cursor, name: str, ids: Sequence[str], vecs: np.ndarray) -> None:

@@ -159,7 +159,12 @@ def check_vectors(vectors: np.ndarray, texts: list[str], model: str, fix: str) -
     if vectors.ndim != 2 or len(vectors) != len(texts):
         raise EmbeddingReplyError(model, f"an array of shape {vectors.shape} for {len(texts)} texts", position=None,
                                   text=None, fix=fix)
-    usable = np.isfinite(vectors).all(axis=1) & vectors.any(axis=1)
+    if vectors.dtype.kind != "f":  # integers (a test double, a parsed reply): the reductions need floats
+        vectors = vectors.astype(np.float64)
+    # a row's max and min: NaN propagates into both, ±Infinity shows in one, an all-zero row has both 0 —
+    # two reductions instead of an isfinite and an any pass over the whole matrix (what embed checks per block)
+    hi, lo = vectors.max(axis=1, initial=-np.inf), vectors.min(axis=1, initial=np.inf)
+    usable = np.isfinite(hi) & np.isfinite(lo) & ((hi != 0) | (lo != 0))
     if not usable.all():
         i = int(np.flatnonzero(~usable)[0])
         raise EmbeddingReplyError(model, vector_problem(vectors[i], None) or "an unusable vector", position=i,
