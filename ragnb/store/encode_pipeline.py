@@ -117,16 +117,10 @@ def encode_rows(todo: list, encoder, which: str, batch_size: int | None, write_e
     """Encode ``(id, text)`` rows ``write_every`` at a time and ``write(ids, vectors)`` them from the writer
     thread (see the module). Rows without text (NULL, empty, blank) count in ``stats.errors`` and get no
     vector; ``stats.processed`` counts the rows written."""
-    rows = [r for r in todo if isinstance(r[1], str) and r[1] and not r[1].isspace()]
-    stats.errors += len(todo) - len(rows)
-    # Longest texts first (ties in id order): each block then holds texts of similar length, so the encoder pads less.
-    lengths = np.fromiter((len(r[1]) for r in rows), dtype=np.int64, count=len(rows))
-    order = np.argsort(-lengths, kind="stable")
-    ids = [rows[i][0] for i in order]
-    texts = [rows[i][1] for i in order]
+    ids, texts, skipped = longest_first(todo)
+    stats.errors += skipped
     encode = block_encoder(encoder, which)
     report = reporter(f"embedding {which} ({stats.model})", "rows") if progress and todo else None
-    skipped = len(todo) - len(rows)
     if report is not None:
         report(0, len(todo))  # the step has begun: loading a model can take a while before the first block
     writer = _Writer(PendingWrites(write, stats))
@@ -147,6 +141,24 @@ def encode_rows(todo: list, encoder, which: str, batch_size: int | None, write_e
     writer.close()
     if report is not None and skipped and not texts:
         report(len(todo), len(todo))
+
+
+def longest_first(rows: list) -> tuple[list[str], list[str], int]:
+    """The ids and texts of ``(id, text)`` rows that have a text, longest first (ties in the given order), and
+    how many have none (NULL, not a string, empty or blank). Longest first: each block then holds texts of
+    similar length, so the encoder pads little. Done with ``map`` and numpy, not a Python loop per row: on
+    50,000 rows the loop cost half a binary COPY of their vectors."""
+    if not rows:
+        return [], [], 0
+    ids, texts = zip(*rows)
+    if set(map(type, texts)) != {str}:  # NULLs (or a non-text column): no text, counted as errors
+        texts = tuple(t if isinstance(t, str) else "" for t in texts)
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    blank = (lengths == 0) | np.fromiter(map(str.isspace, texts), dtype=bool, count=len(texts))
+    lengths[blank] = -1
+    order = np.argsort(-lengths, kind="stable")[:len(texts) - int(blank.sum())]
+    return (np.array(ids, dtype=object)[order].tolist(), np.array(texts, dtype=object)[order].tolist(),
+            int(blank.sum()))
 
 
 def _encode_block(ids: list[str], texts: list[str], encode, encoder, batch_size: int | None,
