@@ -1,8 +1,8 @@
 """Store path: ``ragnb embed`` with every vector ready (encoder free) vs a bare binary COPY of the same vectors.
 
-What ``ragnb embed --chunks`` costs besides the encoder: reading the rows to embed, staging each block of 256
-vectors with binary COPY (pgvector's psycopg adapter) and merging it with one ``UPDATE … FROM``, the model
-recorded with the first block. The encoder is a table of precomputed vectors (one dict lookup per text), so
+What ``ragnb embed --chunks`` costs besides the encoder: reading the rows to embed, staging each write of up to
+8,192 vectors with binary COPY (the payload built by numpy in pgvector's binary format) and merging it with one
+``UPDATE … FROM``, the model recorded with the first write. The encoder is a table of precomputed vectors (one dict lookup per text), so
 nothing but the store path is timed.
 
 Peers, on the same N × 384 float32 vectors (clustered, unit length) and the same chunk table (N rows of
@@ -11,13 +11,15 @@ realistic length, loaded once, not timed):
 * **floor**: one binary COPY of ``(id text, vector)`` rows with ``copy.set_types(["text", "vector"])`` and
   ``write_row`` on a raw psycopg connection into a plain table, one transaction — what pgvector's own loading
   example does;
-* **after**: ``embed_table(db, "chunks", encoder)`` as ``ragnb embed`` calls it (defaults: batches of 32,
-  a transaction every 256 rows), into the table's own column (vectors reset to NULL before each round, not
-  timed);
+* **after**: ``embed_table(db, "chunks", encoder)`` as ``ragnb embed`` calls it (defaults: blocks of 256
+  rows encoded, a write per 8,192 rows or 2 s from the writer thread), into the table's own column (vectors
+  reset to NULL before each round, not timed);
 * **after, vector table**: the same for a second model, stored in its own vector table (``INSERT … ON
   CONFLICT``; ``replace=True`` each round);
-* **before**: ``embed_table`` as it was — pgvector's text form (``repr`` of each float) through a text COPY,
-  kept here as ``text_write``, one write per block of 256 rows (``--no-before`` skips it).
+* **previous**: the same ``embed_table`` with the stage filled the previous way, a row at a time through
+  pgvector's psycopg adapter (``set_types`` + ``write_row``; ``adapter_copy`` here);
+* **before**: ``embed_table`` as it was first — pgvector's text form (``repr`` of each float) through a text
+  COPY, kept here as ``text_write``, one write per block of 256 rows (``--no-before`` skips it).
 
 Each figure is the median of ``--repeats`` rounds (peers alternate their order): client CPU
 (``time.process_time()`` of this process; for ragnb also the part spent in the precomputed encoder and the rest,
@@ -134,6 +136,17 @@ def text_write(db, table, ids, vecs, conn=None) -> None:
                         f"WHERE t.{id_col} = s.id")
 
 
+def adapter_copy(cur, name: str, ids, vecs) -> None:
+    """The previous way to fill the stage: pgvector's psycopg adapter, a row at a time."""
+    from ragnb.store.copy import ensure_vector_type
+
+    ensure_vector_type(cur.connection)
+    with cur.copy(f"COPY {name} (id, emb) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["text", "vector"])
+        for row in zip(ids, vecs):
+            copy.write_row(row)
+
+
 def floor_copy(db, ids: list[str], vecs: np.ndarray) -> dict:
     """pgvector's loading example: binary COPY with set_types and write_row, one transaction."""
     import psycopg
@@ -183,7 +196,7 @@ def check_stored(db, ids: list[str], vecs: np.ndarray, model: str | None = None)
 def run_size(db, n: int, dim: int, repeats: int, before: bool) -> dict:
     import sqlalchemy as sa
 
-    from ragnb.store import vectors
+    from ragnb.store import copy, encode_pipeline, vectors
     from ragnb.store.loaders import insert_rows
     from ragnb.store.schema import ensure_schema
     from ragnb.store.vectors import _qt, embed_table
@@ -199,16 +212,19 @@ def run_size(db, n: int, dim: int, repeats: int, before: bool) -> dict:
     enc_a, enc_b = Precomputed("bench-a", texts, vecs), Precomputed("bench-b", texts, vecs[::-1].copy())
     by_id_b = dict(zip(ids, enc_b.vecs))
 
-    def ragnb(writer=None) -> dict:
-        """``writer`` given: the path before — that writer, one write per block of 256 rows."""
+    def ragnb(writer=None, stage_copy=None) -> dict:
+        """``writer`` given: the path before — that writer, one write per block of 256 rows; ``stage_copy``:
+        that way of filling the stage."""
         reset(db)
-        orig = vectors._write_vectors, vectors.WRITE_ROWS
+        orig = vectors._write_vectors, encode_pipeline.WRITE_ROWS, copy.copy_vectors
         if writer is not None:
-            vectors._write_vectors, vectors.WRITE_ROWS = writer, 1
+            vectors._write_vectors, encode_pipeline.WRITE_ROWS = writer, 1
+        if stage_copy is not None:
+            copy.copy_vectors = stage_copy
         try:
             out = measure(lambda: embed_table(db, "chunks", enc_a, progress=False), enc_a)
         finally:
-            vectors._write_vectors, vectors.WRITE_ROWS = orig
+            vectors._write_vectors, encode_pipeline.WRITE_ROWS, copy.copy_vectors = orig
         check_stored(db, ids, vecs)
         return out
 
@@ -217,7 +233,8 @@ def run_size(db, n: int, dim: int, repeats: int, before: bool) -> dict:
         check_stored(db, ids, np.stack([by_id_b[i] for i in ids]), "bench-b")
         return out
 
-    peers = {"floor_binary_copy": lambda: floor_copy(db, ids, vecs), "ragnb_column": ragnb, "ragnb_vector_table": side}
+    peers = {"floor_binary_copy": lambda: floor_copy(db, ids, vecs), "ragnb_column": ragnb, "ragnb_vector_table": side,
+             "previous_adapter_copy": lambda: ragnb(stage_copy=adapter_copy)}
     if before:
         peers["before_text_copy"] = lambda: ragnb(text_write)
     rounds: dict[str, list[dict]] = {k: [] for k in peers}

@@ -196,3 +196,97 @@ def test_a_production_table_with_integer_ids_and_its_own_column_names(fresh_db):
     with pytest.raises(ValueError, match=r"kb_passage: 1 row\(s\) to embed are no longer in the table \(first: "
                                          r"\['7'\]\)"):
         _write_vectors(fresh_db, table, ["7"], vecs[:1])
+
+
+def _adapter_rows(conn, ids: list[str], vecs: np.ndarray) -> list[bytes]:
+    """Each row as pgvector's psycopg adapter writes it in a binary COPY (``set_types`` + ``write_row``): the
+    previous writer, the reference for :func:`vector_copy_payload`."""
+    from psycopg.copy import Copy
+
+    from ragnb.store.copy import ensure_vector_type
+
+    ensure_vector_type(conn)
+    out = []
+    with conn.cursor() as cur:
+        for rid, vec in zip(ids, vecs):
+            fmt = Copy(cur, binary=True).formatter
+            fmt.transformer.set_dumper_types([conn.adapters.types["text"].oid, conn.adapters.types["vector"].oid],
+                                             __import__("psycopg").pq.Format.BINARY)
+            out.append(bytes(fmt.write_row((rid, vec))) + bytes(fmt.end()))
+    return out
+
+
+def _mixed_ids(n: int) -> list[str]:
+    """Ids of many byte lengths (ASCII, Cyrillic, emoji; one very long), in no particular order."""
+    rng = np.random.default_rng(3)
+    pieces = ["a", "ж", "wiki/страница", "😀", "page.md#"]
+    ids = [f"{''.join(rng.choice(pieces, size=int(rng.integers(1, 6))))}-{i}" for i in range(n)]
+    ids[n // 2] = "x" * 3000 + "-long"
+    return ids
+
+
+@pytest.mark.parametrize("dim", [1, 12, 1536, 16000])
+def test_the_numpy_payload_is_byte_for_byte_the_adapters_rows(fresh_db, dim):
+    from ragnb.store.copy import PGCOPY_HEADER, vector_copy_payload
+
+    rng = np.random.default_rng(dim)
+    n = 40 if dim < 16000 else 6
+    vecs = rng.integers(0, 2 ** 32, size=(n, dim), dtype=np.uint64).astype(np.uint32).view(np.float32)
+    vecs = np.where(np.isfinite(vecs), vecs, np.float32(-0.0))
+    vecs[0, :min(dim, DIM)] = _edge_vectors()[0, :min(dim, DIM)]
+    ids = _mixed_ids(n)
+    ensure_schema(fresh_db)  # pgvector's type
+    with fresh_db.engine.connect() as conn:
+        expected = _adapter_rows(conn.connection.driver_connection, ids, vecs)
+    assert all(e.startswith(PGCOPY_HEADER) and e.endswith(b"\xff\xff") for e in expected)
+    expected_rows = sorted(e[len(PGCOPY_HEADER):-2] for e in expected)
+    payload = b"".join(vector_copy_payload([i.encode() for i in ids], vecs))
+    # rows come grouped by id length: split them by walking the framing, then compare as sets of exact bytes
+    rows, pos = [], 0
+    while pos < len(payload):
+        id_len = int.from_bytes(payload[pos + 2:pos + 6], "big")
+        size = 2 + 4 + id_len + 4 + 4 + 4 * dim
+        rows.append(payload[pos:pos + size])
+        pos += size
+    assert sorted(rows) == expected_rows
+
+
+def _adapter_copy(db, table: str, ids: list[str], vecs: np.ndarray, dim: int) -> None:
+    """The previous store path's COPY: pgvector's adapter, a row at a time."""
+    from ragnb.store.copy import ensure_vector_type
+
+    with db.engine.begin() as conn:
+        raw = conn.connection.driver_connection
+        ensure_vector_type(raw)
+        with raw.cursor() as cur:
+            cur.execute(f"CREATE TABLE {table} (id text PRIMARY KEY, emb vector({dim}) NOT NULL)")
+            with cur.copy(f"COPY {table} (id, emb) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["text", "vector"])
+                for rid, vec in zip(ids, vecs):
+                    copy.write_row((rid, vec))
+
+
+@pytest.mark.parametrize("dim", [12, 4096])
+def test_stored_vectors_are_the_adapter_paths_bits_for_real_model_vectors_and_edge_values(fresh_db, dim):
+    from ragnb.rag.embeddings import get_encoder
+
+    store = fresh_db.vector_store()
+    _ensure_store(store)
+    if dim == DIM:
+        vecs, ids = _edge_vectors(), _mixed_ids(len(_edge_vectors()))
+    else:  # real vectors of the bundled model side by side, widened to a large dimension, and edge values
+        enc = get_encoder("all-MiniLM-L6-v2")
+        real = enc.encode_uncached([f"Текст {i} about retrieval and vectors" for i in range(11)])
+        vecs = np.tile(real, (1, dim // real.shape[1] + 1))[:, :dim].copy()
+        vecs[0, :DIM] = _edge_vectors()[0]
+        ids = _mixed_ids(len(vecs))
+    _adapter_copy(store, "ref_adapter", ids, vecs, dim)
+    with store.engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE side_new (row_id text PRIMARY KEY, embedding vector({dim}) NOT NULL)"))
+    _insert_vectors(store, "side_new", ids, vecs)
+    with store.engine.connect() as conn:
+        same = conn.execute(sa.text("SELECT count(*) FROM ref_adapter r JOIN side_new s ON s.row_id = r.id "
+                                    "WHERE vector_send(s.embedding) = vector_send(r.emb)")).scalar_one()
+    assert same == len(ids)  # the server's own binary form of each stored vector is identical
+    got = dict(_binary_rows(store, "SELECT row_id, embedding FROM side_new"))
+    assert np.array_equal(_bits(np.stack([got[i].to_numpy() for i in ids])), _bits(vecs))

@@ -9,16 +9,18 @@ default.
 Two formats, each where it fits:
 - rows of a loaded file (:func:`copy_rows_to_staging`): text COPY into a stage with the target's own column types,
   so a team's schema (integer ids, ``varchar``) parses each value exactly as an ``INSERT`` would;
-- vectors (:func:`stage_vectors`): binary COPY through pgvector's psycopg adapter
-  (``copy.set_types([..., "vector"])``), which sends each float32 value's four bytes as they are, so what the
+- vectors (:func:`stage_vectors`): binary COPY, each float32 value's four bytes sent as they are, so what the
   database stores is bit-identical to the float32 array given and nothing is turned into text and parsed back.
+  The payload is built by numpy for a whole block (:func:`vector_copy_payload`), not row by row through
+  pgvector's psycopg adapter: the adapter's per-row Python calls cost more than the rest of the write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import psycopg
 import sqlalchemy as sa
 from psycopg import sql
@@ -72,18 +74,52 @@ def create_stage(cur: psycopg.Cursor, name: str, columns: Sequence[tuple[str, st
         name=sql.Identifier(name), cols=cols))  # one round trip
 
 
-def copy_binary(cur: psycopg.Cursor, name: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence]) -> None:
-    """Binary COPY of ``rows`` into table ``name``'s ``(column, type name)`` columns; the type names are those
-    psycopg knows (``text``, ``int8``, ``vector`` once registered)."""
-    stmt = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
-        sql.Identifier(name), sql.SQL(", ").join(sql.Identifier(c) for c, _ in columns))
-    with cur.copy(stmt) as copy:
-        copy.set_types([t for _, t in columns])
-        for row in rows:
-            copy.write_row(row)
+# PostgreSQL's binary COPY framing: signature, flags (int32), header extension length (int32) ... rows ... -1.
+PGCOPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+PGCOPY_TRAILER = b"\xff\xff"
 
 
-def stage_vectors(cur: psycopg.Cursor, ids: Sequence[str], vecs) -> str:
+def vector_copy_payload(ids: Sequence[bytes], vecs: np.ndarray) -> Iterator[memoryview]:
+    """The binary COPY rows ``(id text, emb vector)`` of encoded ids and a float32 matrix, a block at a time
+    (no header or trailer). Row order does not matter to a staging table, so rows are grouped by the byte
+    length of their id: within a group every row has the same layout, one numpy record.
+
+    Each row (PostgreSQL's binary tuple, all big-endian): int16 field count 2; int32 byte length of the id and
+    its UTF-8 bytes (``text``'s binary form); int32 byte length ``4 + 4 * dim`` of the vector and pgvector's
+    binary ``vector`` (``vector_send``: int16 dim, int16 unused = 0, then ``dim`` float4). The floats travel as
+    their uint32 bit patterns, byte-swapped as integers: no arithmetic touches them, so -0.0, subnormals and
+    every other value arrive bit for bit."""
+    n, dim = vecs.shape
+    bits = np.ascontiguousarray(vecs, dtype=np.float32).view(np.uint32)
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=n)
+    order = np.argsort(lengths, kind="stable")
+    starts = np.flatnonzero(np.diff(lengths[order])) + 1
+    as_fixed = np.array(ids, dtype=f"S{max(int(lengths.max(initial=0)), 1)}")
+    for group in np.split(order, starts) if n else ():
+        width = int(lengths[group[0]])
+        fields = [("fields", ">i2"), ("id_len", ">i4")] + ([("id", f"S{width}")] if width else []) + \
+            [("vec_len", ">i4"), ("dim", ">i2"), ("unused", ">i2"), ("vec", ">u4", (dim,))]
+        rec = np.empty(len(group), dtype=np.dtype(fields))
+        rec["fields"], rec["id_len"], rec["vec_len"], rec["dim"], rec["unused"] = 2, width, 4 + 4 * dim, dim, 0
+        whole = len(group) == n  # every id of one length: the rows in their own order, no gather
+        if width:  # the ids of this group fill the width exactly: nothing is cut
+            rec["id"] = as_fixed if whole else as_fixed[group]
+        rec["vec"] = bits if whole else bits[group]
+        yield memoryview(rec).cast("B")  # the record's own bytes, not a copy of them
+
+
+def copy_vectors(cur: psycopg.Cursor, name: str, ids: Sequence[str], vecs: np.ndarray) -> None:
+    """Binary COPY of ``(id, vector)`` rows into table ``name``'s columns ``(id text, emb vector)``."""
+    codec = cur.connection.info.encoding  # text's binary form is in the connection's encoding (UTF-8 by default)
+    payload = vector_copy_payload([i.encode(codec) for i in ids], vecs)
+    with cur.copy(sql.SQL("COPY {} (id, emb) FROM STDIN (FORMAT BINARY)").format(sql.Identifier(name))) as copy:
+        copy.write(PGCOPY_HEADER)
+        for block in payload:
+            copy.write(block)
+        copy.write(PGCOPY_TRAILER)
+
+
+def stage_vectors(cur: psycopg.Cursor, ids: Sequence[str], vecs: np.ndarray) -> str:
     """Stage ``(id text, emb vector)`` rows — ``vecs`` a float32 matrix, one row per id — and return the stage's
     name. A repeated id is a ``ValueError`` (a merge would have to pick one of its vectors)."""
     if len(set(ids)) != len(ids):
@@ -92,7 +128,6 @@ def stage_vectors(cur: psycopg.Cursor, ids: Sequence[str], vecs) -> str:
         raise ValueError(f"row id {first!r} is given twice in one block of vectors; each row gets one vector")
     if len(ids) != len(vecs):
         raise ValueError(f"{len(ids)} row ids but {len(vecs)} vectors; each row needs exactly one vector")
-    ensure_vector_type(cur.connection)
     create_stage(cur, STAGE_VECTORS, [("id", "text"), ("emb", "vector")])
-    copy_binary(cur, STAGE_VECTORS, [("id", "text"), ("emb", "vector")], zip(ids, vecs))
+    copy_vectors(cur, STAGE_VECTORS, ids, np.ascontiguousarray(vecs, dtype=np.float32))
     return STAGE_VECTORS

@@ -9,7 +9,6 @@ error (or, with ``replace``, a re-embed of that model only), never a silent mix.
 
 from __future__ import annotations
 
-import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -18,12 +17,12 @@ import sqlalchemy as sa
 
 import numpy as np
 
-from ragnb.rag.encoders.base import LOCAL_MODEL_FIX, EmbeddingReplyError, check_batch_size, check_vectors
-from ragnb.progress import reporter
+from ragnb.rag.encoders.base import check_batch_size
 from ragnb.store.copy import ensure_vector_type, stage_vectors
+from ragnb.store.encode_pipeline import encode_rows
 from ragnb.store.engine import Database
 from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
-                                check_space, column_vectors, encode_fn, fingerprint, locate, qualified, recorded_space,
+                                check_space, column_vectors, fingerprint, locate, qualified, recorded_space,
                                 settings_json, source_table, table_vectors, vector_table_name)
 from ragnb.store.schema import Tables, column_dimension, ensure_schema, table_exists, tables
 
@@ -88,7 +87,8 @@ def embed_table(
     Chunks go through ``encode_documents``, questions through ``encode_queries`` (``encode`` when the encoder
     has neither). The model's vectors land in the table's own column when it is that column's model (or the
     column is still empty and writable), else in the model's vector table in the vector store; other models'
-    vectors are never touched. Rows are encoded ``write_every`` at a time; their vectors are written in
+    vectors are never touched. Rows are encoded ``write_every`` at a time while a writer thread saves the
+    previous blocks (:mod:`ragnb.store.encode_pipeline`): to the disk cache, and to the database in
     transactions of their own once ``WRITE_ROWS`` rows or ``WRITE_SECONDS`` have piled up (and before an error
     propagates), so an interrupted run keeps what it finished. Rows with empty text count as errors and get no vector.
     ``replace`` drops this model's vectors first (to re-embed it with other prompts or dimensions).
@@ -139,38 +139,8 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
                 _record_space(db, t, table, encoder, conn)
             _write_vectors(db, table, ids, vecs, conn)
 
-    _encode_blocks(todo, encoder, which, batch_size, write_every, progress, stats, write)
+    encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, write)
     return stats
-
-
-# A write is one transaction: COPY into a stage, one merge, a commit. Its cost is fixed (a few round trips and
-# a WAL flush), so blocks are gathered until this many rows or seconds have piled up — a fast encoder (a GPU, the
-# disk cache) writes few large blocks, a slow one still commits every block.
-WRITE_ROWS = 8192
-WRITE_SECONDS = 2.0
-
-
-class _Writes:
-    """Encoded blocks waiting to be written: ``add`` them, ``flush`` when enough piled up (and at the end)."""
-
-    def __init__(self, write, stats: EmbedStats) -> None:
-        self.write, self.stats = write, stats
-        self.ids: list[str] = []
-        self.vecs: list[np.ndarray] = []
-        self.since = time.monotonic()
-
-    def add(self, ids: list[str], vecs: np.ndarray) -> None:
-        self.ids += ids
-        self.vecs.append(vecs)
-        if len(self.ids) >= WRITE_ROWS or time.monotonic() - self.since >= WRITE_SECONDS:
-            self.flush()
-
-    def flush(self) -> None:
-        ids, vecs = self.ids, self.vecs
-        self.ids, self.vecs, self.since = [], [], time.monotonic()  # taken first: a failed write is not retried
-        if ids:
-            self.write(ids, vecs[0] if len(vecs) == 1 else np.concatenate(vecs))
-            self.stats.processed += len(ids)
 
 
 def _rows_to_embed(db: Database, table: sa.Table, text_col: sa.Column, where: str = "", params: tuple = ()
@@ -180,48 +150,6 @@ def _rows_to_embed(db: Database, table: sa.Table, text_col: sa.Column, where: st
     id_col = _q(db, table.c.id.name)
     return _binary_rows(db, f"SELECT CAST({id_col} AS text), {_q(db, text_col.name)} FROM {_qt(db, table)}{where} "
                             f"ORDER BY {id_col}", params, vectors=False)
-
-
-def _encode_blocks(todo: list, encoder: Encoder, which: str, batch_size: int, write_every: int, progress: bool,
-                   stats: EmbedStats, write) -> None:
-    """Encode (id, text) rows block by block and ``write(ids, vectors)`` them (see ``WRITE_ROWS``). Blocks
-    encoded before a failure (or an interruption) are written before it propagates."""
-    # Longest texts first: each block then holds texts of similar length, so the encoder pads less.
-    todo = sorted(todo, key=lambda row: len(row[1]) if isinstance(row[1], str) else 0, reverse=True)
-    encode = encode_fn(encoder, which)
-    report = reporter(f"embedding {which} ({stats.model})", "rows") if progress and todo else None
-    if report is not None:
-        report(0, len(todo))  # the step has begun: loading a model can take a while before the first block
-    pending = _Writes(write, stats)
-    try:
-        for start in range(0, len(todo), write_every):
-            block = todo[start:start + write_every]
-            ok = [(rid, txt) for rid, txt in block if isinstance(txt, str) and txt and not txt.isspace()]
-            stats.errors += len(block) - len(ok)
-            if ok:
-                pending.add([rid for rid, _ in ok], _encode_block(ok, encode, encoder, batch_size, stats))
-            if report is not None:
-                report(start + len(block), len(todo))
-    except BaseException:
-        pending.flush()
-        raise
-    pending.flush()
-
-
-def _encode_block(ok: list, encode, encoder: Encoder, batch_size: int, stats: EmbedStats) -> np.ndarray:
-    """The checked float32 vectors of one block of (id, text) rows."""
-    texts = [txt for _, txt in ok]
-    try:
-        vecs = np.asarray(encode(texts, batch_size=batch_size), dtype=np.float32)
-        check_vectors(vecs, texts, encoder.name, LOCAL_MODEL_FIX)  # any encoder: nothing unusable is stored
-    except EmbeddingReplyError as exc:
-        if exc.position is not None:
-            exc.where = f"for row id {ok[exc.position][0]!r} of {stats.table}"
-        raise
-    if vecs.shape != (len(ok), encoder.dim):
-        raise ValueError(f"model {encoder.name!r} returned vectors of shape {vecs.shape} for {len(ok)} texts "
-                         f"of {stats.table}; expected ({len(ok)}, {encoder.dim})")
-    return vecs
 
 
 def _fix_dimension(db: Database, table: sa.Table, dim: int, conn: sa.Connection | None = None) -> None:
@@ -312,7 +240,7 @@ def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, bat
                 register(conn)
             _insert_vectors(store, loc.sql_table, ids, vecs, conn)
 
-    _encode_blocks([tuple(r) for r in todo], encoder, which, batch_size, write_every, progress, stats, write)
+    encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, write)
     return stats
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -18,6 +19,11 @@ import numpy as np
 from ragnb.rag.encoders.devices import CPU_BATCH_SIZE
 
 ROLES = ("query", "document")
+
+
+def nothing_to_save() -> None:
+    """``save`` of :meth:`CachedEncoder.encode_then_save` when nothing new was encoded (or the cache is off),
+    and of an encoder without a disk cache."""
 
 
 @runtime_checkable
@@ -153,7 +159,12 @@ def check_vectors(vectors: np.ndarray, texts: list[str], model: str, fix: str) -
     if vectors.ndim != 2 or len(vectors) != len(texts):
         raise EmbeddingReplyError(model, f"an array of shape {vectors.shape} for {len(texts)} texts", position=None,
                                   text=None, fix=fix)
-    usable = np.isfinite(vectors).all(axis=1) & vectors.any(axis=1)
+    if vectors.dtype.kind != "f":  # integers (a test double, a parsed reply): the reductions need floats
+        vectors = vectors.astype(np.float64)
+    # a row's max and min: NaN propagates into both, ±Infinity shows in one, an all-zero row has both 0 —
+    # two reductions instead of an isfinite and an any pass over the whole matrix (what embed checks per block)
+    hi, lo = vectors.max(axis=1, initial=-np.inf), vectors.min(axis=1, initial=np.inf)
+    usable = np.isfinite(hi) & np.isfinite(lo) & ((hi != 0) | (lo != 0))
     if not usable.all():
         i = int(np.flatnonzero(~usable)[0])
         raise EmbeddingReplyError(model, vector_problem(vectors[i], None) or "an unusable vector", position=i,
@@ -281,30 +292,43 @@ class CachedEncoder:
         return CPU_BATCH_SIZE
 
     def _encode_cached(self, texts: list[str], role: str, batch_size: int | None, progress: bool) -> np.ndarray:
+        vecs, save = self.encode_then_save(texts, role, batch_size, progress)
+        save()
+        return vecs
+
+    def encode_then_save(self, texts: list[str], role: str = "document", batch_size: int | None = None,
+                         progress: bool = False) -> tuple[np.ndarray, Callable[[], None]]:
+        """The vectors of ``texts`` for ``role`` (cache first, as :meth:`encode`), and ``save()``, which writes
+        the ones the model computed into the disk cache. Split so that a pipeline can save from its writer
+        thread while the model encodes the next texts; :meth:`encode` saves at once."""
         texts = check_texts(texts, self.name, allow_empty=self.allow_empty)
         batch_size = check_batch_size(batch_size)
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
+            return np.zeros((0, self.dim), dtype=np.float32), nothing_to_save
         cache = self.cache_for(role)
         if cache is None:
-            return self.encode_uncached(texts, batch_size, progress, role)
+            return self.encode_uncached(texts, batch_size, progress, role), nothing_to_save
         from ragnb.rag.embedding_cache import text_key
 
         keys = [text_key(t) for t in texts]
         found = cache.get_many(list(dict.fromkeys(keys)))
         todo = {k: t for k, t in zip(keys, texts) if k not in found}
-        if todo:
-            try:
-                vecs = self.encode_uncached(list(todo.values()), batch_size, progress, role)
-            except EmbeddingReplyError as exc:  # name the text by its place in the caller's list
-                if exc.position is not None:
-                    exc.position = keys.index(list(todo)[exc.position])
-                raise
+        if not todo:
+            return np.stack([found[k] for k in keys]), nothing_to_save
+        try:
+            vecs = self.encode_uncached(list(todo.values()), batch_size, progress, role)
+        except EmbeddingReplyError as exc:  # name the text by its place in the caller's list
+            if exc.position is not None:
+                exc.position = keys.index(list(todo)[exc.position])
+            raise
+        found.update(zip(todo, vecs))
+
+        def save() -> None:
             cache.put_many(list(todo), vecs)
             if cache.get_meta("encoder") is None:  # provenance: what made these vectors
                 cache.set_meta("encoder", json.dumps({**self.describe(), "role": role}, sort_keys=True))
-            found.update(zip(todo, vecs))
-        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False), save
 
     def _encode_role(self, texts: list[str], role: str, batch_size: int, progress: bool) -> np.ndarray:
         raise NotImplementedError
