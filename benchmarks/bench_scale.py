@@ -124,9 +124,10 @@ def make_vectors(n: int, n_questions: int, seed: int) -> tuple[np.ndarray, np.nd
 
 def corpus(work: Path, n: int, n_questions: int, seed: int = 0) -> Path:
     """The folder of ``n`` chunks' files, written once: chunks.jsonl, ids.json, vectors.npy, questions.npy."""
+    for done in sorted(work.glob(f"n{n}_q*_s{seed}/done")):  # one written with more questions serves as well
+        if int(done.parent.name.split("_q")[1].split("_")[0]) >= n_questions:
+            return done.parent
     folder = work / f"n{n}_q{n_questions}_s{seed}"
-    if (folder / "done").exists():
-        return folder
     folder.mkdir(parents=True, exist_ok=True)
     meta = write_texts(folder / "chunks.jsonl", n, seed)
     ids = [json.loads(line)["id"] for line in (folder / "chunks.jsonl").open(encoding="utf-8")]
@@ -366,6 +367,57 @@ def run_size(args: argparse.Namespace, n: int) -> dict:
     return out
 
 
+def _row(n: int, stage: str, mine: dict, base: dict, note: str = "", basis: str = "client") -> str:
+    """One table row; the CPU ratio on ``basis``: the client's CPU, the server's, or both."""
+    def fig(r: dict) -> str:
+        return (f"{r['wall_s']:.1f} s / {r['client_cpu_s']:.2f} s / {r['server_cpu_s']:.1f} s / "
+                f"+{r['peak_above_mb']:.0f} MB")
+
+    def cpu(r: dict) -> float:
+        return {"client": r["client_cpu_s"], "server": r["server_cpu_s"]}.get(basis, r["client_cpu_s"] + r["server_cpu_s"])
+
+    ratio = f"{cpu(mine) / cpu(base):.2f}× ({basis})" if cpu(base) > 0 else "n/a"
+    return (f"| {f'{n:,}' if n else '—'} | {stage} | {fig(mine)} | {fig(base)} | {ratio} | "
+            f"{mine['wall_s'] / base['wall_s']:.2f}× | {note} |")
+
+
+def markdown(results: dict) -> str:
+    """BENCHMARKS.md's table: per size and stage, ragnb's figures beside its floor's, and the ratios."""
+    lines = ["| N | stage | ragnb: wall / client CPU / server CPU / peak above start | floor: the same | "
+             "CPU ratio | wall ratio | notes |", "|---:|---|---|---|---:|---:|---|"]
+    for size in results["sizes"]:
+        n = size["n"]
+        for stage, (mine, base) in (("load", ("load_ragnb", "load_floor")),
+                                    ("embed, encoder free", ("embed_ragnb", "embed_floor")),
+                                    ("HNSW build: tuned vs before", ("index_tuned", "index_before"))):
+            key = stage.split(",")[0].split(" ")[0].lower().replace("hnsw", "index")
+            if key in size:
+                m, b = size[key][mine], size[key][base]
+                note = (f"{m.get('maintenance_work_mem')}, {m.get('max_parallel_maintenance_workers')} workers vs "
+                        f"{b.get('maintenance_work_mem')}, server default" if key == "index" else "")
+                lines.append(_row(n, stage, m, b, note, "server" if key == "index" else "client"))
+        for name, res in size.items():
+            if not name.startswith("search_"):
+                continue
+            q = int(name.split("_")[1])
+            lines.append(_row(n, f"Tier 1 search, {q:,} questions: memory exact vs numpy", res["search_memory"],
+                              res["search_floor"], f"same top 10: {res['memory_equals_floor']:.4f}"))
+            if "search_hnsw" in res:
+                h = res["search_hnsw"]
+                lines.append(_row(n, f"Tier 1 search, {q:,} questions: HNSW (ef_search 40) vs memory exact", h,
+                                  res["search_memory"], f"search {h.get('search_wall_s', h['wall_s']):.1f} s; recall@10 vs exact "
+                                  f"{res['hnsw_recall@10_all_questions']:.4f} (all); ragnb's check "
+                                  f"{h['ann_recall@10_vs_exact']:.3f}, n={h['ann_recall_n']}, "
+                                  f"{h['ann_recall_check_s']:.1f} s", "client + server"))
+    if "encode_cpu" in results:
+        e = results["encode_cpu"]
+        lines.append(_row(0, f"encode {e['encode_ragnb']['texts']} chunks, CPU: ragnb vs raw sentence-transformers",
+                          e["encode_ragnb"], e["encode_raw"],
+                          f"{e['encode_ragnb']['texts'] / e['encode_ragnb']['wall_s']:.1f} vs "
+                          f"{e['encode_raw']['texts'] / e['encode_raw']['wall_s']:.1f} texts/s"))
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000", help="chunks, comma-separated (1000000 for 1M)")
@@ -374,6 +426,7 @@ def main() -> None:
     ap.add_argument("--encode-texts", type=int, default=256, help="chunks encoded by the real model (CPU)")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ragnb_scale")
     ap.add_argument("--out", type=Path, default=RESULTS / "scale.json")
+    ap.add_argument("--table", nargs="+", type=Path, default=None, help="print the markdown table of result files")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--folder", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
@@ -381,6 +434,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.folder, args.n, args.q)))
+        return
+    if args.table:
+        for path in args.table:
+            print(markdown(json.loads(path.read_text(encoding="utf-8"))))
         return
     args.stages = set(args.stages.split(","))
     from ragnb.store.engine import connect
