@@ -145,8 +145,10 @@ def index_memory_mb() -> int:
 
 def index_workers() -> int:
     """Parallel workers of an HNSW build besides the leader (``RAGNB_INDEX_WORKERS``; default: this machine's
-    cores − 1, at most 7 — pgvector's advice; the server still caps them by ``max_parallel_workers``)."""
-    return _positive_int("RAGNB_INDEX_WORKERS", max(0, min(7, (os.cpu_count() or 1) - 1)), "3", allow_zero=True)
+    cores − 1, at most 7 as pgvector's README sets it, at least PostgreSQL's own default 2 — on 2 cores one worker
+    built no faster; the server still caps them by ``max_parallel_workers``)."""
+    default = max(2, min(7, (os.cpu_count() or 1) - 1))
+    return _positive_int("RAGNB_INDEX_WORKERS", default, "3", allow_zero=True)
 
 
 EMBEDDING_DEVICE_ENV = "RAGNB_EMBEDDING_DEVICE"
