@@ -355,13 +355,14 @@ def run_size(args: argparse.Namespace, n: int) -> dict:
              "index": ("index_before", "index_tuned")}
     for stage in ("load", "embed", "index"):
         if stage in args.stages:
-            out[stage] = {peer: run_child(peer, folder, n, 0) for peer in pairs[stage]}
+            out[stage] = {peer: run_child(peer, folder, n, 0) for peer in pairs[stage] if peer not in args.skip}
     if "search" in args.stages:
         for n_q in args.questions:
             peers = ("search_floor", "search_memory") + (("search_hnsw",) if "index" in args.stages else ())
-            res = {peer: run_child(peer, folder, n, n_q) for peer in peers}
-            res["memory_equals_floor"] = recall(folder, "search_memory", "search_floor", n_q)
-            if "search_hnsw" in res:
+            res = {peer: run_child(peer, folder, n, n_q) for peer in peers if peer not in args.skip}
+            if "search_floor" in res and "search_memory" in res:
+                res["memory_equals_floor"] = recall(folder, "search_memory", "search_floor", n_q)
+            if "search_hnsw" in res and (folder / f"top_search_memory_{n_q}.json").exists():
                 res["hnsw_recall@10_all_questions"] = recall(folder, "search_hnsw", "search_memory", n_q)
             out[f"search_{n_q}"] = res
     return out
@@ -391,7 +392,7 @@ def markdown(results: dict) -> str:
                                     ("embed, encoder free", ("embed_ragnb", "embed_floor")),
                                     ("HNSW build: tuned vs before", ("index_tuned", "index_before"))):
             key = stage.split(",")[0].split(" ")[0].lower().replace("hnsw", "index")
-            if key in size:
+            if mine in size.get(key, {}) and base in size[key]:
                 m, b = size[key][mine], size[key][base]
                 note = (f"{m.get('maintenance_work_mem')}, {m.get('max_parallel_maintenance_workers')} workers vs "
                         f"{b.get('maintenance_work_mem')}, server default" if key == "index" else "")
@@ -400,8 +401,11 @@ def markdown(results: dict) -> str:
             if not name.startswith("search_"):
                 continue
             q = int(name.split("_")[1])
-            lines.append(_row(n, f"Tier 1 search, {q:,} questions: memory exact vs numpy", res["search_memory"],
-                              res["search_floor"], f"same top 10: {res['memory_equals_floor']:.4f}"))
+            if "search_memory" not in res:
+                continue
+            if "search_floor" in res:
+                lines.append(_row(n, f"Tier 1 search, {q:,} questions: memory exact vs numpy", res["search_memory"],
+                                  res["search_floor"], f"same top 10: {res['memory_equals_floor']:.4f}"))
             if "search_hnsw" in res:
                 h = res["search_hnsw"]
                 lines.append(_row(n, f"Tier 1 search, {q:,} questions: HNSW (ef_search 40) vs memory exact", h,
@@ -423,6 +427,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000", help="chunks, comma-separated (1000000 for 1M)")
     ap.add_argument("--questions", default="1000,10000", help="Tier 1 question counts, comma-separated")
     ap.add_argument("--stages", default=",".join(STAGES), help=f"any of {','.join(STAGES)}")
+    ap.add_argument("--skip", default="", help="peers not to run, e.g. index_before,search_floor (a 1M index "
+                    "build before tuning takes long)")
     ap.add_argument("--encode-texts", type=int, default=256, help="chunks encoded by the real model (CPU)")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ragnb_scale")
     ap.add_argument("--out", type=Path, default=RESULTS / "scale.json")
@@ -439,7 +445,7 @@ def main() -> None:
         for path in args.table:
             print(markdown(json.loads(path.read_text(encoding="utf-8"))))
         return
-    args.stages = set(args.stages.split(","))
+    args.stages, args.skip = set(args.stages.split(",")), set(args.skip.split(","))
     from ragnb.store.engine import connect
 
     connect().dispose()  # the embedded server runs before the first child (its CPU is measured)
