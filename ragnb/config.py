@@ -114,18 +114,41 @@ def embedding_env_options() -> dict:
     return out
 
 
+def _positive_int(name: str, default: int, example: str, allow_zero: bool = False) -> int:
+    raw = _env(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) < (0 if allow_zero else 1):
+        raise ValueError(f"{name}={raw!r} must be a {'non-negative' if allow_zero else 'positive'} whole number "
+                         f"(e.g. {example})")
+    return int(raw)
+
+
 SEARCH_MEMORY_MB = 512  # default working memory of one in-memory search batch (RAGNB_SEARCH_MEMORY_MB)
 
 
 def search_memory_mb() -> int:
     """Megabytes the in-memory exact search may use for one batch's similarity block, beside the matrix itself
     (``RAGNB_SEARCH_MEMORY_MB``, default 512): the batch of queries shrinks as the corpus grows."""
-    raw = _env("RAGNB_SEARCH_MEMORY_MB")
-    if raw is None:
-        return SEARCH_MEMORY_MB
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"RAGNB_SEARCH_MEMORY_MB={raw!r} must be a positive whole number of megabytes (e.g. 512)")
-    return int(raw)
+    return _positive_int("RAGNB_SEARCH_MEMORY_MB", SEARCH_MEMORY_MB, "512 megabytes")
+
+
+INDEX_MEMORY_MB = 4096  # default cap of one HNSW build's maintenance_work_mem (RAGNB_INDEX_MEMORY_MB)
+
+
+def index_memory_mb() -> int:
+    """Megabytes an HNSW build may use at most (``RAGNB_INDEX_MEMORY_MB``, default 4096): the build's
+    ``maintenance_work_mem`` is sized to the index's graph and capped by this. On the database server: keep it
+    well below that machine's free memory."""
+    return _positive_int("RAGNB_INDEX_MEMORY_MB", INDEX_MEMORY_MB, "4096")
+
+
+def index_workers() -> int:
+    """Parallel workers of an HNSW build besides the leader (``RAGNB_INDEX_WORKERS``; default: this machine's
+    cores − 1, at most 7 as pgvector's README sets it, at least PostgreSQL's own default 2 — on 2 cores one worker
+    built no faster; the server still caps them by ``max_parallel_workers``)."""
+    default = max(2, min(7, (os.cpu_count() or 1) - 1))
+    return _positive_int("RAGNB_INDEX_WORKERS", default, "3", allow_zero=True)
 
 
 EMBEDDING_DEVICE_ENV = "RAGNB_EMBEDDING_DEVICE"

@@ -60,6 +60,12 @@ ENV_VARS: tuple[EnvVar, ...] = (
            "working memory of the in-memory exact search (`backend: \"memory\"`) beside the chunk matrix: queries are "
            "searched in batches small enough that one batch's similarities (queries × chunks × 4 bytes) fit it, so a "
            "million 384-d chunks need about 1.5 GB for the matrix plus this budget"),
+    EnvVar("RAGNB_INDEX_MEMORY_MB", "`4096`",
+           "cap on `maintenance_work_mem` for a pgvector HNSW build: the build asks for the graph's size "
+           "(1.25 × N × (4·dim + 48·m + 200) bytes, at least 64 MB) up to this cap; a graph that does not fit "
+           "builds several times slower"),
+    EnvVar("RAGNB_INDEX_WORKERS", "cores − 1, 2–7",
+           "`max_parallel_maintenance_workers` for a pgvector HNSW build"),
     # --- embedding models
     EnvVar("RAGNB_EMBEDDING_MODEL", "`all-MiniLM-L6-v2`",
            "embedding model: `all-MiniLM-L6-v2`, `multilingual-e5-small`, a local sentence-transformers folder, or "

@@ -16,10 +16,10 @@ class _Space:
     name, dim = "synthetic-16", 16
 
 
-def _clustered(n: int, dim: int = 16, seed: int = 0) -> np.ndarray:
+def _clustered(n: int, dim: int = 16, seed: int = 0, spread: float = 0.3) -> np.ndarray:
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(8, dim))
-    return (centres[rng.integers(0, 8, n)] + 0.3 * rng.normal(size=(n, dim))).astype(np.float32)
+    return (centres[rng.integers(0, 8, n)] + spread * rng.normal(size=(n, dim))).astype(np.float32)
 
 
 @pytest.fixture

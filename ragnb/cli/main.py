@@ -323,6 +323,7 @@ def retrieve(
     from ragnb import config
     from ragnb.datasets import trec
     from ragnb.datasets.corpus import open_corpus, open_dataset
+    from ragnb.rag.retrieval import ann_recall, ann_recall_label
 
     try:
         corpus = "db" if dataset else "demo"
@@ -331,7 +332,11 @@ def retrieve(
                           {model or config.embedding_model_name(): settings} if settings else "")
         ds = open_dataset(str(dataset) if dataset else "", corpus, language)
         retriever = ctx.retriever(backend, index_mode)
-        res = retriever.search(encode_queries(ctx.encoder, [it.question for it in ds.items]), top_k)
+        queries = encode_queries(ctx.encoder, [it.question for it in ds.items])
+        res = retriever.search(queries, top_k)
+        checked = ""
+        if getattr(retriever, "mode", None) == "hnsw":  # an approximate ranking says what it lost
+            checked = "; " + ann_recall_label(ann_recall(retriever, queries, res, top_k))
         # The ranking Tier 1 evaluates (ties by chunk id), its scores made strictly decreasing so that
         # trec_eval, which re-sorts by score (ties by doc id descending), reads the same order.
         run = {it.id: list(zip(ids, map(float, sc))) for it, ids, sc in zip(ds.items, res.ids, res.scores)}
@@ -340,7 +345,7 @@ def retrieve(
             trec.write_qrels(ds.qrels(), qrels_out)
     except ValueError as exc:
         _fail(exc)
-    typer.echo(f"wrote {out} ({len(ds.items)} questions, {res.backend})")
+    typer.echo(f"wrote {out} ({len(ds.items)} questions, {res.backend}{checked})")
 
 
 # ------------------------------------------------------------------------------------- metrics

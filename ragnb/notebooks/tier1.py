@@ -43,6 +43,7 @@ from ragnb.config import notebook_output_dir
 
 output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
 
+from ragnb.rag.retrieval import ann_recall_label
 from ragnb.reports import charts, report
 from ragnb.metrics.stats import summary_frame
 from ragnb.store.vectors import fetch_texts
@@ -74,9 +75,8 @@ for note in result.notes:
 report.show_table(summary_frame(result.summary), max_rows=60)
 lat = result.summary["latency_ms"]
 print(f"Latency ({lat['mode']}, n = {lat['n']}): {report.latency_text(lat['mean'], lat['p50'], lat['p95'], 2)}")
-for name, value in result.summary["info"].items():
-    if name.startswith("hnsw_recall"):
-        print(f"HNSW index {name.replace('hnsw_', '')}: {value:.3f} (share of exact top-k that the index also returns)")
+if ann_recall_label(result.summary["info"]):
+    print(f"HNSW index, {ann_recall_label(result.summary['info'])} (share of exact top-k that the index also returns)")
 
 # %% [markdown]
 # ## Embedding models side by side

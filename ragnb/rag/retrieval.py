@@ -14,9 +14,12 @@ import numpy as np
 import sqlalchemy as sa
 
 from ragnb.config import search_memory_mb
+from ragnb.progress import reporter
+from ragnb.rag.index_build import build_index, build_settings
 from ragnb.store.engine import Database
 from ragnb.store.models import ModelVectors, data_dimension, locate
 from ragnb.store.schema import tables
+from ragnb.store.copy import ensure_vector_type
 from ragnb.store.vectors import _fix_dimension, _q, fetch_vectors, vector_literal
 
 
@@ -77,6 +80,15 @@ def _normalise_rows_in_place(m: np.ndarray, ids: np.ndarray) -> None:
     norms[norms == 0] = 1.0
     for start in range(0, len(m), step):
         m[start:start + step] /= norms[start:start + step]
+
+
+def search_reporter(backend: str, n_queries: int):
+    """The progress callback of one search (:mod:`ragnb.progress`), having reported its start; None when nothing
+    listens or the search is a single query (a latency probe)."""
+    report = reporter(f"searching ({backend})", "queries") if n_queries > 1 else None
+    if report is not None:
+        report(0, n_queries)
+    return report
 
 
 class MemoryRetriever:
@@ -163,6 +175,7 @@ class MemoryRetriever:
         all_ids: list[list[str]] = []
         all_scores: list[np.ndarray] = []
         latency = np.empty(len(q))
+        report = search_reporter(self.backend, len(q))
         for start in range(0, len(q), rows):
             t0 = time.perf_counter()
             block = q[start:start + rows]
@@ -172,6 +185,8 @@ class MemoryRetriever:
                 all_ids.append(self.ids[top].tolist())
                 all_scores.append(row[top].astype(np.float64))
             latency[start:start + len(block)] = (time.perf_counter() - t0) * 1000.0 / len(block)
+            if report is not None:
+                report(start + len(block), len(q))
         return RetrievalResult(all_ids, all_scores, latency, self.backend, "amortised")
 
 
@@ -197,25 +212,31 @@ def hnsw_indexes(db: Database, model: str | None = None) -> list[str]:
         return [r[0] for r in conn.execute(sql, {"t": name, "s": schema})]
 
 
-def create_hnsw_index(db: Database, m: int = 16, ef_construction: int = 64,
-                      maintenance_work_mem: str = "1GB", model: str | None = None) -> str:
-    """Build an HNSW index (cosine) on ``model``'s chunk vectors (default: the chunk table's own column). A bigger
-    maintenance_work_mem builds ~4× faster. A vector table lives in the (writable) vector store."""
+def create_hnsw_index(db: Database, m: int = 16, ef_construction: int = 64, model: str | None = None, *,
+                      memory_mb: int | None = None, workers: int | None = None) -> str:
+    """Build an HNSW index (cosine) on ``model``'s chunk vectors (default: the chunk table's own column). A vector
+    table lives in the (writable) vector store. The build's ``maintenance_work_mem`` is sized to the graph and
+    capped by ``memory_mb`` (default ``RAGNB_INDEX_MEMORY_MB``); ``workers`` parallel workers (default
+    ``RAGNB_INDEX_WORKERS``); progress on stderr (:mod:`ragnb.rag.index_build`)."""
     loc, _, _, name = _index_target(db, model)
     if not loc.db.writable:
         raise ValueError(f"{db.display_url} is read-only; index creation writes — pass --write to allow it")
+    dim = loc.dim
     if loc.storage == "column":
         t = tables(db.schema).chunk
         dim = data_dimension(db, t)
         if dim is None:
             raise ValueError("no chunk has an embedding yet; run `ragnb embed --chunks` before building an index")
         _fix_dimension(db, t, dim)
-    with loc.db.engine.begin() as conn:
-        conn.execute(sa.text(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'"))
-        conn.execute(sa.text(
-            f"CREATE INDEX IF NOT EXISTS {_q(loc.db, name)} ON {loc.sql_table} "
-            f"USING hnsw ({loc.emb_col} vector_cosine_ops) WITH (m = {int(m)}, ef_construction = {int(ef_construction)})"
-        ))
+    if name in hnsw_indexes(db, model):
+        return name
+    with loc.db.engine.connect() as conn:
+        rows = conn.execute(sa.text(f"SELECT count(*) FROM {loc.sql_table} WHERE {loc.emb_col} IS NOT NULL")).scalar_one()
+    build_index(loc.db.engine,
+                f"CREATE INDEX IF NOT EXISTS {_q(loc.db, name)} ON {loc.sql_table} USING hnsw ({loc.emb_col} "
+                f"vector_cosine_ops) WITH (m = {int(m)}, ef_construction = {int(ef_construction)})",
+                int(rows), build_settings(int(rows), int(dim or 0), int(m), memory_mb, workers),
+                f"building HNSW index {name}")
     return name
 
 
@@ -285,7 +306,10 @@ class PgVectorRetriever:
                     cur.execute("SET enable_indexscan = off")
                 else:
                     cur.execute(f"SET hnsw.ef_search = {max(self.ef_search, k)}")
+                report = search_reporter(self.backend, len(q))
                 for start in range(0, len(q), batch_size):
+                    if report is not None:
+                        report(start, len(q))
                     block = q[start:start + batch_size]
                     vecs = [vector_literal(v) for v in block]
                     t0 = time.perf_counter()
@@ -297,6 +321,8 @@ class PgVectorRetriever:
                         ids[start + i - 1].append(cid)
                         scores[start + i - 1].append(float(sim))
             raw.rollback()  # drop the SET before the connection returns to the pool
+        if report is not None:
+            report(len(q), len(q))
         mode = "per-query" if batch_size == 1 else "amortised"
         return RetrievalResult(ids, [np.asarray(s) for s in scores], latency, self.backend, mode,
                                {"ef_search": self.ef_search} if self.mode == "hnsw" else {})
@@ -349,6 +375,74 @@ def recall_vs_exact(approx: RetrievalResult, exact: RetrievalResult, k: int) -> 
         raise ValueError("both results must answer the same queries")
     overlaps = [len(set(a[:k]) & set(e[:k])) / max(1, min(k, len(e))) for a, e in zip(approx.ids, exact.ids)]
     return float(np.mean(overlaps)) if overlaps else float("nan")
+
+
+ANN_RECALL_SAMPLE = 200  # queries whose approximate top-k is checked against exact search
+ANN_RECALL_SEED = 0
+
+
+def recall_sample(n_queries: int, n: int = ANN_RECALL_SAMPLE, seed: int = ANN_RECALL_SEED) -> np.ndarray:
+    """Positions of the queries checked: all of them when there are at most ``n``, else ``n`` drawn without
+    replacement by ``numpy.random.default_rng(seed)``, in ascending order."""
+    if n_queries <= n:
+        return np.arange(n_queries)
+    return np.sort(np.random.default_rng(seed).choice(n_queries, size=n, replace=False))
+
+
+def ann_recall(retriever: "PgVectorRetriever", queries: np.ndarray, approx: RetrievalResult, k: int,
+               n: int = ANN_RECALL_SAMPLE, seed: int = ANN_RECALL_SEED) -> dict:
+    """What an HNSW search lost: :func:`recall_vs_exact` at ``k`` of ``approx`` (the index's answer to
+    ``queries``) against the exact top ``k`` of the same stored vectors (:func:`exact_top_k`), on
+    :func:`recall_sample` of the queries. Returns ``{"ann_recall@k_vs_exact": value, "ann_recall_n": n checked,
+    "ann_recall_seed": seed}``; :func:`ann_recall_label` words it."""
+    picked = recall_sample(len(queries), n, seed)
+    truth = exact_top_k(retriever.db, np.asarray(queries, dtype=np.float32)[picked], k, retriever.model)
+    mine = RetrievalResult([approx.ids[i] for i in picked], [approx.scores[i] for i in picked],
+                           approx.latency_ms[picked], approx.backend, approx.latency_mode)
+    exact = RetrievalResult(truth, [np.zeros(len(t)) for t in truth], np.zeros(len(truth)), "exact", "amortised")
+    return {f"ann_recall@{k}_vs_exact": recall_vs_exact(mine, exact, k), "ann_recall_n": int(len(picked)),
+            "ann_recall_seed": int(seed)}
+
+
+EXACT_BLOCK_ROWS = 16384  # stored vectors per block of the streamed exact search (25 MB at 384 dims)
+
+
+def exact_top_k(db: Database, queries: np.ndarray, k: int, model: str | None = None,
+                block_rows: int = EXACT_BLOCK_ROWS) -> list[list[str]]:
+    """Exact cosine top ``k`` ids of each query over ``model``'s stored chunk vectors, in one pass over the table
+    (a server-side cursor, ``block_rows`` vectors at a time; memory: one block and k candidates per query) —
+    for a few hundred queries far cheaper than one sequential scan per query. Equal similarities rank by id;
+    a tie across the k-th place inside one block may keep any of the tied ids (recall counts them the same)."""
+    loc = locate(db, "chunks", model)
+    q = _normalise(queries)
+    best: list[list[tuple[float, str]]] = [[] for _ in range(len(q))]
+    sql = f"SELECT CAST({loc.id_col} AS text), {loc.emb_col} FROM {loc.sql_table} WHERE {loc.emb_col} IS NOT NULL"
+    with loc.db.engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        ensure_vector_type(raw)
+        with raw.cursor(name="ragnb_exact_top_k", binary=True) as cur:
+            cur.itersize = block_rows
+            cur.execute(sql)
+            while rows := cur.fetchmany(block_rows):
+                ids = [r[0] for r in rows]
+                block = _normalise(np.stack([r[1].to_numpy() for r in rows]))
+                sims = q @ block.T
+                top = min(k, len(ids))
+                cand = np.argpartition(-sims, top - 1, axis=1)[:, :top]
+                for i, row in enumerate(cand):
+                    merged = best[i] + [(-float(sims[i, j]), ids[j]) for j in row]
+                    best[i] = sorted(merged)[:k]
+        raw.rollback()
+    return [[rid for _, rid in b] for b in best]
+
+
+def ann_recall_label(info: dict) -> str | None:
+    """``ANN recall@10 vs exact, n=200: 0.987`` from the keys :func:`ann_recall` returns; None without them."""
+    for key, value in info.items():
+        if key.startswith("ann_recall@") and key.endswith("_vs_exact"):
+            k = key[len("ann_recall@"):-len("_vs_exact")]
+            return f"ANN recall@{k} vs exact, n={info.get('ann_recall_n')}: {value:.3f}"
+    return None
 
 
 def consistency(runs: list[RetrievalResult], k: int) -> np.ndarray:

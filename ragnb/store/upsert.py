@@ -17,11 +17,13 @@ import psycopg
 import sqlalchemy as sa
 from psycopg import sql
 
+from ragnb.progress import reporter
 from ragnb.store.copy import column_list, copy_rows_to_staging, table_identifier
 from ragnb.store.engine import Database
 from ragnb.store.schema import ensure_schema
 
 STAGING = "ragnb_load_staging"
+PROGRESS_EVERY = 1000  # rows between two looks at the progress clock (a look per row would cost more than COPY)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def merge_rows(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ..
         raise ValueError(f"refresh={bad}: only metadata columns can be refreshed "
                          f"({[c for c in cols if c not in ('id', 'text', 'question')]})")
     with db.engine.begin() as conn, conn.connection.driver_connection.cursor() as cur:
-        staged = _stage(cur, table, cols, rows)
+        staged = _stage(cur, table, cols, rows, f"loading {kind}")
         changed = [] if on_changed == "skip" else _changed(cur, table, text_col, staged, rows)
         if changed and on_changed != "update":
             r = changed[0]
@@ -68,13 +70,19 @@ def merge_rows(db: Database, kind: str, rows: list[dict], refresh: tuple[str, ..
     return Merged(inserted, [f"{r.get('_where', 'row')} id={r['id']}" for r in changed], refreshed)
 
 
-def _stage(cur: Any, table: sa.Table, cols: list[str], rows: list[dict]) -> sql.Identifier:
-    """COPY the rows into the staging table; a value the column's type refuses is a ValueError naming its row."""
+def _stage(cur: Any, table: sa.Table, cols: list[str], rows: list[dict], label: str) -> sql.Identifier:
+    """COPY the rows into the staging table, reporting ``label: done/N rows`` (:mod:`ragnb.progress`); a value the
+    column's type refuses is a ValueError naming its row."""
     at = [0]  # the row being written, for a value psycopg itself refuses
+    report = reporter(label, "rows")
 
     def values() -> Iterator[tuple]:
         for at[0], r in enumerate(rows):
+            if report is not None and at[0] % PROGRESS_EVERY == 0:
+                report(at[0], len(rows))
             yield tuple(r.get(c) for c in cols)
+        if report is not None:
+            report(len(rows), len(rows))
 
     try:
         return copy_rows_to_staging(cur, table, cols, values(), STAGING)

@@ -13,7 +13,7 @@ from ragnb.rag.embeddings import Encoder
 from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate
-from ragnb.rag.retrieval import PgVectorRetriever, check_same_model, RetrievalResult, Retriever, consistency, recall_vs_exact
+from ragnb.rag.retrieval import PgVectorRetriever, check_same_model, RetrievalResult, Retriever, ann_recall, consistency
 from ragnb.metrics.stats import latency_summary
 from ragnb.tiers.result import TierResult, encoder_meta
 
@@ -66,7 +66,8 @@ def run_tier1(
     - ``retrieval_consistency`` over ``consistency_runs`` repeated retrievals (see docs/metrics.md, Retrieval);
     - latency: pgvector queries timed one by one on the first ``latency_sample`` questions
       (batched timings are amortised and would understate a single user's wait);
-    - with an HNSW index, recall@k of the index against exact search on the same questions.
+    - with an HNSW index, recall@k of the index against exact search on a seeded sample of the questions
+      (``ann_recall@k_vs_exact`` with its ``ann_recall_n`` in ``summary['info']``).
     """
     if top_k < 1:
         raise ValueError(f"top_k = {top_k}; retrieve at least one chunk per question")
@@ -102,8 +103,7 @@ def run_tier1(
     info = {"backend": result.backend, "top_k": top_k, "n_questions": len(qids),
             "index": "hnsw" if result.backend == "pgvector-hnsw" else "exact", **result.info}
     if hnsw_check and isinstance(retriever, PgVectorRetriever) and retriever.mode == "hnsw":
-        exact = PgVectorRetriever(retriever.db, mode="exact", model=retriever.model).search(vectors, top_k, batch_size=batch_size)
-        info[f"hnsw_recall@{top_k}_vs_exact"] = recall_vs_exact(result, exact, top_k)
+        info.update(ann_recall(retriever, vectors, result, top_k))
     summary["info"] = {**summary.pop("_info", {}), **info}
 
     per_query.insert(0, "question", pd.Series([it.question for it in dataset.items], index=qids))
