@@ -125,3 +125,21 @@ def _other() -> CachedEncoder:
     other = _Recording()
     other.name = "other"
     return other
+
+
+def test_a_damaged_cached_vector_is_refused_naming_the_row_and_nothing_is_written(fresh_db, tmp_path, monkeypatch):
+    from ragnb.rag.encoders.base import EmbeddingReplyError
+
+    monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(tmp_path / "cache"))
+    _load(fresh_db, {"a": "first text", "b": "second text"})
+    enc = _Recording()
+    bad = np.ones((2, DIM), dtype=np.float32)
+    bad[1, 3] = np.nan
+    enc.cache_for("document").put_many([text_key("first text"), text_key("second text")], bad)
+    with pytest.raises(EmbeddingReplyError) as info:
+        embed_table(fresh_db, "chunks", enc, progress=False)
+    assert str(info.value) == (
+        "embedding model 'recording' returned a vector holding NaN at element 3 for row id 'b' of chunk (from the disk "
+        "cache); the disk cache holds an unusable vector for it (a damaged file); delete that cache file (see "
+        "RAGNB_EMBEDDING_CACHE) and embed again")
+    assert fetch_vectors(fresh_db)[0] == [] and enc.seen == []

@@ -49,10 +49,13 @@ def digest_sql(text_sql: str) -> str:
 def split_cached(rows: list[tuple], cache: Any) -> tuple[list[str], np.ndarray | None, list[str], int]:
     """``(id, digest or None)`` rows → the ids found in ``cache`` with their vectors (float32, in row order), the
     ids to encode (in row order), and how many rows have no text."""
-    blank = sum(1 for _, key in rows if key is None)
-    keyed = [(rid, key) for rid, key in rows if key is not None]
-    found = cache.get_many(list(dict.fromkeys(key for _, key in keyed)))
-    hits = [(rid, found[key]) for rid, key in keyed if key in found]
-    misses = [rid for rid, key in keyed if key not in found]
-    vecs = np.stack([v for _, v in hits]).astype(np.float32, copy=False) if hits else None
-    return [rid for rid, _ in hits], vecs, misses, blank
+    keyed = [row for row in rows if row[1] is not None]
+    if not keyed:
+        return [], None, [], len(rows)
+    ids, keys = zip(*keyed)
+    vecs, found = cache.get_matrix(list(keys))
+    if found.all():
+        return list(ids), vecs, [], len(rows) - len(keyed)
+    id_array = np.array(ids, dtype=object)
+    return (id_array[found].tolist(), vecs[found] if found.any() else None, id_array[~found].tolist(),
+            len(rows) - len(keyed))
