@@ -18,6 +18,12 @@ realistic length, loaded once, not timed):
   CONFLICT``; ``replace=True`` each round);
 * **previous**: the same ``embed_table`` with the stage filled the previous way, a row at a time through
   pgvector's psycopg adapter (``set_types`` + ``write_row``; ``adapter_copy`` here);
+* **disk cache, server hash**: ``embed_table`` with a ragnb encoder whose disk cache holds every text already
+  (what "every text cached" means for ``ragnb embed``; the model is never called): the server computes each
+  text's cache key (``sha256``), ragnb reads ids + digests, looks them up in the cache and writes the vectors;
+  every client CPU second counts as the store path's, the cache reads included;
+* **disk cache, client hash**: the same with the texts read and hashed on the client (the path before the
+  server computed the digests);
 * **before**: ``embed_table`` as it was first — pgvector's text form (``repr`` of each float) through a text
   COPY, kept here as ``text_write``, one write per block of 256 rows (``--no-before`` skips it).
 
