@@ -5,7 +5,7 @@ encoder's fingerprint and role name the cache file, not the key). PostgreSQL (�
 ``sha256(convert_to(text, 'UTF8'))``: in a UTF8 database ``convert_to`` hands the stored bytes over unchanged, and
 psycopg decodes those same bytes into the Python ``str`` that ``text_key`` encodes again — so the server hashes
 exactly the bytes the client would. ``embed_table`` then reads ids + digests (64 bytes a row instead of the whole
-text: on 50,000 chunks of 60–200 words, 45 MB the client no longer decodes), takes the cached vectors, and reads
+text: on 50,000 chunks of 60–200 words, 56 MB the client no longer reads, decodes and hashes), takes the cached vectors, and reads
 the texts of the misses only, which are encoded as before. A database in another encoding, an older server, an
 encoder without ragnb's disk cache or ``RAGNB_EMBEDDING_CACHE=off``: the texts are read and hashed on the client,
 as before.
@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
-# Python's str.isspace() characters (Unicode White_Space minus none, as CPython defines it): a text made of these
-# only is "blank", which embed_table skips and counts as an error. btrim() with this set in the server decides
-# exactly as longest_first does on the client (a test compares both over every character).
+from ragnb.store.encode_pipeline import role_of
+
+# The characters for which Python's str.isspace() is true: a text made of these only is "blank", which
+# embed_table skips and counts as an error. btrim() with this set in the server decides exactly as longest_first
+# does on the client (a test compares both over every character).
 WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
               "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 
@@ -29,7 +31,7 @@ def role_cache(encoder: Any, which: str) -> Any:
     (an encoder without ragnb's cache, or the cache off)."""
     if not (hasattr(encoder, "encode_then_save") and hasattr(encoder, "cache_for")):
         return None
-    return encoder.cache_for("document" if which == "chunks" else "query")
+    return encoder.cache_for(role_of(which))
 
 
 def server_hashes_utf8(cur) -> bool:

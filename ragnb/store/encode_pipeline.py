@@ -38,11 +38,16 @@ CACHE_FIX = ("the disk cache holds an unusable vector for it (a damaged file); d
              "RAGNB_EMBEDDING_CACHE) and embed again")
 
 
+def role_of(which: str) -> str:
+    """The encoder role of a table: chunks are documents, questions are queries."""
+    return "document" if which == "chunks" else "query"
+
+
 def block_encoder(encoder, which: str) -> Callable[[list[str], int | None], tuple[np.ndarray, Callable[[], None]]]:
     """``fn(texts, batch_size) -> (vectors, save)``: chunks as documents, questions as queries. ``save()`` writes
     the vectors the model computed to the encoder's disk cache (ragnb's encoders); any other encoder (only
     ``encode``, or its own caching) gets a ``save`` that does nothing."""
-    role = "document" if which == "chunks" else "query"
+    role = role_of(which)
     split = getattr(encoder, "encode_then_save", None)
     if split is not None:
         return lambda texts, batch_size: split(texts, role, batch_size)
