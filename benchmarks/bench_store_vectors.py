@@ -18,6 +18,12 @@ realistic length, loaded once, not timed):
   CONFLICT``; ``replace=True`` each round);
 * **previous**: the same ``embed_table`` with the stage filled the previous way, a row at a time through
   pgvector's psycopg adapter (``set_types`` + ``write_row``; ``adapter_copy`` here);
+* **disk cache, server hash**: ``embed_table`` with a ragnb encoder whose disk cache holds every text already
+  (what "every text cached" means for ``ragnb embed``; the model is never called): the server computes each
+  text's cache key (``sha256``), ragnb reads ids + digests, looks them up in the cache and writes the vectors;
+  every client CPU second counts as the store path's, the cache reads included;
+* **disk cache, client hash**: the same with the texts read and hashed on the client (the path before the
+  server computed the digests);
 * **before**: ``embed_table`` as it was first — pgvector's text form (``repr`` of each float) through a text
   COPY, kept here as ``text_write``, one write per block of 256 rows (``--no-before`` skips it).
 
@@ -70,6 +76,28 @@ class Precomputed:
         out = self.vecs[[self.index[t] for t in texts]]
         self.cpu_s += time.process_time() - t0
         return out
+
+
+def disk_cached(texts: list[str], vecs: np.ndarray):
+    """A ragnb encoder (``CachedEncoder``) whose disk cache holds every text's vector already (filled here, not
+    timed); its model is never called. ``embed_table`` takes the cached path with it: the server hashes the
+    texts and only ids + digests are read."""
+    from ragnb.rag.embedding_cache import text_key
+    from ragnb.rag.encoders.base import CachedEncoder
+
+    class DiskCached(CachedEncoder):
+        name, backend, fingerprint, dim = "bench-c", "bench", "b" * 64, vecs.shape[1]
+        prompts = {"query": None, "document": None}
+        cpu_s = 0.0  # no model ran: every client CPU second is the store path's (cache reads included)
+
+        def _encode_role(self, texts, role, batch_size, progress):
+            raise RuntimeError(f"{len(texts)} text(s) missing from the disk cache the benchmark filled")
+
+    enc = DiskCached()
+    cache = enc.cache_for("document")
+    for start in range(0, len(texts), 10_000):
+        cache.put_many([text_key(t) for t in texts[start:start + 10_000]], vecs[start:start + 10_000])
+    return enc
 
 
 def corpus(n: int, dim: int, seed: int = 0) -> tuple[list[str], list[str], np.ndarray]:
@@ -228,13 +256,30 @@ def run_size(db, n: int, dim: int, repeats: int, before: bool) -> dict:
         check_stored(db, ids, vecs)
         return out
 
+    enc_c = disk_cached(texts, vecs)
+
+    def cached(server_hash: bool = True) -> dict:
+        """Every text in the disk cache; ``server_hash=False``: the texts read and hashed on the client instead
+        (the path before the server computed the digests)."""
+        reset(db)
+        orig = vectors.role_cache
+        if not server_hash:
+            vectors.role_cache = lambda encoder, which: None
+        try:
+            out = measure(lambda: embed_table(db, "chunks", enc_c, progress=False), enc_c)
+        finally:
+            vectors.role_cache = orig
+        check_stored(db, ids, vecs)
+        return out
+
     def side() -> dict:  # bench-a holds the column (the last round left it there)
         out = measure(lambda: embed_table(db, "chunks", enc_b, replace=True, progress=False), enc_b)
         check_stored(db, ids, np.stack([by_id_b[i] for i in ids]), "bench-b")
         return out
 
     peers = {"floor_binary_copy": lambda: floor_copy(db, ids, vecs), "ragnb_column": ragnb, "ragnb_vector_table": side,
-             "previous_adapter_copy": lambda: ragnb(stage_copy=adapter_copy)}
+             "previous_adapter_copy": lambda: ragnb(stage_copy=adapter_copy),
+             "ragnb_disk_cache_server_hash": cached, "ragnb_disk_cache_client_hash": lambda: cached(False)}
     if before:
         peers["before_text_copy"] = lambda: ragnb(text_write)
     rounds: dict[str, list[dict]] = {k: [] for k in peers}
@@ -271,8 +316,12 @@ def main() -> dict:
     import pgvector
     import psycopg
 
+    import os
+    import tempfile
+
     from ragnb.store.engine import connect
 
+    os.environ["RAGNB_EMBEDDING_CACHE"] = tempfile.mkdtemp(prefix="bench-store-cache-")  # a fresh disk cache
     db = connect(database="bench_store_vectors")
     result = {"machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count(),
                           "psycopg": psycopg.__version__, "psycopg_impl": psycopg.pq.__impl__,

@@ -75,3 +75,20 @@ def test_one_file_per_fingerprint_and_role_with_its_provenance(tmp_path, monkeyp
     assert (meta["role"], meta["query_prompt"], meta["fingerprint"], meta["dim"]) == ("query", "query: ", e5.fingerprint, 384)
     with pytest.raises(ValueError, match="holds 384-d vectors .* makes 128-d ones; delete that file"):
         EmbeddingCache(tmp_path / "roles", "multilingual-e5-small", 128, file_id=e5.cache_id("query"))
+
+
+def test_get_matrix_gives_the_vectors_of_many_keys_in_order_with_a_found_mask(tmp_path):
+    from ragnb.rag.embedding_cache import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path, "m", 3)
+    vecs = np.array([[1, 2, 3], [4, 5, 6.5], [-0.0, 1e-45, 7]], dtype=np.float32)
+    cache.put_many(["a", "b", "c"], vecs)
+    with sqlite3.connect(cache.path) as conn:  # a damaged entry (wrong length) is a miss, as in get_many
+        conn.execute("INSERT OR REPLACE INTO vectors (key, vec) VALUES ('d', x'0000')")
+    mat, found = cache.get_matrix(["c", "x", "a", "c", "d"])
+    assert found.tolist() == [True, False, True, True, False]
+    assert mat.view(np.uint32).tolist() == np.stack([vecs[2], np.zeros(3), vecs[0], vecs[2], np.zeros(3)]
+                                                    ).astype(np.float32).view(np.uint32).tolist()
+    mat, found = cache.get_matrix(["b", "a"])  # all found: the joined bytes in the keys' order
+    assert found.all() and mat.view(np.uint32).tolist() == vecs[[1, 0]].view(np.uint32).tolist()
+    assert cache.get_matrix([])[0].shape == (0, 3)

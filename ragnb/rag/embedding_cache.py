@@ -18,6 +18,7 @@ A second table, ``encode_seconds(key, seconds)``, keeps how long a text took to 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import sqlite3
@@ -31,6 +32,7 @@ from ragnb import config
 
 _OFF = ("off", "none", "0", "false")
 _QUERY_CHUNK = 900  # sqlite's default limit on bound parameters is 999
+_MMAP_BYTES = 1 << 30
 
 
 def cache_dir() -> Path | None:
@@ -104,6 +106,9 @@ class EmbeddingCache:
         self._conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
+            # reads through a memory map, not a read() per page into sqlite's own 2 MB page cache: looking up
+            # 50,000 vectors cost 0.27 s of CPU that way, 0.16 s mapped (a limit, not an allocation)
+            self._conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
             self._conn.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
             self._conn.execute("CREATE TABLE IF NOT EXISTS encode_seconds (key TEXT PRIMARY KEY, seconds REAL NOT NULL)")
             self._conn.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
@@ -143,6 +148,31 @@ class EmbeddingCache:
                     if len(blob) == width:  # a damaged entry is a miss; the next encode overwrites it
                         out[key] = np.frombuffer(blob, dtype=np.float32)
         return out
+
+    def get_matrix(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The vectors of ``keys`` as one float32 ``(len(keys), dim)`` matrix and a bool mask of the keys found
+        (a missing or damaged entry: a zero row, False). For callers that look up many keys at once
+        (``embed_table`` with every text cached): one query — the keys as one JSON array joined to the table —
+        and the vectors' bytes joined into the matrix, not an array per key; on 50,000 keys
+        :meth:`get_many` + ``np.stack`` cost 0.55 s of CPU, 2.3× a binary COPY of those vectors."""
+        n, dim = len(keys), self.dim or 0
+        if not n or not dim:
+            return np.zeros((n, dim), dtype=np.float32), np.zeros(n, dtype=bool)
+        with self._lock:  # json_each drives the join: the rows come in the keys' order (checked below)
+            rows = self._conn.execute("SELECT j.key, v.vec FROM json_each(?) AS j JOIN vectors AS v "
+                                      "ON v.key = j.value", (json.dumps(keys),)).fetchall()
+        width = dim * 4
+        if any(len(blob) != width for _, blob in rows):  # a damaged entry is a miss (as in get_many)
+            rows = [r for r in rows if len(r[1]) == width]
+        where = np.fromiter((r[0] for r in rows), dtype=np.intp, count=len(rows))
+        values = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+        found = np.zeros(n, dtype=bool)
+        found[where] = True
+        if len(rows) == n and (where == np.arange(n)).all():  # every key, in order: the bytes are the matrix
+            return values, found
+        out = np.zeros((n, dim), dtype=np.float32)
+        out[where] = values
+        return out, found
 
     def put_many(self, keys: list[str], vectors: np.ndarray) -> None:
         vectors = np.asarray(vectors, dtype=np.float32)

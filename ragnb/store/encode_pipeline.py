@@ -33,13 +33,21 @@ WRITE_SECONDS = 2.0
 QUEUE_BLOCKS = 2  # encoded blocks waiting for the writer: enough to keep both busy, little memory
 
 Write = Callable[[list[str], np.ndarray], None]
+Cached = tuple[list[str], "np.ndarray | None", int]  # ids from the disk cache, their vectors, rows without text
+CACHE_FIX = ("the disk cache holds an unusable vector for it (a damaged file); delete that cache file (see "
+             "RAGNB_EMBEDDING_CACHE) and embed again")
+
+
+def role_of(which: str) -> str:
+    """The encoder role of a table: chunks are documents, questions are queries."""
+    return "document" if which == "chunks" else "query"
 
 
 def block_encoder(encoder, which: str) -> Callable[[list[str], int | None], tuple[np.ndarray, Callable[[], None]]]:
     """``fn(texts, batch_size) -> (vectors, save)``: chunks as documents, questions as queries. ``save()`` writes
     the vectors the model computed to the encoder's disk cache (ragnb's encoders); any other encoder (only
     ``encode``, or its own caching) gets a ``save`` that does nothing."""
-    role = "document" if which == "chunks" else "query"
+    role = role_of(which)
     split = getattr(encoder, "encode_then_save", None)
     if split is not None:
         return lambda texts, batch_size: split(texts, role, batch_size)
@@ -113,24 +121,34 @@ class _Writer:
 
 
 def encode_rows(todo: list, encoder, which: str, batch_size: int | None, write_every: int, progress: bool,
-                stats, write: Write) -> None:
+                stats, write: Write, cached: Cached | None = None) -> None:
     """Encode ``(id, text)`` rows ``write_every`` at a time and ``write(ids, vectors)`` them from the writer
     thread (see the module). Rows without text (NULL, empty, blank) count in ``stats.errors`` and get no
-    vector; ``stats.processed`` counts the rows written."""
+    vector; ``stats.processed`` counts the rows written. ``cached``: rows whose vectors came from the disk cache
+    without their texts (:mod:`ragnb.store.cached_rows`) — ``(ids, vectors, rows without text)``, written
+    first, ``WRITE_ROWS`` at a time."""
     ids, texts, skipped = longest_first(todo)
+    hit_ids, hit_vecs, blank = cached if cached is not None else ([], None, 0)
+    skipped += blank
     stats.errors += skipped
+    total = len(todo) + len(hit_ids) + blank
     encode = block_encoder(encoder, which)
-    report = reporter(f"embedding {which} ({stats.model})", "rows") if progress and todo else None
+    report = reporter(f"embedding {which} ({stats.model})", "rows") if progress and total else None
     if report is not None:
-        report(0, len(todo))  # the step has begun: loading a model can take a while before the first block
+        report(0, total)  # the step has begun: loading a model can take a while before the first block
     writer = _Writer(PendingWrites(write, stats))
     try:
+        for start in range(0, len(hit_ids), WRITE_ROWS):
+            block_ids, vecs = hit_ids[start:start + WRITE_ROWS], hit_vecs[start:start + WRITE_ROWS]
+            _check_cached(block_ids, vecs, encoder, stats)
+            writer.put(block_ids, vecs, nothing_to_save)
+        done = len(hit_ids) + skipped
         for start in range(0, len(texts), write_every):
             block_ids, block_texts = ids[start:start + write_every], texts[start:start + write_every]
             vecs, save = _encode_block(block_ids, block_texts, encode, encoder, batch_size, stats)
             writer.put(block_ids, vecs, save)
             if report is not None:
-                report(min(start + len(block_ids) + skipped, len(todo)), len(todo))
+                report(min(start + len(block_ids) + done, total), total)
     except BaseException as exc:
         try:
             writer.close()  # the blocks encoded before the failure are written before it propagates
@@ -139,8 +157,8 @@ def encode_rows(todo: list, encoder, which: str, batch_size: int | None, write_e
                 exc.add_note(f"writing the blocks encoded before it failed too: {also}")
         raise
     writer.close()
-    if report is not None and skipped and not texts:
-        report(len(todo), len(todo))
+    if report is not None and not texts:
+        report(total, total)
 
 
 def longest_first(rows: list) -> tuple[list[str], list[str], int]:
@@ -159,6 +177,15 @@ def longest_first(rows: list) -> tuple[list[str], list[str], int]:
     order = np.argsort(-lengths, kind="stable")[:len(texts) - int(blank.sum())]
     return (np.array(ids, dtype=object)[order].tolist(), np.array(texts, dtype=object)[order].tolist(),
             int(blank.sum()))
+
+
+def _check_cached(ids: list[str], vecs: np.ndarray, encoder, stats) -> None:
+    """Vectors read from the disk cache are checked like encoded ones: nothing unusable is stored."""
+    try:
+        check_vectors(vecs, [None] * len(ids), encoder.name, CACHE_FIX)
+    except EmbeddingReplyError as exc:
+        exc.where = f"for row id {ids[exc.position]!r} of {stats.table} (from the disk cache)"
+        raise
 
 
 def _encode_block(ids: list[str], texts: list[str], encode, encoder, batch_size: int | None,

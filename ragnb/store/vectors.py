@@ -19,7 +19,8 @@ import numpy as np
 
 from ragnb.rag.encoders.base import check_batch_size
 from ragnb.store.copy import ensure_vector_type, stage_vectors
-from ragnb.store.encode_pipeline import encode_rows
+from ragnb.store.cached_rows import WHITESPACE, digest_sql, role_cache, server_hashes_utf8, split_cached
+from ragnb.store.encode_pipeline import Cached, encode_rows
 from ragnb.store.engine import Database
 from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
                                 check_space, column_vectors, fingerprint, locate, qualified, recorded_space,
@@ -127,9 +128,9 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
 
     with db.engine.connect() as conn:
         total = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
-    todo = _rows_to_embed(db, table, text_col, f" WHERE {_q(db, emb.name)} IS NULL")
-    stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - len(todo), 0)
-    if not todo and total:
+    todo, cached = _rows_or_cached(db, table, text_col, encoder, which, f" WHERE {_q(db, emb.name)} IS NULL")
+    stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - _count(todo, cached), 0)
+    if not _count(todo, cached) and total:
         _record_space(db, t, table, encoder)
 
     def write(ids: list[str], vecs: np.ndarray) -> None:
@@ -139,7 +140,7 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
                 _record_space(db, t, table, encoder, conn)
             _write_vectors(db, table, ids, vecs, conn)
 
-    encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, write)
+    encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, write, cached)
     return stats
 
 
@@ -150,6 +151,35 @@ def _rows_to_embed(db: Database, table: sa.Table, text_col: sa.Column, where: st
     id_col = _q(db, table.c.id.name)
     return _binary_rows(db, f"SELECT CAST({id_col} AS text), {_q(db, text_col.name)} FROM {_qt(db, table)}{where} "
                             f"ORDER BY {id_col}", params, vectors=False)
+
+
+def _rows_or_cached(db: Database, table: sa.Table, text_col: sa.Column, encoder: Encoder, which: str, where: str = "",
+                    params: tuple = ()) -> tuple[list[tuple], Cached | None]:
+    """The rows to encode as ``(id, text)`` and, when the server can hash the texts as the disk cache keys them
+    (:mod:`ragnb.store.cached_rows`), the rows the cache holds already — read as ids + digests, their texts never
+    read. ``cached`` is None when every row's text was read (no cache, or a server that cannot hash)."""
+    cache = role_cache(encoder, which)
+    if cache is None:
+        return _rows_to_embed(db, table, text_col, where, params), None
+    id_col = _q(db, table.c.id.name)
+    with db.engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        with raw.cursor(binary=True) as cur:
+            if not server_hashes_utf8(cur):
+                raw.rollback()
+                return _rows_to_embed(db, table, text_col, where, params), None
+            cur.execute(f"SELECT CAST({id_col} AS text), {digest_sql(_q(db, text_col.name))} FROM {_qt(db, table)}"
+                        f"{where} ORDER BY {id_col}", (WHITESPACE, *params))
+            rows = cur.fetchall()
+        raw.rollback()
+    hit_ids, hit_vecs, misses, blank = split_cached(rows, cache)
+    todo = _rows_to_embed(db, table, text_col, f" WHERE CAST({id_col} AS text) = ANY(%s)", (misses,)) if misses else []
+    return todo, (hit_ids, hit_vecs, blank)
+
+
+def _count(todo: list, cached: Cached | None) -> int:
+    """Rows ``embed_table`` goes through: those read with their text, and those found by digest."""
+    return len(todo) + (0 if cached is None else len(cached[0]) + cached[2])
 
 
 def _fix_dimension(db: Database, table: sa.Table, dim: int, conn: sa.Connection | None = None) -> None:
@@ -229,8 +259,9 @@ def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, bat
     missing = [i for i in all_ids if i not in done]
     text_col = table.c.text if which == "chunks" else table.c.question
     # one array parameter, not a statement with a bind parameter per id
-    todo = (_rows_to_embed(db, table, text_col, f" WHERE CAST({id_col} AS text) = ANY(%s)", (missing,)) if done
-            else _rows_to_embed(db, table, text_col)) if missing else []
+    todo, cached = (_rows_or_cached(db, table, text_col, encoder, which, f" WHERE CAST({id_col} AS text) = ANY(%s)",
+                                    (missing,)) if done else _rows_or_cached(db, table, text_col, encoder, which)
+                    ) if missing else ([], None)
     stats = EmbedStats(qualified(table), encoder.name, encoder.dim, len(all_ids), 0, len(all_ids) - len(missing), 0,
                        storage="table")
 
@@ -240,7 +271,7 @@ def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, bat
                 register(conn)
             _insert_vectors(store, loc.sql_table, ids, vecs, conn)
 
-    encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, write)
+    encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, write, cached)
     return stats
 
 
