@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from ragnb.runs import compare
-from ragnb.runs.compare import align, choose_runs, compare_runs, higher_is_better, runs_frame
+from ragnb.runs import compare, trends
+from ragnb.runs.compare import align, choose_runs, compare_runs, higher_is_better
+from ragnb.runs.trends import runs_frame
 from ragnb.runs.significance import holm, mcnemar_exact, paired_test, sign_flip_test, verdict, wilcoxon_p
 
 # --------------------------------------------------------------------------------------------
@@ -246,7 +247,7 @@ def test_metric_levels_and_page_level_versions():
 
 def test_runs_frame_long_format_and_status(tmp_path):
     out = make_outputs(tmp_path / "out")
-    runs, frame = compare.load_runs_frame(out)
+    runs, frame = trends.load_runs_frame(out)
     assert [r["id"] for r in runs] == list(RUN_IDS)
     row = frame[(frame.run_id == RUN_IDS[0]) & (frame.metric == "hit_rate@1")].iloc[0]
     assert row.tier_key == "tier_1_metrics" and row.notebook == "tier1_retrieval" and row["order"] == 0
@@ -258,7 +259,7 @@ def test_runs_frame_long_format_and_status(tmp_path):
     assert "top_k" not in set(frame.metric) and "total_samples" in set(frame.metric)
     only_mrr = runs_frame(runs, ["mrr", "acc*"])
     assert set(only_mrr.metric) == {"mrr", "accuracy"}
-    assert compare.load_runs_frame(tmp_path / "empty")[0] == []
+    assert trends.load_runs_frame(tmp_path / "empty")[0] == []
 
 
 def test_default_run_selection(tmp_path):

@@ -10,13 +10,13 @@ import pytest
 from conftest import REPO
 from test_compare import HIT_A, ITEMS_A, LAT_A, LAT_B, RUN_IDS, expected_comparison, make_outputs
 
-from ragnb.runs import compare, dashboard
+from ragnb.runs import compare, dashboard, trends
 
 
 @pytest.fixture
 def synthetic(tmp_path):
     out = make_outputs(tmp_path / "out")
-    runs, frame = compare.load_runs_frame(out)
+    runs, frame = trends.load_runs_frame(out)
     return out, runs, frame
 
 
@@ -188,7 +188,7 @@ def test_demo_reference_run_is_not_comparable(tmp_path):
     assert "Not comparable." in html and "different corpora" in html and "What differs between the two runs" in html
     assert "B better on" not in html  # no "B better on n, worse on m" summary (only the explanatory text names verdicts)
     # the trend chart draws the two runs as two lines (one per dataset + corpus), not one line with a "regression"
-    runs, frame = compare.load_runs_frame(out)
+    runs, frame = trends.load_runs_frame(out)
     fig = dashboard.trend_figure(frame, "tier_1_metrics")
     visible = [t for t in fig.data if t.visible]
     assert len(visible) == 2 and all(len(t.x) == 1 for t in visible)
@@ -207,7 +207,7 @@ def test_failed_and_empty_runs_are_listed_not_drawn(synthetic):
     empty = build_record("20250105-100000-eeee", {}, None, None, None, cwd=out)
     for record in (failed, empty):
         append_run_record(out / "benchmark_runs.json", record)
-    runs, frame = compare.load_runs_frame(out)
+    runs, frame = trends.load_runs_frame(out)
     assert failed["overall_status"] == "failed" and len(dashboard.runs_table(runs)) == 5  # listed
     fig = dashboard.trend_figure(frame, "tier_1_metrics")
     assert list(fig.data[0].x) == [RUN_IDS[0], RUN_IDS[2]]  # the failed run's 0.01 is not a point

@@ -38,13 +38,13 @@ from ragnb.config import notebook_output_dir
 
 output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
 
-from ragnb.runs import compare, dashboard
+from ragnb.runs import compare, dashboard, trends
 from ragnb.reports import report
 from ragnb.tiers.result import TierResult
 
 outputs_path = compare.resolve_outputs(outputs, output_dir)
 patterns = compare.parse_patterns(metrics)
-runs, frame = compare.load_runs_frame(outputs_path, patterns)
+runs, frame = trends.load_runs_frame(outputs_path, patterns)
 latest = compare.latest_run(runs)
 report.header("About this dashboard", {"outputs": outputs_path, "runs": len(runs),
                                        "latest run": latest["id"] if latest else "—", "metrics": metrics or "all"})
