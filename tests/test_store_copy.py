@@ -118,6 +118,22 @@ def test_a_repeated_id_or_a_missing_vector_is_refused_before_anything_is_sent(fr
         assert conn.execute(sa.text("SELECT count(*) FROM chunk WHERE embedding IS NOT NULL")).scalar_one() == 0
 
 
+def test_a_stage_is_analyzed_so_the_merge_can_use_the_primary_key(fresh_db):
+    # Autovacuum never analyzes temporary tables: unanalyzed, a stage of 8,192 vectors was planned as 144,000 rows
+    # and merged by a hash join reading the whole table per block (quadratic at 1M chunks). The planner must know
+    # the stage's true size, including after the stage is emptied and refilled in the same transaction.
+    from ragnb.store.copy import STAGE_VECTORS, stage_vectors
+
+    _load_chunks(fresh_db, ["a"])
+    with fresh_db.engine.begin() as conn, conn.connection.driver_connection.cursor() as cur:
+        for n in (300, 40):
+            stage_vectors(cur, [f"r{i}" for i in range(n)], np.ones((n, DIM), dtype=np.float32))
+            cur.execute("SELECT reltuples FROM pg_class WHERE oid = CAST(%s AS regclass)", (STAGE_VECTORS,))
+            assert cur.fetchone()[0] == n
+            cur.execute("SELECT attname FROM pg_stats WHERE tablename = %s", (STAGE_VECTORS,))
+            assert [r[0] for r in cur.fetchall()] == ["id"]  # the join key only: the vectors' stats cost more
+
+
 class _Precomputed:
     """An encoder that returns vectors fixed in advance for each text (the store path alone, encoder free)."""
 
