@@ -4,6 +4,8 @@ read and encoded."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import unicodedata
 
 import numpy as np
@@ -12,7 +14,7 @@ import sqlalchemy as sa
 
 from ragnb.rag.embedding_cache import text_key
 from ragnb.rag.encoders.base import CachedEncoder
-from ragnb.store.cached_rows import WHITESPACE, digest_sql
+from ragnb.store.cached_rows import DIGEST_PARAMS, WHITESPACE, digest_sql
 from ragnb.store.encode_pipeline import longest_first
 from ragnb.store.loaders import insert_rows
 from ragnb.store.schema import ensure_schema
@@ -33,8 +35,12 @@ TRICKY = {
     "controls": "bell\x07 escape\x1b delete\x7f next-line\x85",
     "private": "\ue000\U000f0000\U0010ffff",
     "long": "слово word 字 " * 20_000,
+    # the server tests the first 64 characters, then the whole text: text after a long indent is not blank
+    "late-text": " \u3000" * 40 + "текст после отступа",
+    "late-text-long": "\u2003" * 64 + "x" + "слово " * 2_000,
 }
-BLANKS = {"empty": "", "space": " ", "unicode-spaces": "\u2028\u3000\xa0\t\x1c"}
+BLANKS = {"empty": "", "space": " ", "unicode-spaces": "\u2028\u3000\xa0\t\x1c",
+          "long-blank": " \u3000\n" * 3_000}
 
 
 def _load(db, rows: dict[str, str]) -> None:
@@ -51,7 +57,7 @@ def test_the_server_digest_is_the_client_cache_key_on_tricky_texts(fresh_db):
     _load(fresh_db, {**TRICKY, **BLANKS})
     t = ensure_schema(fresh_db)
     got = dict(_binary_rows(fresh_db, f"SELECT id, {digest_sql('text')} FROM {_qt(fresh_db, t.chunk)}",
-                            (WHITESPACE,), vectors=False))
+                            DIGEST_PARAMS, vectors=False))
     assert got == {**{i: text_key(x) for i, x in TRICKY.items()}, **{i: None for i in BLANKS}}
     assert got["nfc"] != got["nfd"]
     # the texts come back from the database unchanged (what the client would hash)
@@ -98,12 +104,14 @@ def test_embed_reads_only_the_misses_texts_and_stores_the_cached_vectors_bit_for
     # model would give now: what is stored must be the cache's
     planted = np.arange(len(cached_ids) * DIM, dtype=np.float32).reshape(-1, DIM) + 0.5
     enc.cache_for("document").put_many([text_key(TRICKY[i]) for i in cached_ids], planted)
-    # the texts read are the misses' only; the hits come as ids + the cache's vectors (ids in id order)
+    # the texts read are the misses' only; the hits come as ids + the cache's vectors, in the cache file's order
     t = ensure_schema(fresh_db)
-    todo, (hit_ids, hit_vecs, blank) = _rows_or_cached(fresh_db, t.chunk, t.chunk.c.text, enc, "chunks")
-    assert dict(todo) == {i: x for i, x in TRICKY.items() if i not in cached_ids} and blank == len(BLANKS)
-    assert hit_ids == sorted(cached_ids)
-    assert np.array_equal(hit_vecs, planted[[cached_ids.index(i) for i in hit_ids]])
+    todo, hits = _rows_or_cached(fresh_db, t.chunk, t.chunk.c.text, enc, "chunks")
+    assert dict(todo) == {i: x for i, x in TRICKY.items() if i not in cached_ids} and hits.blank == len(BLANKS)
+    assert hits.ids == cached_ids
+    blocks = list(hits.blocks(2))
+    assert [b[0] for b in blocks] == [cached_ids[:2], cached_ids[2:4], cached_ids[4:]]
+    assert np.array_equal(np.vstack([b[1] for b in blocks]), planted) and all(b[2] == [] for b in blocks)
     stats = embed_table(fresh_db, "chunks", enc, write_every=3, progress=False)
     misses = [i for i in TRICKY if i not in cached_ids]
     assert sorted(enc.seen) == sorted(TRICKY[i] for i in misses)  # the NFD text is a miss: another key
@@ -119,6 +127,52 @@ def test_embed_reads_only_the_misses_texts_and_stores_the_cached_vectors_bit_for
     enc.seen.clear()
     again = embed_table(fresh_db, "chunks", enc, progress=False)
     assert (again.processed, again.skipped, enc.seen) == (0, len(TRICKY), [])
+
+
+def test_an_entry_unusable_when_read_is_encoded_from_its_text(fresh_db, tmp_path, monkeypatch):
+    # found by locate, then replaced by another process or damaged (a vector of the wrong length) before its block
+    # is read: the row is encoded from its text like a miss, never stored from a stale or short entry
+    monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(tmp_path / "cache"))
+    texts = {f"r{i}": f"текст номер {i}" for i in range(6)}
+    _load(fresh_db, texts)
+    enc = _Recording()
+    cache = enc.cache_for("document")
+    planted = np.full((6, DIM), 0.25, dtype=np.float32)
+    cache.put_many([text_key(x) for x in texts.values()], planted)
+    t = ensure_schema(fresh_db)
+    todo, hits = _rows_or_cached(fresh_db, t.chunk, t.chunk.c.text, enc, "chunks")
+    assert todo == [] and sorted(hits.ids) == sorted(texts)
+    with sqlite3.connect(cache.path) as conn:
+        conn.execute("UPDATE vectors SET vec = ? WHERE key = ?", (b"\0" * 7, text_key(texts["r1"])))  # damaged
+    cache.put_many([text_key(texts["r4"])], planted[:1] + 1)  # replaced: a new place in the file
+    blocks = list(hits.blocks(4))
+    assert sorted(i for b in blocks for i in b[2]) == ["r1", "r4"]
+    assert sorted(i for b in blocks for i in b[0]) == ["r0", "r2", "r3", "r5"]
+    # through embed_table: those two are encoded from their texts, the rest stored from the cache
+    with sqlite3.connect(cache.path) as conn:
+        conn.execute("UPDATE vectors SET vec = ? WHERE key = ?", (b"\0" * 7, text_key(texts["r2"])))
+    cache.locate = _then(cache.locate, lambda: _delete(cache, text_key(texts["r5"])))  # gone once located
+    stats = embed_table(fresh_db, "chunks", enc, write_every=2, progress=False)
+    assert sorted(enc.seen) == sorted(texts[i] for i in ("r1", "r2", "r5")) and (stats.processed, stats.errors) == (6, 0)
+    stored = dict(zip(*fetch_vectors(fresh_db)[::2]))
+    for i in ("r0", "r3", "r4"):  # r4: the cache's entry as it was when read
+        assert np.array_equal(stored[i], planted[0] + (1 if i == "r4" else 0))
+    for i in ("r1", "r2", "r5"):
+        assert np.array_equal(stored[i], enc._encode_role([texts[i]], "document", 1, False)[0].astype(np.float32))
+
+
+def _delete(cache, key: str) -> None:
+    with sqlite3.connect(cache.path) as conn:
+        conn.execute("DELETE FROM vectors WHERE key = ?", (key,))
+
+
+def _then(fn, after):
+    """``fn``, then ``after()`` once it has returned (what another process could do in between)."""
+    def wrapped(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        after()
+        return out
+    return wrapped
 
 
 def _other() -> CachedEncoder:

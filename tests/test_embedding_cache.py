@@ -92,3 +92,25 @@ def test_get_matrix_gives_the_vectors_of_many_keys_in_order_with_a_found_mask(tm
     mat, found = cache.get_matrix(["b", "a"])  # all found: the joined bytes in the keys' order
     assert found.all() and mat.view(np.uint32).tolist() == vecs[[1, 0]].view(np.uint32).tolist()
     assert cache.get_matrix([])[0].shape == (0, 3)
+
+
+def test_located_entries_changed_before_they_are_read_are_reported_unusable(tmp_path):
+    from ragnb.rag.embedding_cache import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path, "m", 2)
+    cache.put_many(["k0", "k1", "k2", "k3"], np.arange(8, dtype=np.float32).reshape(4, 2))
+    keys = ["k3", "k1", "nope", "k0", "k2"]
+    where, handles, version = cache.locate(keys)
+    assert where.tolist() == [3, 1, 4, 0] and handles.tolist() == [1, 2, 3, 4]  # in the file's order
+    located = [keys[i] for i in where]
+    vecs, ok = cache.read_located(handles, located, version)  # unchanged: the vectors as stored
+    assert ok.all() and vecs.tolist() == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    # this connection rewrites k1 (a new place in the file), another deletes k2 and damages k0
+    cache.put_many(["k1"], np.array([[9, 9]], dtype=np.float32))
+    with sqlite3.connect(cache.path) as conn:
+        conn.execute("DELETE FROM vectors WHERE key = 'k2'")
+        conn.execute("UPDATE vectors SET vec = x'00' WHERE key = 'k0'")
+    vecs, ok = cache.read_located(handles, located, version)
+    assert ok.tolist() == [False, False, False, True] and vecs.tolist() == [[0, 0], [0, 0], [0, 0], [6, 7]]
+    mat, found = cache.get_matrix(keys)  # a fresh lookup finds k1's new vector
+    assert found.tolist() == [True, True, False, False, False] and mat[:2].tolist() == [[6, 7], [9, 9]]

@@ -23,6 +23,7 @@ import os
 import re
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ from ragnb import config
 
 _OFF = ("off", "none", "0", "false")
 _QUERY_CHUNK = 900  # sqlite's default limit on bound parameters is 999
-_MMAP_BYTES = 1 << 30
+_MMAP_BYTES = 1 << 32  # sqlite caps it at its build's limit (2 GB by default)
+READ_BLOCK = 8192  # vectors read per query by get_matrix (and embed_table's blocks): bounded memory
 
 
 def cache_dir() -> Path | None:
@@ -103,6 +105,7 @@ class EmbeddingCache:
             slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", model)[-80:]
             self.path = folder / f"{slug}-{hashlib.sha256(model.encode()).hexdigest()[:8]}-{dim}.sqlite3"
         self._lock = threading.Lock()
+        self._writes = 0  # put_many calls through this connection (see version)
         self._conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
@@ -151,28 +154,80 @@ class EmbeddingCache:
 
     def get_matrix(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The vectors of ``keys`` as one float32 ``(len(keys), dim)`` matrix and a bool mask of the keys found
-        (a missing or damaged entry: a zero row, False). For callers that look up many keys at once
-        (``embed_table`` with every text cached): one query — the keys as one JSON array joined to the table —
-        and the vectors' bytes joined into the matrix, not an array per key; on 50,000 keys
-        :meth:`get_many` + ``np.stack`` cost 0.55 s of CPU, 2.3× a binary COPY of those vectors."""
+        (a missing or damaged entry: a zero row, False): :meth:`locate`, then :meth:`read_located` a block at a
+        time. Callers with many keys that can take the vectors block by block (``embed_table``) use those two
+        directly and never hold every vector at once."""
         n, dim = len(keys), self.dim or 0
+        out, found = np.zeros((n, dim), dtype=np.float32), np.zeros(n, dtype=bool)
         if not n or not dim:
-            return np.zeros((n, dim), dtype=np.float32), np.zeros(n, dtype=bool)
-        with self._lock:  # json_each drives the join: the rows come in the keys' order (checked below)
-            rows = self._conn.execute("SELECT j.key, v.vec FROM json_each(?) AS j JOIN vectors AS v "
-                                      "ON v.key = j.value", (json.dumps(keys),)).fetchall()
-        width = dim * 4
-        if any(len(blob) != width for _, blob in rows):  # a damaged entry is a miss (as in get_many)
-            rows = [r for r in rows if len(r[1]) == width]
-        where = np.fromiter((r[0] for r in rows), dtype=np.intp, count=len(rows))
-        values = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dim)
-        found = np.zeros(n, dtype=bool)
-        found[where] = True
-        if len(rows) == n and (where == np.arange(n)).all():  # every key, in order: the bytes are the matrix
-            return values, found
-        out = np.zeros((n, dim), dtype=np.float32)
-        out[where] = values
+            return out, found
+        where, handles, version = self.locate(keys)
+        for start in range(0, len(where), READ_BLOCK):
+            part = where[start:start + READ_BLOCK]
+            vecs, ok = self.read_located(handles[start:start + READ_BLOCK], [keys[i] for i in part], version)
+            out[part[ok]], found[part[ok]] = vecs[ok], True
         return out, found
+
+    def version(self) -> tuple[int, int]:
+        """Changes whenever an entry may have changed: a commit by another connection (sqlite's
+        ``data_version``, any process) or a write through this one."""
+        with self._lock:
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._writes
+
+    def locate(self, keys: Sequence[str], ordered: bool = False) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
+        """Which of ``keys`` the cache holds: their positions in ``keys`` and their entries' places in the file
+        (sqlite rowids), both ordered by place, and the cache's :meth:`version` when they were found — for
+        :meth:`read_located`. Nothing but the key index is read. ``ordered``: the keys come in ascending byte
+        order already (the database sorted them).
+
+        Why two steps and these orders: looking 1M random keys up with their vectors (a 2 GB file) cost 9.2 s of
+        CPU, most of it cache misses of random reads; the keys probed in sorted order walk the key index
+        front to back, and the vectors read in file order walk the table front to back — 3.5 s in all."""
+        version = self.version()  # before the lookup: a change during it counts as a change
+        if not keys or not self.dim:
+            return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int64), version
+        if ordered:
+            probe, probed = None, keys
+        else:
+            try:
+                probe = np.argsort(np.array(keys, dtype="S"), kind="stable")  # cache keys are hex digests: ASCII
+            except UnicodeEncodeError:
+                probe = np.argsort(np.array(keys, dtype=str), kind="stable")
+            probed = [keys[i] for i in probe]
+        with self._lock:
+            rows = self._conn.execute("SELECT j.key, v.rowid FROM json_each(?) AS j JOIN vectors AS v "
+                                      "ON v.key = j.value", (json.dumps(probed),)).fetchall()
+        positions, places = zip(*rows) if rows else ((), ())  # zip and np.array: no Python loop per row
+        where = np.array(positions, dtype=np.intp)
+        where = where if probe is None else probe[where]
+        handles = np.array(places, dtype=np.int64)
+        order = np.argsort(handles, kind="stable")
+        return where[order], handles[order], version
+
+    def read_located(self, handles: np.ndarray, keys: list[str], version: tuple[int, int]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """The vectors of entries found by :meth:`locate` (``handles``, with the ``keys`` they were found for and
+        the ``version`` it returned) as a float32 matrix, and a mask of those still usable: an entry replaced or
+        deleted since (its place now empty or another key's) or damaged (a vector of the wrong length) is False,
+        its row zeros. While the cache is unchanged since :meth:`locate`, only the vectors are read (reading each
+        entry's key back to check it doubled the cost)."""
+        n, dim = len(keys), self.dim or 0
+        width, places = dim * 4, json.dumps(handles.tolist())
+        if version == self.version():
+            with self._lock:  # json_each drives the join: the rows come in the handles' order
+                blobs = [r[0] for r in self._conn.execute(
+                    "SELECT v.vec FROM json_each(?) AS j JOIN vectors AS v ON v.rowid = j.value", (places,))]
+            if len(blobs) == n and set(map(len, blobs)) <= {width}:
+                return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(n, dim), np.ones(n, dtype=bool)
+        with self._lock:
+            rows = self._conn.execute("SELECT j.key, v.key, v.vec FROM json_each(?) AS j JOIN vectors AS v "
+                                      "ON v.rowid = j.value", (places,)).fetchall()
+        good = [(at, blob) for at, key, blob in rows if key == keys[at] and len(blob) == width]
+        out, ok = np.zeros((n, dim), dtype=np.float32), np.zeros(n, dtype=bool)
+        where = np.array([at for at, _ in good], dtype=np.intp)
+        out[where] = np.frombuffer(b"".join(blob for _, blob in good), dtype=np.float32).reshape(len(good), dim)
+        ok[where] = True
+        return out, ok
 
     def put_many(self, keys: list[str], vectors: np.ndarray) -> None:
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -184,6 +239,7 @@ class EmbeddingCache:
             self._conn.execute("BEGIN")
             self._conn.executemany("INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)", rows)
             self._conn.execute("COMMIT")
+            self._writes += 1
 
     def get_seconds(self, keys: list[str]) -> dict[str, float]:
         """key → the encoding seconds recorded for it (keys never timed are absent)."""

@@ -19,11 +19,15 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ragnb.progress import reporter
 from ragnb.rag.encoders.base import LOCAL_MODEL_FIX, EmbeddingReplyError, check_vectors, nothing_to_save
+
+if TYPE_CHECKING:
+    from ragnb.store.cached_rows import CachedRows
 
 # A write is one transaction: COPY into a stage, one merge, a commit. Its cost is fixed (a few round trips and
 # a WAL flush), so blocks are gathered until this many rows or seconds have piled up — a fast encoder (a GPU, the
@@ -33,7 +37,6 @@ WRITE_SECONDS = 2.0
 QUEUE_BLOCKS = 2  # encoded blocks waiting for the writer: enough to keep both busy, little memory
 
 Write = Callable[[list[str], np.ndarray], None]
-Cached = tuple[list[str], "np.ndarray | None", int]  # ids from the disk cache, their vectors, rows without text
 CACHE_FIX = ("the disk cache holds an unusable vector for it (a damaged file); delete that cache file (see "
              "RAGNB_EMBEDDING_CACHE) and embed again")
 
@@ -121,28 +124,23 @@ class _Writer:
 
 
 def encode_rows(todo: list, encoder, which: str, batch_size: int | None, write_every: int, progress: bool,
-                stats, write: Write, cached: Cached | None = None) -> None:
+                stats, write: Write, cached: CachedRows | None = None) -> None:
     """Encode ``(id, text)`` rows ``write_every`` at a time and ``write(ids, vectors)`` them from the writer
     thread (see the module). Rows without text (NULL, empty, blank) count in ``stats.errors`` and get no
-    vector; ``stats.processed`` counts the rows written. ``cached``: rows whose vectors came from the disk cache
-    without their texts (:mod:`ragnb.store.cached_rows`) — ``(ids, vectors, rows without text)``, written
-    first, ``WRITE_ROWS`` at a time."""
-    ids, texts, skipped = longest_first(todo)
-    hit_ids, hit_vecs, blank = cached if cached is not None else ([], None, 0)
-    skipped += blank
-    stats.errors += skipped
-    total = len(todo) + len(hit_ids) + blank
-    encode = block_encoder(encoder, which)
+    vector; ``stats.processed`` counts the rows written. ``cached``: rows whose vectors come from the disk cache
+    without their texts (:class:`ragnb.store.cached_rows.CachedRows`), read and written first, ``WRITE_ROWS``
+    at a time; an entry found unusable when read has its text read and is encoded with the others."""
+    total = rows_to_go(todo, cached)
     report = reporter(f"embedding {which} ({stats.model})", "rows") if progress and total else None
     if report is not None:
         report(0, total)  # the step has begun: loading a model can take a while before the first block
     writer = _Writer(PendingWrites(write, stats))
     try:
-        for start in range(0, len(hit_ids), WRITE_ROWS):
-            block_ids, vecs = hit_ids[start:start + WRITE_ROWS], hit_vecs[start:start + WRITE_ROWS]
-            _check_cached(block_ids, vecs, encoder, stats)
-            writer.put(block_ids, vecs, nothing_to_save)
-        done = len(hit_ids) + skipped
+        done, todo = _write_cached(cached, writer, encoder, stats, report, total, todo)
+        ids, texts, skipped = longest_first(todo)
+        stats.errors += skipped
+        done += skipped
+        encode = block_encoder(encoder, which)
         for start in range(0, len(texts), write_every):
             block_ids, block_texts = ids[start:start + write_every], texts[start:start + write_every]
             vecs, save = _encode_block(block_ids, block_texts, encode, encoder, batch_size, stats)
@@ -159,6 +157,30 @@ def encode_rows(todo: list, encoder, which: str, batch_size: int | None, write_e
     writer.close()
     if report is not None and not texts:
         report(total, total)
+
+
+def rows_to_go(todo: list, cached: CachedRows | None) -> int:
+    """Rows :func:`encode_rows` goes through: those read with their text, and those found by digest."""
+    return len(todo) + (0 if cached is None else len(cached) + cached.blank)
+
+
+def _write_cached(cached: CachedRows | None, writer: _Writer, encoder, stats, report, total: int,
+                  todo: list) -> tuple[int, list]:
+    """Hand the cached rows' vectors to the writer, a block at a time (read while the previous block is
+    written); returns the rows gone through and ``todo`` with the rows whose entries were unusable."""
+    if cached is None:
+        return 0, todo
+    stats.errors += cached.blank
+    done, unusable = cached.blank, []
+    for block_ids, vecs, bad in cached.blocks(WRITE_ROWS):
+        unusable += bad
+        if block_ids:
+            _check_cached(block_ids, vecs, encoder, stats)
+            writer.put(block_ids, vecs, nothing_to_save)
+        done += len(block_ids)
+        if report is not None and done < total:  # the last report comes from encode_rows
+            report(done, total)
+    return done, (todo + cached.read_texts(unusable) if unusable else todo)
 
 
 def longest_first(rows: list) -> tuple[list[str], list[str], int]:

@@ -19,8 +19,9 @@ import numpy as np
 
 from ragnb.rag.encoders.base import check_batch_size
 from ragnb.store.copy import ensure_vector_type, stage_vectors
-from ragnb.store.cached_rows import WHITESPACE, digest_sql, role_cache, server_hashes_utf8, split_cached
-from ragnb.store.encode_pipeline import Cached, encode_rows
+from ragnb.store.cached_rows import (DIGEST_PARAMS, CachedRows, digest_sql, role_cache, server_hashes_utf8,
+                                     split_cached)
+from ragnb.store.encode_pipeline import encode_rows, rows_to_go
 from ragnb.store.engine import Database
 from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
                                 check_space, column_vectors, fingerprint, locate, qualified, recorded_space,
@@ -129,8 +130,8 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
     with db.engine.connect() as conn:
         total = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
     todo, cached = _rows_or_cached(db, table, text_col, encoder, which, f" WHERE {_q(db, emb.name)} IS NULL")
-    stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - _count(todo, cached), 0)
-    if not _count(todo, cached) and total:
+    stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - rows_to_go(todo, cached), 0)
+    if not rows_to_go(todo, cached) and total:
         _record_space(db, t, table, encoder)
 
     def write(ids: list[str], vecs: np.ndarray) -> None:
@@ -154,7 +155,7 @@ def _rows_to_embed(db: Database, table: sa.Table, text_col: sa.Column, where: st
 
 
 def _rows_or_cached(db: Database, table: sa.Table, text_col: sa.Column, encoder: Encoder, which: str, where: str = "",
-                    params: tuple = ()) -> tuple[list[tuple], Cached | None]:
+                    params: tuple = ()) -> tuple[list[tuple], CachedRows | None]:
     """The rows to encode as ``(id, text)`` and, when the server can hash the texts as the disk cache keys them
     (:mod:`ragnb.store.cached_rows`), the rows the cache holds already — read as ids + digests, their texts never
     read. ``cached`` is None when every row's text was read (no cache, or a server that cannot hash)."""
@@ -168,18 +169,18 @@ def _rows_or_cached(db: Database, table: sa.Table, text_col: sa.Column, encoder:
             if not server_hashes_utf8(cur):
                 raw.rollback()
                 return _rows_to_embed(db, table, text_col, where, params), None
-            cur.execute(f"SELECT CAST({id_col} AS text), {digest_sql(_q(db, text_col.name))} FROM {_qt(db, table)}"
-                        f"{where} ORDER BY {id_col}", (WHITESPACE, *params))
+            # by digest, bytewise (NULLs last): the order in which the cache's key index is probed
+            cur.execute(f"SELECT * FROM (SELECT CAST({id_col} AS text) AS id, {digest_sql(_q(db, text_col.name))} "
+                        f"AS digest FROM {_qt(db, table)}{where}) AS d ORDER BY digest COLLATE \"C\"",
+                        (*DIGEST_PARAMS, *params))
             rows = cur.fetchall()
         raw.rollback()
-    hit_ids, hit_vecs, misses, blank = split_cached(rows, cache)
-    todo = _rows_to_embed(db, table, text_col, f" WHERE CAST({id_col} AS text) = ANY(%s)", (misses,)) if misses else []
-    return todo, (hit_ids, hit_vecs, blank)
 
+    def read_texts(ids: list[str]) -> list[tuple]:
+        return _rows_to_embed(db, table, text_col, f" WHERE CAST({id_col} AS text) = ANY(%s)", (ids,))
 
-def _count(todo: list, cached: Cached | None) -> int:
-    """Rows ``embed_table`` goes through: those read with their text, and those found by digest."""
-    return len(todo) + (0 if cached is None else len(cached[0]) + cached[2])
+    hits, misses = split_cached(rows, cache, read_texts)
+    return (read_texts(misses) if misses else []), hits
 
 
 def _fix_dimension(db: Database, table: sa.Table, dim: int, conn: sa.Connection | None = None) -> None:
