@@ -11,7 +11,7 @@ import pytest
 
 from ragnb.rag.index_build import build_memory_mb, build_settings, graph_bytes_per_row
 from ragnb.rag.retrieval import (ANN_RECALL_SAMPLE, MemoryRetriever, PgVectorRetriever, ann_recall, ann_recall_label,
-                                 create_hnsw_index, exact_top_k, recall_sample)
+                                 ann_recall_note, create_hnsw_index, exact_top_k, recall_sample)
 from ragnb.store.loaders import insert_rows
 from ragnb.store.schema import ensure_schema
 from ragnb.store.vectors import _record_space, _write_vectors
@@ -91,6 +91,12 @@ def test_ann_recall_on_a_lossy_index_equals_numpy_brute_force(fresh_db, on_stder
     # deterministic), so the check can tell
     assert ann_recall_label(got) == f"ANN recall@10 vs exact, n=200: {expected:.3f}"
     assert ann_recall_label({"backend": "memory-exact"}) is None
+    # a lossy index is said to be one in the report's notes; an index losing under 5% is not flagged
+    note = ann_recall_note(got)
+    assert (note is None) == (expected >= 0.95)
+    assert ann_recall_note({**got, "ann_recall@10_vs_exact": 0.44}).startswith(
+        "The HNSW index returned only 44% of the exact top-k on a sample of 200 questions")
+    assert ann_recall_note({**got, "ann_recall@10_vs_exact": 0.95}) is None
 
 
 def test_loading_and_searching_report_progress(fresh_db, on_stderr, capsys):

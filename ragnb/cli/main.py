@@ -323,7 +323,7 @@ def retrieve(
     from ragnb import config
     from ragnb.datasets import trec
     from ragnb.datasets.corpus import open_corpus, open_dataset
-    from ragnb.rag.retrieval import ann_recall, ann_recall_label
+    from ragnb.rag.retrieval import ann_recall, ann_recall_label, ann_recall_note
 
     try:
         corpus = "db" if dataset else "demo"
@@ -336,7 +336,8 @@ def retrieve(
         res = retriever.search(queries, top_k)
         checked = ""
         if getattr(retriever, "mode", None) == "hnsw":  # an approximate ranking says what it lost
-            checked = "; " + ann_recall_label(ann_recall(retriever, queries, res, top_k))
+            info = ann_recall(retriever, queries, res, top_k)
+            checked = "; " + ann_recall_label(info) + (f". {ann_recall_note(info)}" if ann_recall_note(info) else "")
         # The ranking Tier 1 evaluates (ties by chunk id), its scores made strictly decreasing so that
         # trec_eval, which re-sorts by score (ties by doc id descending), reads the same order.
         run = {it.id: list(zip(ids, map(float, sc))) for it, ids, sc in zip(ds.items, res.ids, res.scores)}

@@ -379,6 +379,8 @@ def recall_vs_exact(approx: RetrievalResult, exact: RetrievalResult, k: int) -> 
 
 ANN_RECALL_SAMPLE = 200  # queries whose approximate top-k is checked against exact search
 ANN_RECALL_SEED = 0
+# Below this, an HNSW run's retrieval metrics describe the index's losses as much as the model: the report says so.
+ANN_RECALL_WARN = 0.95
 
 
 def recall_sample(n_queries: int, n: int = ANN_RECALL_SAMPLE, seed: int = ANN_RECALL_SEED) -> np.ndarray:
@@ -442,6 +444,17 @@ def ann_recall_label(info: dict) -> str | None:
         if key.startswith("ann_recall@") and key.endswith("_vs_exact"):
             k = key[len("ann_recall@"):-len("_vs_exact")]
             return f"ANN recall@{k} vs exact, n={info.get('ann_recall_n')}: {value:.3f}"
+    return None
+
+
+def ann_recall_note(info: dict) -> str | None:
+    """A warning when the ANN recall in ``info`` is below :data:`ANN_RECALL_WARN` (None otherwise)."""
+    for key, value in info.items():
+        if key.startswith("ann_recall@") and key.endswith("_vs_exact") and value < ANN_RECALL_WARN:
+            return (f"The HNSW index returned only {value:.0%} of the exact top-k on a sample of "
+                    f"{info.get('ann_recall_n')} questions: these retrieval metrics measure the index's losses as much "
+                    "as the model. Before comparing models, search exactly (index_mode 'exact', or the memory backend) or "
+                    "with a larger candidate list (ef_search; docs/large-corpora.md).")
     return None
 
 

@@ -13,7 +13,8 @@ from ragnb.rag.embeddings import Encoder
 from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate
-from ragnb.rag.retrieval import PgVectorRetriever, check_same_model, RetrievalResult, Retriever, ann_recall, consistency
+from ragnb.rag.retrieval import (PgVectorRetriever, check_same_model, RetrievalResult, Retriever, ann_recall,
+                                 ann_recall_note, consistency)
 from ragnb.metrics.stats import latency_summary
 from ragnb.tiers.result import TierResult, encoder_meta
 
@@ -104,6 +105,8 @@ def run_tier1(
             "index": "hnsw" if result.backend == "pgvector-hnsw" else "exact", **result.info}
     if hnsw_check and isinstance(retriever, PgVectorRetriever) and retriever.mode == "hnsw":
         info.update(ann_recall(retriever, vectors, result, top_k))
+        if (note := ann_recall_note(info)) is not None:
+            notes.append(note)
     summary["info"] = {**summary.pop("_info", {}), **info}
 
     per_query.insert(0, "question", pd.Series([it.question for it in dataset.items], index=qids))
