@@ -128,3 +128,21 @@ def test_external_url_is_read_only_unless_write(fresh_db, tmp_path):
         load_file(ro, "chunks", _jsonl(tmp_path / "c.jsonl", CHUNKS))
     rw = connect(url=url, write=True)
     assert load_file(rw, "chunks", tmp_path / "c.jsonl").inserted == 3
+
+
+def test_a_connection_opened_before_pgvector_existed_is_replaced_once_and_the_pool_kept_after(fresh_db):
+    from ragnb.store.engine import vector_unregistered
+    from ragnb.store.schema import ensure_schema
+
+    with fresh_db.engine.connect() as conn:  # a new database: no vector type yet, this pooled connection lacks it
+        assert conn.execute(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).first() is None
+    assert vector_unregistered(fresh_db.engine)
+    ensure_schema(fresh_db)  # creates the extension and reopens the pool
+    assert not vector_unregistered(fresh_db.engine)
+    with fresh_db.engine.connect() as conn:
+        vec = conn.connection.driver_connection.execute("SELECT '[1,2.5]'::vector").fetchone()[0]
+        kept = conn.connection.driver_connection
+    assert vec.to_list() == [1.0, 2.5]  # a pgvector value, not its text form
+    ensure_schema(fresh_db)  # the extension exists, every connection knows it: the pool is kept (no reconnect)
+    with fresh_db.engine.connect() as conn:
+        assert conn.connection.driver_connection is kept

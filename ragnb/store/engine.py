@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,8 +198,22 @@ def _register_vector_on_connect(engine: sa.Engine) -> None:
         try:
             register_vector(dbapi_conn)
         except psycopg.ProgrammingError:
-            # The extension is not installed yet (fresh database); schema.ensure_schema creates it.
+            # The extension is not installed yet (fresh database); schema.ensure_schema creates it and, seeing
+            # this mark, reopens the pool so that every connection knows the type.
             dbapi_conn.rollback()
+            _UNREGISTERED.add(engine)
+
+    @event.listens_for(engine, "engine_disposed")
+    def _disposed(_engine):  # noqa: ANN001
+        _UNREGISTERED.discard(engine)
+
+
+_UNREGISTERED: "weakref.WeakSet[sa.Engine]" = weakref.WeakSet()  # engines with a connection lacking the type
+
+
+def vector_unregistered(engine: sa.Engine) -> bool:
+    """Whether a connection of ``engine`` was opened before the pgvector extension existed (so lacks its type)."""
+    return engine in _UNREGISTERED
 
 
 def describe_database_error(exc: BaseException) -> str | None:

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from pgvector.sqlalchemy import Vector
 
 from ragnb.config import ChunkColumns, QuestionColumns, SchemaMap
-from ragnb.store.engine import Database
+from ragnb.store.engine import Database, vector_unregistered
 
 META_TABLE = "ragnb_embedding_space"
 
@@ -97,9 +97,11 @@ def ensure_schema(db: Database) -> Tables:
         )
     t = tables(db.schema)
     with db.engine.begin() as conn:
-        conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
-    # Re-register the vector type on fresh connections now that the extension exists.
-    db.engine.dispose()
+        missing = conn.execute(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).first() is None
+        if missing:
+            conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
+    if missing or vector_unregistered(db.engine):
+        db.engine.dispose()  # fresh connections register the vector type (reconnecting every call would cost)
     with db.engine.begin() as conn:
         for table in (t.chunk, t.question, t.meta):
             if table.schema:
