@@ -214,10 +214,12 @@ class EmbeddingCache:
         n, dim = len(keys), self.dim or 0
         width, places = dim * 4, json.dumps(handles.tolist())
         if version == self.version():
-            with self._lock:  # json_each drives the join: the rows come in the handles' order
-                blobs = [r[0] for r in self._conn.execute(
-                    "SELECT v.vec FROM json_each(?) AS j JOIN vectors AS v ON v.rowid = j.value", (places,))]
-            if len(blobs) == n and set(map(len, blobs)) <= {width}:
+            with self._lock:  # json_each drives the join: the rows come in the handles' order (checked)
+                rows = self._conn.execute("SELECT j.key, v.vec FROM json_each(?) AS j JOIN vectors AS v "
+                                          "ON v.rowid = j.value", (places,)).fetchall()
+            positions, blobs = zip(*rows) if rows else ((), ())
+            if (len(rows) == n and set(map(len, blobs)) <= {width}
+                    and np.array_equal(np.array(positions, dtype=np.intp), np.arange(n))):
                 return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(n, dim), np.ones(n, dtype=bool)
         with self._lock:
             rows = self._conn.execute("SELECT j.key, v.key, v.vec FROM json_each(?) AS j JOIN vectors AS v "
