@@ -138,19 +138,9 @@ class EmbeddingCache:
             self._conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
 
     def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        if self.dim is None:  # nothing stored yet
-            return out
-        width = self.dim * 4
-        with self._lock:
-            for start in range(0, len(keys), _QUERY_CHUNK):
-                part = keys[start:start + _QUERY_CHUNK]
-                rows = self._conn.execute(
-                    f"SELECT key, vec FROM vectors WHERE key IN ({','.join('?' * len(part))})", part).fetchall()
-                for key, blob in rows:
-                    if len(blob) == width:  # a damaged entry is a miss; the next encode overwrites it
-                        out[key] = np.frombuffer(blob, dtype=np.float32)
-        return out
+        """key → vector for the keys the cache holds (a damaged entry is a miss; the next encode overwrites it)."""
+        mat, found = self.get_matrix(list(keys))
+        return {key: mat[i] for i, key in enumerate(keys) if found[i]}
 
     def get_matrix(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The vectors of ``keys`` as one float32 ``(len(keys), dim)`` matrix and a bool mask of the keys found

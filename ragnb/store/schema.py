@@ -96,12 +96,7 @@ def ensure_schema(db: Database) -> Tables:
             "Pass --write to allow writing to an external database."
         )
     t = tables(db.schema)
-    with db.engine.begin() as conn:
-        missing = conn.execute(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).first() is None
-        if missing:
-            conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
-    if missing or vector_unregistered(db.engine):
-        db.engine.dispose()  # fresh connections register the vector type (reconnecting every call would cost)
+    ensure_vector_extension(db)
     with db.engine.begin() as conn:
         for table in (t.chunk, t.question, t.meta):
             if table.schema:
@@ -111,6 +106,17 @@ def ensure_schema(db: Database) -> Tables:
         conn.execute(sa.text(f"ALTER TABLE {meta} ADD COLUMN IF NOT EXISTS backend text, "
                              "ADD COLUMN IF NOT EXISTS fingerprint text, ADD COLUMN IF NOT EXISTS settings text"))
     return t
+
+
+def ensure_vector_extension(db: Database) -> None:
+    """Create pgvector in ``db`` if it is missing. The pool is reopened only when a pooled connection lacks the
+    vector type (it was opened before the extension existed): reconnecting on every call would cost."""
+    with db.engine.begin() as conn:
+        missing = conn.execute(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).first() is None
+        if missing:
+            conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
+    if missing or vector_unregistered(db.engine):
+        db.engine.dispose()  # fresh connections register the vector type
 
 
 def table_exists(db: Database, table: sa.Table) -> bool:

@@ -26,7 +26,8 @@ from ragnb.store.engine import Database
 from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
                                 check_space, column_vectors, fingerprint, locate, qualified, recorded_space,
                                 settings_json, source_table, table_vectors, vector_table_name)
-from ragnb.store.schema import Tables, column_dimension, ensure_schema, table_exists, tables
+from ragnb.store.schema import (Tables, column_dimension, ensure_schema, ensure_vector_extension, table_exists,
+                                tables)
 
 __all__ = ["Encoder", "EmbedStats", "check_space", "embed_table", "fetch_vectors", "fetch_vectors_by_id",
            "fetch_texts", "recorded_space", "vector_literal"]
@@ -278,19 +279,14 @@ def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, bat
 
 def _ensure_store(store: Database) -> None:
     """pgvector and the catalogue in the vector store (created on first use)."""
-    with store.engine.connect() as conn:
-        has_vector = conn.execute(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).first()
+    ensure_vector_extension(store)
     with store.engine.begin() as conn:
-        if not has_vector:
-            conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
         if store.store_schema:
             conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {_q(store, store.store_schema)}"))
         cat = catalogue_table(store.store_schema)
         cat.create(conn, checkfirst=True)
         conn.execute(sa.text(f"ALTER TABLE {store.engine.dialect.identifier_preparer.format_table(cat)} "
                              "ADD COLUMN IF NOT EXISTS settings text"))
-    if not has_vector:
-        store.engine.dispose()  # fresh connections register the new vector type
 
 
 def _prepare_vector_table(db: Database, table: sa.Table, encoder: Encoder, replace: bool
