@@ -174,6 +174,10 @@ def helpdesk_run(helpdesk_db, tmp_path_factory):
     return result, metrics, per_item
 
 
+# Farther apart than any last-bit difference of an embedding across processors, closer than any real decision.
+MARGIN = 1e-4
+
+
 def _brute_force(db):
     """Top-3 chunks per logged question by cosine over the stored vectors, independently of ragnb's retrievers."""
     from ragnb.store.questions import fetch_question_log
@@ -209,7 +213,11 @@ def test_domain_notebook_flags_each_gap_by_its_signals(helpdesk_db, helpdesk_run
     threshold = np.quantile(top1[served], 0.1)
     assert m["gap"]["method"] == "calibrated" and m["gap"]["n_reference"] == int(served.sum()) >= 40
     assert m["gap"]["threshold"] == pytest.approx(threshold, abs=1e-6)
-    assert table["low_similarity"].astype(bool).tolist() == (top1 < threshold).tolist()
+    # A question whose top-1 similarity lies within float noise of the cut may fall either side of it on another
+    # processor (a last-bit difference of the embedding); everything else must agree with the brute force.
+    clear = np.abs(top1 - threshold) > MARGIN
+    assert clear.sum() >= len(top1) - 2
+    assert (table["low_similarity"].astype(bool).to_numpy()[clear] == (top1 < threshold)[clear]).all()
     # every real gap is flagged, and says why
     for gid in ("g1", "g2", "g3", "g4", "g5"):
         assert table.loc[gid, "is_gap"], gid
@@ -224,9 +232,17 @@ def test_domain_notebook_flags_each_gap_by_its_signals(helpdesk_db, helpdesk_run
     sig = m["gap_signals"]
     assert {k: (sig[k]["n_flagged"], sig[k]["n"]) for k in ("low_score", "no_url", "url_not_in_corpus")} == \
         {"low_score": (5, 55), "no_url": (3, 57), "url_not_in_corpus": (2, 54)}
-    assert sig["low_similarity"]["n_flagged"] == int((top1 < threshold).sum()) and sig["low_similarity"]["n"] == 57
+    assert sig["low_similarity"]["n_flagged"] == int(table["low_similarity"].astype(bool).sum())
+    assert sig["low_similarity"]["n"] == 57
     assert sig["any"]["n_flagged"] == int(expected_gap.sum())
-    assert [g["question_id"] for g in m["knowledge_gaps"]][:1] in (["g1"], ["g2"], ["g3"])  # two signals or more first
+    # g1–g3 have two signals by construction (a low score and a missing or unknown URL); g4 may gain a second one on
+    # similarity alone, so the list is checked against the table's own counts: most signals first, then the lowest
+    # top-1 similarity — never against one processor's rounding of g4's similarity.
+    listed = [g["question_id"] for g in m["knowledge_gaps"]]
+    assert {"g1", "g2", "g3"} <= set(listed) and all(table.loc[g, "n_signals"] >= 2 for g in ("g1", "g2", "g3"))
+    keys = [(-int(table.loc[i, "n_signals"]), float(np.nan_to_num(table.loc[i, "top1_score"], nan=-np.inf)))
+            for i in listed]
+    assert keys == sorted(keys)
     html = (helpdesk_run[0].run_dir / "domain_analysis.html").read_text(encoding="utf-8")
     assert "url_not_in_corpus" in html and "calibrated" in html
 
