@@ -395,16 +395,21 @@ def test_domain_analysis_notebook_matches_independent_gaps_and_scores(notebook_r
     threshold = np.quantile(top1[served], 0.1)
     assert m["gap"]["method"] == "calibrated" and m["gap"]["n_reference"] == int(served.sum())
     assert m["gap"]["threshold"] == pytest.approx(threshold, abs=1e-6)
-    assert m["gap"]["n_gaps"] == int((top1 < threshold).sum())
     table = per_item["domain_analysis"].set_index("item_id").loc[list(log.index)]
-    assert table["low_similarity"].tolist() == (top1 < threshold).tolist()
+    low_sim = table["low_similarity"].astype(bool).to_numpy()
+    # ragnb's similarities and this float64 brute force may round a question within float noise of the cut to either
+    # side (and another processor's embedding may put one there): compare only the questions clear of it.
+    clear = np.abs(top1 - threshold) > 1e-4
+    assert clear.sum() >= len(top1) - 2
+    assert (low_sim[clear] == (top1 < threshold)[clear]).all()
+    assert m["gap"]["n_gaps"] == int(low_sim.sum())
     pages = set(demo_data["urls"].values())
     no_url = np.array([not isinstance(u, str) for u in urls])
     unmatched = np.array([isinstance(u, str) and u not in pages for u in urls])
     low = (log["score"] <= 2).to_numpy()
     assert table["no_url"].tolist() == no_url.tolist() and table["low_score"].tolist() == low.tolist()
     assert not table["follow_up"].any()  # the demo log has no sessions
-    assert table["is_gap"].tolist() == (low | no_url | unmatched | (top1 < threshold)).tolist()
+    assert table["is_gap"].tolist() == (low | no_url | unmatched | low_sim).tolist()
     assert m["gap_signals"]["no_url"] == {**m["gap_signals"]["no_url"], "n_flagged": int(no_url.sum()), "n": 100}
     counts = Counter(int(s) for s in log["score"])
     assert m["score_distribution"] == {**{str(k): counts.get(k, 0) for k in range(1, 6)}, "missing": 0}
