@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ragnb.datasets.sessions import SessionLog
+from ragnb.datasets.sessions import SessionLog  # noqa: F401  (the type choose_breaks reads)
 from ragnb.metrics.classification import score_report
 from ragnb.metrics.ux import consecutive_cosines
 from ragnb.metrics.ux_breaks import page_change_labels, validate_breaks
@@ -64,16 +64,23 @@ def choose_breaks(value: float | None, sessions: SessionLog, model: str, n_boot:
     flags say nothing) with where the threshold came from and, where the turns cite pages, its validation."""
     turns = sessions.turns
     sids = turns["session_id"].tolist()
-    signal = "answer" if getattr(sessions, "context_vectors", None) is not None else "question"
-    vectors = sessions.context_vectors if signal == "answer" else sessions.vectors
-    sim = turn_similarities(vectors, sids)
-    unrelated = unrelated_pair_similarities(vectors, sids)
+    candidates = {"question": sessions.vectors}
+    if getattr(sessions, "context_vectors", None) is not None:
+        candidates["answer"] = sessions.context_vectors
+    sims = {name: turn_similarities(vectors, sids) for name, vectors in candidates.items()}
+    labels = _oracle(turns)
+    aucs = {name: _auc(sim, labels, n_boot, seed) for name, sim in sims.items()} if labels is not None else {}
+    # The answer signal only where the cited pages show it separates page changes better on this log (a log whose
+    # answers are one placeholder text would make every turn "the same topic"); without pages, the question.
+    better = "answer" in aucs and aucs["answer"]["mean"] > aucs["question"]["mean"]
+    signal = "answer" if better else "question"
+    sim = sims[signal]
+    unrelated = unrelated_pair_similarities(candidates[signal], sids)
     out = {"signal": signal, "signal_text": SIGNALS[signal], "similarity": sim,
            "unrelated_pairs": similarity_quantiles(unrelated), "consecutive_pairs": similarity_quantiles(sim),
            "validation": None, "validated": False, "calibrated": False}
-    labels = _oracle(turns)
     if labels is not None:
-        out.update(_validated(value, sim, labels, sessions, signal, n_boot, seed))
+        out.update(_validated(value, sim, labels, signal, aucs, n_boot, seed))
     else:
         out.update(_unvalidated(value, unrelated, out["unrelated_pairs"], model))
     t = out["break_threshold"]
@@ -83,15 +90,10 @@ def choose_breaks(value: float | None, sessions: SessionLog, model: str, n_boot:
     return out
 
 
-def _validated(value, sim, labels, sessions: SessionLog, signal: str, n_boot: int, seed: int) -> dict:
+def _validated(value, sim, labels, signal: str, aucs: dict, n_boot: int, seed: int) -> dict:
     val = validate_breaks(sim, labels, threshold=value, n_boot=n_boot, seed=seed)
-    report = dict(val.report)
-    report["signal"] = signal
     # every available signal's separability, so a run shows what the adopted one gains
-    report["signals"] = {"question": _auc(turn_similarities(sessions.vectors, sessions.turns["session_id"]), labels,
-                                          n_boot, seed)}
-    if signal != "question":
-        report["signals"][signal] = report["roc_auc"]
+    report = {**val.report, "signal": signal, "signals": aucs}
     given = value is not None
     if val.separable:
         at = report["at_threshold"]
@@ -140,9 +142,9 @@ def break_notes(overall: dict, breaks: dict, model: str) -> list[str]:
     else:
         notes.append(f"break_threshold = {t:g} is {breaks['source']}; the number depends on the model: {scale}.")
     if val is not None and "answer" in val.get("signals", {}):
-        q, qa = val["signals"]["question"], val["signals"]["answer"]
-        notes.append(f"Break signal: {breaks['signal_text']}; ROC-AUC for page changes {qa['mean']:.3f} "
-                     f"(questions alone: {q['mean']:.3f}).")
+        q, a = val["signals"]["question"], val["signals"]["answer"]
+        notes.append(f"Break signal: {breaks['signal_text']} — ROC-AUC for page changes: answers {a['mean']:.3f}, "
+                     f"questions {q['mean']:.3f}; the higher one is used.")
     rate = overall["context_break_rate"]
     if t is not None and rate.get("constant") and cons["n"]:
         side = "below" if rate["mean"] == 0 else "above"

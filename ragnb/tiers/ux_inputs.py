@@ -164,8 +164,9 @@ def _session_inputs(sessions: str, corpus: str, log_db: Any, encoder: Any, max_s
 
 
 def turn_texts(turns: pd.DataFrame) -> list[str] | None:
-    """Each turn's logged answer, or its question where no answer was logged; None when no turn has an answer."""
-    if "answer" not in turns:
+    """Each turn's logged answer, or its question where no answer was logged; None when no turn has an answer or
+    no turn cites a page (then nothing could show that answers separate breaks better, see ragnb.tiers.ux_breaks)."""
+    if "answer" not in turns or "url" not in turns or not turns["url"].map(lambda u: isinstance(u, str)).any():
         return None
     answers = [a.strip() if isinstance(a, str) else "" for a in turns["answer"]]
     if not any(answers):
