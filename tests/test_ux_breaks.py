@@ -141,3 +141,107 @@ def test_validate_breaks_direct():
     assert val.report["roc_auc"]["mean"] == pytest.approx(roc_auc_score(labels, 1 - sims))
     empty = validate_breaks([0.5, 0.6], [np.nan, np.nan])
     assert math.isnan(empty.threshold) and empty.separable is None and "no consecutive pair" in empty.reason
+
+
+def _unit(m) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float64)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def _peer_best_cut(sims: np.ndarray, labels: np.ndarray) -> tuple[float, np.ndarray]:
+    """Brute force with scikit-learn: every cut "similarity < t" at an observed similarity or above them all; the
+    most agreement, then the highest F1, then the lowest t."""
+    cuts = sorted(set(sims.tolist())) + [float(np.nextafter(sims.max(), np.inf))]
+    key = [(accuracy_score(labels, sims < t), f1_score(labels, sims < t, zero_division=0.0), -t) for t in cuts]
+    t = cuts[max(range(len(cuts)), key=lambda i: key[i])]
+    return t, sims < t
+
+
+@pytest.mark.slow
+def test_dialogue_log_with_the_multilingual_model(monkeypatch):
+    """The help-desk wiki's dialogues (tests/helpdesk_log.py, DIALOGUES) in the configured database, embedded with
+    multilingual-e5-small: questions alone cannot tell an elliptical follow-up from a topic change, so they give no
+    break rate; the logged answers can, and the cut chosen on the cited pages beats the majority baseline. Every
+    figure is checked against scikit-learn on the model's own vectors and the oracle written by hand."""
+    import helpdesk_log as hd
+
+    from ragnb.metrics.ux_thresholds import unrelated_pair_similarities
+    from ragnb.rag.embeddings import get_encoder
+    from ragnb.store.engine import connect
+    from ragnb.store.loaders import insert_rows
+    from ragnb.store.vectors import embed_table
+    from ragnb.tiers.ux import load_inputs, run_tier_ux
+
+    monkeypatch.setenv("RAGNB_EMBEDDED_DB", "ux_dialogue_breaks")
+    e5 = get_encoder("multilingual-e5-small")
+    rows = hd.dialogue_rows()
+    keep = ("id", "session_id", "user_id", "question", "answer", "url", "score", "created_at")
+    db = connect()
+    insert_rows(db, "questions", [{k: r[k] for k in keep} for r in rows])
+    embed_table(db, "questions", e5, progress=False)
+    inputs = load_inputs(corpus="db", sessions="db", embedding_model="multilingual-e5-small")
+    assert inputs.sessions.turns.index.tolist() == [r["id"] for r in rows]
+    assert inputs.sessions.context_vectors is not None and any("logged answer (45 of 45" in n for n in inputs.notes)
+    args = (inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
+            inputs.annotations)
+    r = run_tier_ux(*args, n_boot=1000, embedding_model=inputs.embedding_model)
+    s, v = r.summary, r.summary["break_validation"]
+
+    # the oracle, by hand: 36 consecutive pairs, 35 labelled (the canteen turn cites no page), 12 page changes
+    oracle = hd.dialogue_breaks()
+    labelled = [i for i, y in oracle.items() if not math.isnan(y)]
+    y = np.array([oracle[i] for i in labelled])
+    assert (len(oracle), len(labelled), int(y.sum())) == (36, 35, 12)
+    assert r.per_item.loc[labelled, "page_change"].astype(float).tolist() == y.tolist()
+    assert (v["n_pairs"], v["n_page_changes"], v["majority_baseline"]) == (35, 12, pytest.approx(23 / 35))
+
+    # peers on the model's vectors: consecutive cosines of the questions and of the answers (as passages)
+    pos = {row["id"]: k for k, row in enumerate(rows)}
+    Q = _unit(e5.encode_queries([row["question"] for row in rows]))
+    A = _unit(e5.encode_documents([row["answer"] for row in rows]))
+    q_sim = np.array([Q[pos[i] - 1] @ Q[pos[i]] for i in labelled])
+    a_sim = np.array([A[pos[i] - 1] @ A[pos[i]] for i in labelled])
+    for sims in (q_sim, a_sim):  # no two similarities within float noise: ranks and cuts cannot flip
+        assert np.diff(np.sort(sims)).min() > 1e-5
+    q_auc, a_auc = roc_auc_score(y, 1 - q_sim), roc_auc_score(y, 1 - a_sim)
+    assert s["break_signal"] == v["signal"] == "answer"
+    assert v["signals"]["question"]["mean"] == pytest.approx(q_auc, abs=1e-6)
+    assert v["signals"]["answer"]["mean"] == v["roc_auc"]["mean"] == pytest.approx(a_auc, abs=1e-6)
+    # the trap of DESIGN.md §7: the questions' cosines of follow-ups and topic changes overlap
+    lo, hi = v["signals"]["question"]["ci95"]
+    assert lo < 0.45 and hi > 0.55 and a_auc > q_auc + 0.3 and v["roc_auc"]["ci95"][0] > 0.7
+
+    t, flags = _peer_best_cut(a_sim, y)
+    assert np.abs(a_sim[a_sim != t] - t).min() > 1e-5  # the cut is not within float noise of another pair
+    at = v["at_threshold"]
+    assert s["break_threshold"] == pytest.approx(t, abs=1e-6)
+    assert at["confusion"] == {"tp": int((flags & (y == 1)).sum()), "fp": int((flags & (y == 0)).sum()),
+                               "fn": int((~flags & (y == 1)).sum()), "tn": int((~flags & (y == 0)).sum())}
+    assert at["accuracy"]["mean"] == pytest.approx(accuracy_score(y, flags))
+    assert at["f1"]["mean"] == pytest.approx(f1_score(y, flags))
+    assert at["accuracy"]["mean"] > v["majority_baseline"] + 0.15 and v["beats_majority"] is True
+    assert s["break_threshold_calibrated"] is True and s["break_threshold_validated"] is True
+    # the rate: that cut over all 36 pairs (the answer of the unlabelled canteen turn included)
+    all_pairs = [row["id"] for row in rows if pos[row["id"]] and rows[pos[row["id"]] - 1]["session_id"]
+                 == row["session_id"]]
+    a_all = np.array([A[pos[i] - 1] @ A[pos[i]] for i in all_pairs])
+    assert s["context_break_rate"]["mean"] == pytest.approx(float((a_all < t).mean()))
+    assert s["context_break_rate"]["n"] == 36 and sorted(r.breaks.index) == sorted(np.array(all_pairs)[a_all < t])
+
+    # The seed's rule on the questions — the 90% quantile of turns of different sessions — flags most turns and
+    # agrees with the oracle less often than always answering "no break".
+    q_turn = _unit(inputs.sessions.vectors)
+    old_cut = np.quantile(unrelated_pair_similarities(q_turn, inputs.sessions.turns["session_id"].tolist()), 0.9)
+    old = q_sim < old_cut
+    assert old.sum() > 25 and accuracy_score(y, old) < 23 / 35 - 0.15
+
+    # Without the answers only the questions are left: not separable, so no break rate and nothing calibrated.
+    inputs.sessions.context_vectors = None
+    q = run_tier_ux(*args, n_boot=1000, embedding_model=inputs.embedding_model)
+    qs = q.summary
+    assert qs["break_signal"] == "question" and list(qs["break_validation"]["signals"]) == ["question"]
+    assert qs["break_validation"]["separable"] is False and "not separable" in qs["break_threshold_source"]
+    assert qs["break_threshold"] is None and qs["break_threshold_calibrated"] is False
+    assert math.isnan(qs["context_break_rate"]["mean"]) and qs["context_break_rate"]["n_failed"] == 36
+    assert not any("calibrated" in n for n in q.notes if "break" in n)
+    db.dispose()
