@@ -152,8 +152,8 @@ def read_sessions(db: Database, max_sessions: int = 0, encoder: Encoder | None =
     if max_sessions:
         first = first.limit(max_sessions)
     first = first.subquery("first_turns")
-    stmt = (sa.select(tid.label("id"), sid.label("session_id"), t.c.question, t.c.created_at, t.c.answer.label("answer"),
-                      t.c.url.label("url"),
+    stmt = (sa.select(tid.label("id"), sid.label("session_id"), t.c.question, t.c.created_at,
+                      t.c.answer.label("answer"), t.c.url.label("url"),  # labels: mapped column names differ
                       t.c.embedding.is_not(None).label("has_vector"))
             .join(first, first.c.sid == sid)
             .order_by(first.c.first_at.asc().nulls_last(), first.c.sid, t.c.created_at.asc().nulls_last(), tid))
