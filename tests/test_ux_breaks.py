@@ -86,6 +86,19 @@ def test_separable_log_picks_the_cut_that_beats_the_majority_baseline():
     assert rate["mean"] == pytest.approx(6 / 21) and (rate["n"], rate["n_valid"], rate["n_failed"]) == (21, 21, 0)
     assert sorted(r.breaks.index) == sorted(["s14:1", "s15:1", "s16:1", "s17:1", "s18:1", "s20:1"])
     assert s["sessions"]["n_breaks"] == 6 and r.per_session["n_breaks"].sum() == 6
+    # the report: the summary table carries the separability and the agreement; the chart the pairs by oracle
+    from ragnb.tiers.ux_figures import break_signal_chart, summary_rows
+
+    table = summary_rows(s).set_index("metric")
+    assert table.loc["page_change_auc (question)", "mean"] == pytest.approx(79 / 84)
+    assert table.loc["break_agreement (majority baseline 0.700)", "mean"] == pytest.approx(0.95)
+    fig = break_signal_chart(r.per_item, s["break_threshold"], s["break_signal"])
+    assert len(fig.data) == 1 and sorted(fig.data[0].y) == pytest.approx(sorted(_SAME + _CHANGE + [0.3]))
+    assert fig.layout.shapes[0].y0 == pytest.approx(0.6)
+    by_kind = pd.Series(np.asarray(fig.data[0].y, dtype=float)).groupby(list(fig.data[0].x)).apply(sorted)
+    assert by_kind["cites another page"] == pytest.approx(_CHANGE)
+    assert by_kind["cites the same page"] == pytest.approx(_SAME)
+    assert by_kind["no cited page on one side"] == pytest.approx([0.3])
     # a given threshold is validated the same way, and not called calibrated
     given = run_tier_ux(None, None, None, None, _two_turn_log(SEPARABLE), n_boot=1000, break_threshold=0.75).summary
     gv = given["break_validation"]
@@ -123,6 +136,9 @@ def test_unseparable_log_gives_no_break_rate_and_nothing_calibrated():
     table = summary_rows(s)
     row = table[(table["scope"] == "all") & (table["metric"] == "context_break_rate")].iloc[0]
     assert math.isnan(row["mean"]) and row["n_valid"] == 0
+    from ragnb.tiers.ux_figures import break_signal_chart
+
+    assert not break_signal_chart(r.per_item, s["break_threshold"]).layout.shapes  # no cut drawn: there is none
     # without a bootstrap there is no CI to decide with: no rate either
     none = run_tier_ux(None, None, None, None, _two_turn_log(SEPARABLE), n_boot=0).summary
     assert none["break_validation"]["separable"] is None and none["break_threshold"] is None

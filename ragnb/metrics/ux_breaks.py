@@ -65,9 +65,10 @@ def break_threshold_curve(similarity, is_break) -> pd.DataFrame:
         return pd.DataFrame(columns=["threshold", "n_flagged", "tp", "fp", "fn", "tn", "agreement", "precision",
                                      "recall", "f1"])
     cands = np.append(np.unique(s), np.nextafter(s.max(), np.inf))
-    flagged = s[None, :] < cands[:, None]  # candidates × pairs (a log's pairs: small)
-    tp = (flagged & (y == 1)).sum(axis=1)
-    fp = (flagged & (y == 0)).sum(axis=1)
+    order = np.argsort(s, kind="stable")
+    n_below = np.searchsorted(s[order], cands, side="left")  # pairs flagged at each candidate: s < t
+    tp = np.concatenate([[0], np.cumsum(y[order] == 1)])[n_below]
+    fp = n_below - tp
     fn = int((y == 1).sum()) - tp
     tn = int((y == 0).sum()) - fp
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -101,7 +102,7 @@ class BreakValidation:
 
 
 def validate_breaks(similarity, is_break, threshold: float | None = None, n_boot: int = 1000,
-                    seed: int = 0) -> BreakValidation:
+                    seed: int = 0, roc_auc: dict | None = None) -> BreakValidation:
     """Break flags "similarity < threshold" against the oracle ``is_break`` (1 page change / 0 same page / NaN
     unknown, :func:`page_change_labels`), over the pairs where both are known.
 
@@ -112,7 +113,8 @@ def validate_breaks(similarity, is_break, threshold: float | None = None, n_boot
       comparison against the majority baseline (:func:`ragnb.metrics.classification.binary_report`).
 
     ``separable`` is True when the AUC's CI lies above 0.5 *and* the flags beat the majority baseline
-    (``beats``); False otherwise, with the reason; None when there is no CI to decide with.
+    (``beats``); False otherwise, with the reason; None when there is no CI to decide with. ``roc_auc``: that
+    AUC entry where the caller already computed it on the same inputs (its bootstrap is the costly part).
     """
     s, y = _labelled(similarity, is_break)
     curve = break_threshold_curve(s, y)
@@ -121,10 +123,9 @@ def validate_breaks(similarity, is_break, threshold: float | None = None, n_boot
     if t is None:
         return BreakValidation(math.nan, None, "no consecutive pair has an oracle label (both turns citing a page)",
                                {"n_pairs": 0, "n_page_changes": 0}, curve)
-    scores = score_report(y, 1.0 - s, n_boot=n_boot, seed=seed)
+    auc = roc_auc if roc_auc is not None else pair_auc(s, y, n_boot, seed)
     at = binary_report(y, (s < t).astype(float), n_boot=n_boot, seed=seed, labels=("break", "no break"))
     m, base = at["metrics"], at["metrics"]["accuracy"]["baselines"]
-    auc = scores["roc_auc"]
     report = {
         "n_pairs": int(s.size), "n_page_changes": int(y.sum()), "oracle_break_rate": float(y.mean()),
         "roc_auc": auc, "threshold": t, "threshold_chosen_on_oracle": chosen, "in_sample": chosen,
@@ -136,6 +137,13 @@ def validate_breaks(similarity, is_break, threshold: float | None = None, n_boot
     separable, reason = _separable(auc, base)
     report.update(separable=separable, reason=reason)
     return BreakValidation(t, separable, reason, report, curve)
+
+
+def pair_auc(similarity, is_break, n_boot: int = 1000, seed: int = 0) -> dict:
+    """ROC-AUC of 1 − similarity for the pairs labelled 1 (page changes), with its bootstrap CI, over the pairs
+    where both are known (:func:`ragnb.metrics.classification.score_report`'s entry)."""
+    s, y = _labelled(similarity, is_break)
+    return score_report(y, 1.0 - s, n_boot=n_boot, seed=seed)["roc_auc"]
 
 
 def _separable(auc: dict, base: dict) -> tuple[bool | None, str]:

@@ -12,10 +12,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from ragnb.datasets.sessions import SessionLog  # noqa: F401  (the type choose_breaks reads)
-from ragnb.metrics.classification import score_report
+from ragnb.datasets.sessions import SessionLog
 from ragnb.metrics.ux import consecutive_cosines
-from ragnb.metrics.ux_breaks import page_change_labels, validate_breaks
+from ragnb.metrics.ux_breaks import page_change_labels, pair_auc, validate_breaks
 from ragnb.metrics.ux_thresholds import (BREAK_QUANTILE, model_defaults, similarity_quantiles,
                                          unrelated_pair_similarities)
 
@@ -69,7 +68,7 @@ def choose_breaks(value: float | None, sessions: SessionLog, model: str, n_boot:
         candidates["answer"] = sessions.context_vectors
     sims = {name: turn_similarities(vectors, sids) for name, vectors in candidates.items()}
     labels = _oracle(turns)
-    aucs = {name: _auc(sim, labels, n_boot, seed) for name, sim in sims.items()} if labels is not None else {}
+    aucs = {name: pair_auc(sim, labels, n_boot, seed) for name, sim in sims.items()} if labels is not None else {}
     # The answer signal only where the cited pages show it separates page changes better on this log (a log whose
     # answers are one placeholder text would make every turn "the same topic"); without pages, the question.
     better = "answer" in aucs and aucs["answer"]["mean"] > aucs["question"]["mean"]
@@ -91,7 +90,7 @@ def choose_breaks(value: float | None, sessions: SessionLog, model: str, n_boot:
 
 
 def _validated(value, sim, labels, signal: str, aucs: dict, n_boot: int, seed: int) -> dict:
-    val = validate_breaks(sim, labels, threshold=value, n_boot=n_boot, seed=seed)
+    val = validate_breaks(sim, labels, threshold=value, n_boot=n_boot, seed=seed, roc_auc=aucs[signal])
     # every available signal's separability, so a run shows what the adopted one gains
     report = {**val.report, "signal": signal, "signals": aucs}
     given = value is not None
@@ -105,11 +104,6 @@ def _validated(value, sim, labels, signal: str, aucs: dict, n_boot: int, seed: i
                 "validation": report, "curve": val.curve}
     return {"break_threshold": None, "calibrated": False, "validated": False,
             "source": f"no break rate: {val.reason}", "validation": report, "curve": val.curve}
-
-
-def _auc(sim: np.ndarray, labels: np.ndarray, n_boot: int, seed: int) -> dict:
-    ok = ~np.isnan(sim) & ~np.isnan(labels)
-    return score_report(labels[ok], 1.0 - sim[ok], n_boot=n_boot, seed=seed)["roc_auc"]
 
 
 def _unvalidated(value, unrelated: np.ndarray, baseline: dict, model: str) -> dict:
