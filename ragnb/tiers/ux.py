@@ -48,9 +48,10 @@ class UXResult(TierResult):
 
     @property
     def breaks(self) -> pd.DataFrame:
-        """Turns whose similarity to the previous question is below the break threshold, least similar first."""
+        """Turns flagged as breaking context (their break signal is below the break threshold), least similar to
+        the previous turn first; empty where there is no break rate."""
         b = self.per_item[self.per_item["broke_context"].fillna(False).astype(bool)]
-        return b.sort_values("similarity", kind="stable")
+        return b.sort_values("break_similarity" if "break_similarity" in b else "similarity", kind="stable")
 
 
 def _turn_frame(sessions: SessionLog, annotations: pd.DataFrame | None, pairs: pd.DataFrame,
