@@ -137,3 +137,110 @@ def write_log(path: Path, rows: list[dict] | None = None) -> Path:
     path.write_text("".join(json.dumps({k: r[k] for k in keep}, ensure_ascii=False) + "\n" for r in rows),
                     encoding="utf-8")
     return path
+
+
+# Dialogues for Tier UX's context breaks: sessions that stay on one page over several turns — most of them short
+# elliptical follow-ups ("А их можно перенести?") that name nothing of the page — and then change topic. Each turn
+# carries the answer the assistant gave (a sentence of the cited page, as a RAG answer would quote it) and the page
+# it cited; a turn cites no page (None) where the wiki has none. The oracle of a break: the turn cites another page
+# than the previous turn. (session, language, [(question, answer, subject or None)]).
+DIALOGUES = [
+    ("d1", "ru", [("Как получить доступ к VPN?", "Заявку на VPN подают через портал сервис-деска, форма «Удалённый "
+                   "доступ»; её одобряет руководитель команды.", "vpn"),
+                  ("А сколько ждать одобрения?", "Руководитель команды одобряет заявку на VPN за один рабочий день.",
+                   "vpn"),
+                  ("а через сколько он отключается?", "VPN отключается после двенадцати часов бездействия.", "vpn"),
+                  ("Сколько дней отпуска в год?", "У каждого сотрудника двадцать восемь дней оплачиваемого отпуска в "
+                   "год.", "vacation"),
+                  ("А их можно перенести?", "Неиспользованные дни отпуска переносятся на следующий год, но не больше "
+                   "десяти.", "vacation")]),
+    ("d2", "en", [("How do I reset my password?", "Reset your password on the self-service page with your phone "
+                   "number.", "password"),
+                  ("And how often does it expire?", "Passwords expire every ninety days; the portal reminds you a "
+                   "week ahead.", "password"),
+                  ("What if I can't reach that page?", "If you forgot your password and cannot reach the self-service "
+                   "page, call the service desk.", "password"),
+                  ("How do I deploy a service to production?", "Merge to the main branch and the pipeline builds a "
+                   "container image; production needs a manual approval in the release channel.", "deploy"),
+                  ("Who approves it?", "A production deploy is approved manually in the release channel.", "deploy"),
+                  ("And if the health checks fail?", "Roll the deploy back with the previous image tag.", "deploy")]),
+    ("d3", "ru", [("Как вернуть деньги за такси?", "Такси для поездок по работе возмещается по чеку: загрузите чек в "
+                   "авансовый отчёт в финансовом портале.", "expenses"),
+                  ("В какой срок?", "Чеки загружают в авансовый отчёт в течение пяти дней.", "expenses"),
+                  ("Что делать, если я заболел?", "Сообщите руководителю и откройте больничный лист у врача.", "sick"),
+                  ("А справка нужна?", "Справка не нужна: электронный больничный приходит в HR автоматически.", "sick"),
+                  ("Сколько за него платят?", "Больничный оплачивается по стажу: от шестидесяти до ста процентов.",
+                   "sick")]),
+    ("d4", "en", [("Where are the Grafana dashboards of my service?", "Every service has a Grafana dashboard in the "
+                   "folder of its team.", "monitoring"),
+                  ("How do I add an alert for latency?", "Alerts are rules in Alertmanager: add a latency rule to the "
+                   "service's alert file.", "monitoring"),
+                  ("Who is on call now?", "The on-call rota is in PagerDuty and changes every Monday.", "monitoring"),
+                  ("What's the guest wifi password?", "The guest wifi password is printed at the office reception.",
+                   "office"),
+                  ("And where do I park?", "Parking is in the underground garage of the office; ask the reception "
+                   "for a pass.", "office"),
+                  ("Is there a canteen menu somewhere?", "I could not find a page about the canteen.", None)]),
+    ("d5", "ru", [("Какой клиент VPN нужно установить?", "Установите клиент GlobalConnect и войдите под доменной "
+                   "учётной записью.", "vpn"),
+                  ("Под какой учёткой входить?", "В клиент VPN входят под доменной учётной записью.", "vpn"),
+                  ("How do I book a meeting room?", "Book a meeting room in the calendar by inviting the room.",
+                   "office"),
+                  ("Как оформить отпуск?", "Заявление на отпуск оформляют в HR-портале не позднее чем за две "
+                   "недели, согласует руководитель.", "vacation"),
+                  ("За сколько недель?", "Отпуск оформляют не позднее чем за две недели.", "vacation")]),
+    ("d6", "en", [("Does staging deploy automatically?", "Yes: after a merge to the main branch staging deploys "
+                   "automatically.", "deploy"),
+                  ("And production?", "Production needs a manual approval in the release channel.", "deploy"),
+                  ("My password expired, what do I do?", "Reset your password on the self-service page with your "
+                   "phone number.", "password"),
+                  ("Is there a reminder before that?", "The portal reminds you a week before your password expires.",
+                   "password")]),
+    ("d7", "ru", [("Какие суточные в командировке?", "Суточные в командировке по России — семьсот рублей в день.",
+                   "expenses"),
+                  ("А за границей?", "На странице о расходах указаны только суточные по России.", "expenses"),
+                  ("Кто дежурит на этой неделе?", "График дежурств — в PagerDuty, он меняется каждый понедельник.",
+                   "monitoring"),
+                  ("А когда пересменка?", "Дежурство в PagerDuty меняется каждый понедельник.", "monitoring")]),
+    ("d8", "en", [("How is sick leave paid?", "Sick leave is paid by length of service: sixty to a hundred percent.",
+                   "sick"),
+                  ("Do I tell my manager?", "Yes: when you are sick, tell your manager and open a sick leave at the "
+                   "doctor.", "sick"),
+                  ("How many vacation days do I have?", "Every employee has twenty-eight days of paid vacation a "
+                   "year.", "vacation"),
+                  ("Who signs off on it?", "Your manager approves the vacation request in the HR portal.", "vacation"),
+                  ("Where do I upload receipts?", "Upload receipts to the expense report in the finance portal within "
+                   "five days.", "expenses")]),
+    ("d9", "ru", [("Как откатить неудачный релиз?", "Релиз откатывают на предыдущий тег образа, если проверки "
+                   "здоровья не прошли.", "deploy"),
+                  ("А стейджинг сам выкатывается?", "Стейджинг деплоится автоматически после слияния в основную "
+                   "ветку.", "deploy"),
+                  ("Где забронировать переговорку?", "Переговорку бронируют в календаре, пригласив комнату на "
+                   "встречу.", "office"),
+                  ("А парковка есть?", "Парковка — в подземном гараже офиса, пропуск выдают на ресепшене.", "office"),
+                  ("Как сбросить пароль?", "Пароль сбрасывают на странице самообслуживания по номеру телефона.",
+                   "password")]),
+]
+
+
+def dialogue_rows() -> list[dict]:
+    """DIALOGUES as question-log rows (turns a minute apart, sessions a day apart); ``subject`` (test-only) is the
+    cited page's subject, None for a turn that cites no page."""
+    rows = []
+    for day, (sid, lang, turns) in enumerate(DIALOGUES, start=1):
+        for n, (q, answer, subject) in enumerate(turns):
+            rows.append({"id": f"{sid}-{n}", "session_id": sid, "user_id": f"u-{sid}", "question": q,
+                         "answer": answer, "url": page_url(SUBJECT_PAGE[subject]) if subject else None, "score": 5,
+                         "created_at": f"2026-04-{day:02d}T10:{n:02d}:00Z", "subject": subject, "language": lang})
+    return rows
+
+
+def dialogue_breaks() -> dict[str, float]:
+    """The oracle, by hand from DIALOGUES: per non-first turn id, 1.0 when it cites another page than the previous
+    turn, 0.0 when the same, NaN when either cites none."""
+    out = {}
+    for sid, _lang, turns in DIALOGUES:
+        for n in range(1, len(turns)):
+            a, b = turns[n - 1][2], turns[n][2]
+            out[f"{sid}-{n}"] = float("nan") if a is None or b is None else float(a != b)
+    return out

@@ -52,6 +52,8 @@ NO_TABLE_METRIC = {
                                               "is relevant; no aggregate",
     "ragnb.tiers.ux_figures.similarity_chart": "per-turn similarities of each session; no aggregate",
     "ragnb.tiers.ux_figures.similarity_by_flag_chart": "per-turn similarities by flag; no aggregate",
+    "ragnb.tiers.ux_figures.break_signal_chart": "per-pair break-signal similarities by the cited-page oracle; "
+                                                 "no aggregate",
     "ragnb.tiers.ux_figures.cache_similarity_histogram": "the distribution of nearest-question similarities "
                                                          "beside τ; no aggregate",
     "ragnb.tiers.judging.figures.score_by_label_figure": "judge scores per item, by human label; no aggregate",

@@ -740,19 +740,23 @@ def test_no_tau_reaches_the_target_and_no_oracle():
     assert any("not calibrated" in x and "some-new-model" in x and "depends on the model" in x for x in none.notes)
 
 
-def test_break_threshold_calibrated_on_unrelated_pairs():
+def test_break_threshold_without_cited_pages_is_unvalidated():
     from ragnb.metrics.ux_thresholds import model_defaults
     from ragnb.tiers.ux import run_tier_ux
 
     # s1: (1,0)→(0,1): cos 0; s2: (0.6,0.8)→(0.8,0.6): cos 0.96. Pairs across sessions: 0.6, 0.6, 0.8, 0.8 →
     # 90% quantile (linear interpolation, position 0.9 · 3 = 2.7) 0.8, so the first pair breaks context, the
-    # second does not.
+    # second does not. No turn cites a page, so nothing checks that: the threshold is never "calibrated".
     vecs = [[1, 0], [0, 1], [0.6, 0.8], [0.8, 0.6]]
     log = _log([("a", "s1", 0), ("b", "s1", 1), ("c", "s2", 0), ("d", "s2", 1)], vecs)
     r = run_tier_ux(None, None, None, None, log, n_boot=0, embedding_model="all-MiniLM-L6-v2")
     s = r.summary
-    assert s["break_threshold"] == pytest.approx(0.8) and s["break_threshold_calibrated"] is True
-    assert s["break_threshold_source"] == "90% quantile of the cosines of 4 pairs of questions from different sessions"
+    assert s["break_threshold"] == pytest.approx(0.8) and s["break_threshold_calibrated"] is False
+    assert s["break_threshold_validated"] is False and s["break_validation"] is None and s["break_signal"] == "question"
+    assert s["break_threshold_source"] == ("90% quantile of the cosines of 4 pairs of questions from different "
+                                           "sessions, uncalibrated and unvalidated: the turns cite no pages to check "
+                                           "breaks against")
+    assert "page_change" not in r.per_item and "break_similarity" not in r.per_item
     assert s["break_calibration"]["unrelated_pairs"]["n"] == 4
     assert s["context_break_rate"]["mean"] == 0.5 and r.breaks.index.tolist() == ["b"]
     # a fixed threshold below every consecutive similarity: a constant 0, flagged as saying nothing
@@ -761,12 +765,13 @@ def test_break_threshold_calibrated_on_unrelated_pairs():
     f = fixed.summary
     assert f["break_threshold_calibrated"] is False and f["context_break_rate"]["mean"] == 0.0
     assert any("context_break_rate is 0 for every pair" in n and "lies below every consecutive similarity" in n
-               and "set break_threshold = 0 to calibrate" in n for n in fixed.notes)
+               and "says nothing about continuity" in n for n in fixed.notes)
     # one session: nothing unrelated to compare with → the family default, said to be uncalibrated
     one = run_tier_ux(None, None, None, None, _log([("a", "s1", 0), ("b", "s1", 1)], vecs[:2]), n_boot=0,
                       embedding_model="multilingual-e5-small").summary
     assert one["break_threshold"] == model_defaults("multilingual-e5-small").break_threshold == 0.88
     assert one["break_threshold_calibrated"] is False and "fewer than two sessions" in one["break_threshold_source"]
+    assert "unvalidated" in one["break_threshold_source"]
 
 
 @pytest.mark.slow
@@ -849,10 +854,16 @@ def test_bilingual_wiki_log_with_the_multilingual_model(monkeypatch, tmp_path):
     scopes = set(table["scope"]) - {"all"}
     assert len(scopes) == 1 and scopes.pop().startswith("question log postgresql")
     assert "(?)" not in "".join(table["scope"])
-    # the break threshold on e5's scale (not 0.3): the two topic switches of the log break context — password →
-    # VPN and deploy → roll back — while the follow-ups on one page do not
-    assert a["break_threshold_calibrated"] is True and 0.8 < a["break_threshold"] < 0.95
-    assert auto.breaks.index.tolist() == ["u14", "u02"] and a["context_break_rate"]["mean"] == pytest.approx(2 / 8)
+    # breaks are checked against the cited pages: the log's two topic switches — password → VPN and deploy → roll
+    # back — are its two least similar pairs (AUC 1; the one placeholder answer of every row separates nothing, so
+    # the questions are the signal), but 2 changes in 8 pairs cannot show that flags beat always answering "no
+    # break": no break rate, and nothing called calibrated
+    v = a["break_validation"]
+    assert (v["n_pairs"], v["n_page_changes"]) == (8, 2) and a["break_signal"] == "question"
+    assert v["roc_auc"]["mean"] == 1.0 and v["signals"]["answer"]["mean"] == 0.5
+    assert v["at_threshold"]["confusion"] == {"tp": 2, "fp": 0, "fn": 0, "tn": 6} and v["beats_majority"] is False
+    assert a["break_threshold"] is None and a["break_threshold_calibrated"] is False
+    assert math.isnan(a["context_break_rate"]["mean"]) and auto.breaks.empty
     written = json.loads(auto.write(tmp_path, "tier_ux").read_text(encoding="utf-8"))
     assert written["tau_calibrated"] is True and written["tau_calibration"]["tau"] == cal["tau"]
     assert written["cache_hit_precision"]["n_valid"] == t_judged

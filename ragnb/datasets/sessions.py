@@ -115,6 +115,9 @@ class SessionLog:
     turns: pd.DataFrame  # index id: id, session_id, turn (0-based position in its session), question, created_at
     vectors: np.ndarray  # float32 (len(turns) × D), row i = turns.iloc[i]
     notes: list[str]
+    # Row i = turns.iloc[i]'s logged answer (its question where none was logged), embedded by the caller for Tier
+    # UX's break signal (ragnb.tiers.ux_breaks); None when no turn has an answer.
+    context_vectors: np.ndarray | None = None
 
     def by_session(self) -> dict[str, np.ndarray]:
         """session id → its turns' vectors in order (sessions in order of their first turn)."""
@@ -150,12 +153,13 @@ def read_sessions(db: Database, max_sessions: int = 0, encoder: Encoder | None =
         first = first.limit(max_sessions)
     first = first.subquery("first_turns")
     stmt = (sa.select(tid.label("id"), sid.label("session_id"), t.c.question, t.c.created_at,
+                      t.c.answer.label("answer"), t.c.url.label("url"),  # labels: mapped column names differ
                       t.c.embedding.is_not(None).label("has_vector"))
             .join(first, first.c.sid == sid)
             .order_by(first.c.first_at.asc().nulls_last(), first.c.sid, t.c.created_at.asc().nulls_last(), tid))
     with db.engine.connect() as conn:
         turns = pd.DataFrame(conn.execute(stmt).mappings().all(),
-                             columns=["id", "session_id", "question", "created_at", "has_vector"])
+                             columns=["id", "session_id", "question", "created_at", "answer", "url", "has_vector"])
     if turns.empty:
         raise ValueError(f"{db.display_url}: no logged question has a session_id, so there are no sessions to "
                          f"analyse; load a question log with a session_id column (and created_at for the order)")

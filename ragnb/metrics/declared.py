@@ -52,9 +52,12 @@ retrieval failed, the system gives no chunk ids or the item has no relevant chun
 
 declare("context_break_rate", "ux", kind="session", value_range=(0.0, 1.0), higher_is_better=False,
         computed_by="ragnb.tiers.ux:run_tier_ux", formula="""
-Share of consecutive turn pairs whose cosine similarity is below ``break_threshold`` θ:
-|{i : cos(e_{q_i}, e_{q_{i+1}}) < θ}| / |pairs| over all sessions' pairs. θ by default: the 90% quantile of the
-cosines of questions from different sessions (calibrated to the model), else the model family's default.""")
+Share of consecutive turn pairs whose break signal s_i (cosine of the questions, or of the logged answers where
+they separate page changes better) is below ``break_threshold`` θ: |{i : s_i < θ}| / |pairs| over all sessions'
+pairs. Where the turns cite pages, θ is the cut agreeing most often with "the turn cites another page than the
+previous turn", and the rate is NaN (says nothing here) unless page changes are separable (ROC-AUC 95% CI above
+0.5) and the flags beat the majority baseline; without pages θ is the 90% quantile of the cosines of turns from
+different sessions (else the model family's default), unvalidated.""")
 
 declare("utilization_rate", "analysis", kind="ranking", value_range=(0.0, 1.0), higher_is_better=True,
         computed_by="ragnb.analysis.utilization:chunk_utilization", formula="""

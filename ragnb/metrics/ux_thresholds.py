@@ -1,6 +1,7 @@
 """Tier UX thresholds that know the model (docs/metrics.md, Tier UX, Thresholds): the cache τ calibrated against
-the pages the logged questions cite, the break threshold against the model's similarity of unrelated questions,
-and the per-model-family defaults used — and reported as uncalibrated — where the data cannot calibrate them.
+the pages the logged questions cite, the break threshold's fallback where the turns cite no pages (the model's
+similarity of unrelated questions: unvalidated; with pages, :mod:`ragnb.metrics.ux_breaks`), and the
+per-model-family defaults used — and reported as uncalibrated — where the data cannot calibrate them.
 
 Cosine similarities are not comparable across models: multilingual-e5-small puts almost any two questions of
 one wiki at 0.78–0.90, all-MiniLM-L6-v2 at 0.1–0.6. A fixed number therefore means a different thing per model.

@@ -26,9 +26,10 @@
 #   so).
 #
 # Similarity thresholds depend on the embedding model (multilingual-e5 puts almost any two questions of one wiki
-# above 0.8, all-MiniLM-L6-v2 rarely), so τ is calibrated on the cited pages for a target precision and the
-# break threshold on the similarities of questions from different sessions; a threshold that cannot be calibrated
-# is reported as such, beside the model's similarity distribution.
+# above 0.8, all-MiniLM-L6-v2 rarely), so τ is calibrated on the cited pages for a target precision, and breaks
+# are checked against them too: a turn that cites another page than the previous turn is a real topic change.
+# Where the flags cannot beat always answering "no break", there is no break rate; without cited pages the break
+# threshold is reported as uncalibrated and unvalidated, beside the model's similarity distribution.
 #
 # Every mean comes with a bootstrap 95% confidence interval (over questions, hits, resp. sessions) and the counts
 # behind it; undefined values (an empty cache) are counted as failed, never dropped; a one-turn session has no
@@ -43,7 +44,7 @@ max_questions: int = 0  # check only the first N questions against the cache (0:
 cache_score: int = 5  # user score that puts a logged question into the cache
 tau: float = 0.0  # cache hit when the best cosine similarity is strictly above τ in (0, 1]; 0: calibrated (see target_precision)
 target_precision: float = 0.9  # τ 0: the smallest τ whose hits cite their match's page this often, else the model's default
-break_threshold: float = 0.0  # a turn breaks context below this similarity to the previous turn; 0: calibrated on pairs of different sessions
+break_threshold: float = 0.0  # a turn breaks context below this similarity to the previous turn; 0: chosen on the cited pages (else the 90% quantile of turns of different sessions, unvalidated)
 max_sessions: int = 0  # analyse only the first N sessions, by time of their first turn (0: all)
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 n_boot: int = 1000  # bootstrap resamples for the 95% confidence intervals
@@ -58,8 +59,8 @@ output_dir = str(notebook_output_dir(output_dir))  # the one rule for the defaul
 
 from ragnb.reports import report
 from ragnb.tiers.ux import load_inputs, run_tier_ux
-from ragnb.tiers.ux_figures import (cache_similarity_histogram, similarity_by_flag_chart, similarity_chart,
-                                    summary_rows, tau_curve_chart)
+from ragnb.tiers.ux_figures import (break_signal_chart, cache_similarity_histogram, similarity_by_flag_chart,
+                                    similarity_chart, summary_rows, tau_curve_chart)
 
 inputs = load_inputs(corpus, language, sessions, embedding_model, dataset_path, max_questions, max_sessions,
                      cache_score)
@@ -70,7 +71,8 @@ result.add_notes(inputs.notes)
 summary = result.summary
 report.header("Tier UX — about this run", {
     **inputs.info, "tau": f"{summary['tau']:.4g} ({summary['tau_source']})",
-    "break_threshold": f"{summary['break_threshold']:.4g} ({summary['break_threshold_source']})",
+    "break_threshold": (f"{summary['break_threshold']:.4g}" if summary["break_threshold"] is not None else "none")
+                       + f" ({summary['break_threshold_source']})",
     "questions_checked": len(result.per_query), "sessions_analysed": len(result.per_session),
 })
 for note in result.notes:
@@ -119,16 +121,44 @@ else:
 # ## Dialogue continuity: similarity between consecutive questions
 # A thin line per session and, thick and black, the mean over a source's sessions at each turn position. The
 # selector shows all sessions, one source, or one session; hover a point for the two questions. The dashed
-# line is the break threshold.
+# line is the break threshold, where the breaks are cut on this similarity and there is a break rate.
 
 # %%
+# the threshold line only where the breaks are cut on the questions' similarity (not on the answers')
+question_cut = summary["break_threshold"] if summary["break_signal"] == "question" else None
 if len(result.per_item):
-    report.show(similarity_chart(result.per_item, summary["break_threshold"]))
-    report.show(similarity_by_flag_chart(result.per_item, summary["break_threshold"]))
+    report.show(similarity_chart(result.per_item, question_cut))
+    report.show(similarity_by_flag_chart(result.per_item, question_cut))
     multi = result.per_session[result.per_session["n_turns"] > 1]
     print(f"{len(result.per_session) - len(multi)} one-turn session(s) are not applicable (no consecutive pair) "
           "and not listed.")
     report.show_table(multi.sort_values("context_preservation").round(3), max_rows=15)
+
+# %% [markdown]
+# ## Are the breaks right? Checked against the cited pages
+# Where the log cites a page per turn, a turn that cites another page than the previous turn is a real topic
+# change, and a turn on the same page is a follow-up (often elliptical: "And how long is it valid?"). The break
+# signal is the cosine of the questions, or of the logged answers where they separate page changes better (an
+# elliptical question names nothing of its topic; its answer does). The threshold is the cut that agrees most often
+# with the pages, chosen on this log (so optimistic for new turns). A break rate is given only where the two kinds
+# of pairs are separable (ROC-AUC's 95% CI above 0.5) and the flags beat always answering "no break" (paired
+# bootstrap); otherwise it says nothing here.
+
+# %%
+check = summary["break_validation"]
+if check and check.get("at_threshold"):
+    at = check["at_threshold"]
+    for signal, auc in check["signals"].items():
+        print(f"{signal}: ROC-AUC for page changes {auc['mean']:.3f} (95% CI {auc['ci95'][0]:.3f}–{auc['ci95'][1]:.3f})")
+    print(f"Signal used: {summary['break_signal']}. {check['n_pairs']} pairs judged by the cited pages, "
+          f"{check['n_page_changes']} page changes. At similarity < {check['threshold']:.4g}: agreement "
+          f"{at['accuracy']['mean']:.3f} vs {check['majority_baseline']:.3f} for always 'no break'; precision "
+          f"{at['precision']['mean']:.3f}, recall {at['recall']['mean']:.3f} of breaks.")
+    print("Verdict:", "validated" if check["separable"] else f"no break rate — {check['reason']}")
+    report.show(break_signal_chart(result.per_item, summary["break_threshold"], summary["break_signal"]))
+else:
+    print("The turns cite no pages: the break threshold cannot be checked here "
+          f"({summary['break_threshold_source']}).")
 
 # %% [markdown]
 # ## Questions that broke context
@@ -142,17 +172,22 @@ for source, block in result.summary["per_source"].items():
     det = block.get("needs_context_detection")
     if det:
         auc, at = det["roc_auc"], det["at_break_threshold"]
+        cut = (f"at similarity < {summary['break_threshold']:.3g}: precision {at['precision']['mean']:.3f}, "
+               f"recall {at['recall']['mean']:.3f}. " if at else "")
         print(f"{source}: does low similarity find the turns that needed context? ROC-AUC of (1 − similarity) vs the "
               f"human flag = {auc['mean']:.3f} (95% CI {auc['ci95'][0]:.3f}–{auc['ci95'][1]:.3f}, {det['n_pairs']} turns); "
-              f"at similarity < {summary['break_threshold']:.3g}: precision {at['precision']['mean']:.3f}, recall {at['recall']['mean']:.3f}. "
-              f"Mean similarity: needs context {det['mean_similarity_needs_context']:.3f}, "
+              f"{cut}Mean similarity: needs context {det['mean_similarity_needs_context']:.3f}, "
               f"self-contained {det['mean_similarity_self_contained']:.3f}.")
 columns = [c for c in ("session_id", "turn", "source", "previous_question", "question", "similarity", "needs_context",
                        "manual_rewrite") if c in result.per_item.columns]
-if len(result.per_item):
+columns += [c for c in ("break_similarity", "page_change") if c in result.per_item.columns]
+if len(result.per_item) and summary["break_threshold"] is not None:
     print(f"{len(result.breaks)} of {int(result.per_item['similarity'].notna().sum())} consecutive pairs are below "
-          f"{summary['break_threshold']:.3g}.")
-    report.show_table(result.breaks[columns].round({"similarity": 3}).reset_index(drop=True), max_rows=worst_n)
+          f"{summary['break_threshold']:.3g} ({summary['break_signal']} signal).")
+    report.show_table(result.breaks[columns].round({"similarity": 3, "break_similarity": 3}).reset_index(drop=True),
+                      max_rows=worst_n)
+elif len(result.per_item):
+    print(f"No turn is listed: {summary['break_threshold_source']}.")
 
 # %%
 result.write(output_dir, "tier_ux", extra={

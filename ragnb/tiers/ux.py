@@ -4,8 +4,9 @@
   ``cache_hit_precision``: share of those hits whose match cites the same page (:mod:`ragnb.tiers.ux_cache`);
 - ``context_preservation`` / ``multi_turn_consistency``: mean cosine of consecutive questions, per session,
   then over sessions (the original definition defines both the same way);
-- "questions that broke context": consecutive turns less similar than ``break_threshold`` (by default the
-  90th percentile of similarities of questions from different sessions: the model's own scale); where a human flag says
+- "questions that broke context": consecutive turns less similar than ``break_threshold``; where the turns cite
+  pages, the threshold is chosen and validated against "the turn cites another page" and a log where the flags
+  cannot beat the majority baseline gets no break rate (:mod:`ragnb.tiers.ux_breaks`); where a human flag says
   which turns needed earlier context (TREC CAsT), how well low similarity finds them.
 """
 
@@ -20,10 +21,10 @@ import pandas as pd
 from ragnb.metrics.classification import binary_report, score_report
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.ux import context_preservation, multi_turn_consistency
-from ragnb.metrics.ux_thresholds import (BREAK_QUANTILE, TARGET_PRECISION, check_target_precision,
-                                         model_defaults, similarity_quantiles, unrelated_pair_similarities)
+from ragnb.metrics.ux_thresholds import TARGET_PRECISION, check_target_precision, model_defaults
 from ragnb.datasets.sessions import SOURCES, SessionLog
 from ragnb.tiers.result import TierResult
+from ragnb.tiers.ux_breaks import break_notes, check_break_threshold, choose_breaks
 from ragnb.tiers.ux_cache import PER_QUERY_COLUMNS, cache_part
 from ragnb.tiers.ux_inputs import UXInputs, load_inputs  # noqa: F401  (the notebook's entry points)
 
@@ -47,42 +48,14 @@ class UXResult(TierResult):
 
     @property
     def breaks(self) -> pd.DataFrame:
-        """Turns whose similarity to the previous question is below the break threshold, least similar first."""
+        """Turns flagged as breaking context (their break signal is below the break threshold), least similar to
+        the previous turn first; empty where there is no break rate."""
         b = self.per_item[self.per_item["broke_context"].fillna(False).astype(bool)]
-        return b.sort_values("similarity", kind="stable")
-
-
-def check_break_threshold(value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
-        raise ValueError(f"break_threshold = {value!r} must be a number in [-1, 1], e.g. 0.3")
-    if not -1.0 <= float(value) <= 1.0:
-        raise ValueError(f"break_threshold = {value} is outside [-1, 1]; cosine similarities lie in [-1, 1] (seed: 0.3)")
-    return float(value)
-
-
-def choose_break_threshold(value: float | None, sessions: SessionLog, model: str) -> dict:
-    """The break threshold and where it came from: ``value`` as given (not calibrated); else (None) the
-    :data:`BREAK_QUANTILE` quantile of the cosines of questions from different sessions — a turn breaks context
-    when it is no closer to the previous turn than 9 in 10 pairs of questions of different conversations, on
-    this model's scale; else (fewer than two sessions) the model family's default, not calibrated."""
-    unrelated = unrelated_pair_similarities(sessions.vectors, sessions.turns["session_id"].tolist())
-    baseline = similarity_quantiles(unrelated)
-    out = {"unrelated_pairs": baseline}
-    if value is not None:
-        return {"break_threshold": check_break_threshold(value), "calibrated": False,
-                "source": "given as a parameter, not calibrated", **out}
-    if baseline["n"]:
-        return {"break_threshold": float(np.quantile(unrelated, BREAK_QUANTILE)), "calibrated": True,
-                "source": f"{BREAK_QUANTILE:.0%} quantile of the cosines of {baseline['n']} pairs of questions from "
-                          "different sessions", **out}
-    d = model_defaults(model)
-    return {"break_threshold": d.break_threshold, "calibrated": False,
-            "source": f"default for the {d.family} model family ({d.basis}), uncalibrated: fewer than two "
-                      "sessions, so no pairs of unrelated questions to calibrate on", **out}
+        return b.sort_values("break_similarity" if "break_similarity" in b else "similarity", kind="stable")
 
 
 def _turn_frame(sessions: SessionLog, annotations: pd.DataFrame | None, pairs: pd.DataFrame,
-                break_threshold: float) -> pd.DataFrame:
+                breaks: dict) -> pd.DataFrame:
     turns = sessions.turns[["session_id", "turn", "question"]].copy()
     if annotations is not None:
         ann = annotations.reindex(turns.index)
@@ -100,13 +73,16 @@ def _turn_frame(sessions: SessionLog, annotations: pd.DataFrame | None, pairs: p
                     index=pd.MultiIndex.from_arrays([pairs["session_id"].astype(str), pairs["turn"].astype(int)]))
     key = pd.MultiIndex.from_arrays([turns["session_id"].astype(str), turns["turn"].astype(int)])
     turns["similarity"] = sim.reindex(key).to_numpy()
-    broke = pd.array(turns["similarity"] < break_threshold, dtype="boolean")
-    broke[turns["similarity"].isna().to_numpy()] = pd.NA  # a first turn has nothing to break from
-    turns["broke_context"] = broke
+    if breaks["signal"] != "question":  # the similarity the break flags are cut on, where it is not the above
+        turns["break_similarity"] = breaks["similarity"]
+    if breaks["page_change"] is not None:  # the oracle: the turn cites another page than the previous turn
+        turns["page_change"] = pd.array(breaks["page_change"], dtype="Float64").astype("boolean")
+    # NA: a first turn has nothing to break from, and no turn is flagged where the flags say nothing here
+    turns["broke_context"] = pd.array(breaks["flags"], dtype="Float64").astype("boolean")
     return turns
 
 
-def _detection(turns: pd.DataFrame, break_threshold: float, n_boot: int, seed: int) -> dict | None:
+def _detection(turns: pd.DataFrame, break_threshold: float | None, n_boot: int, seed: int) -> dict | None:
     """How well 1 − similarity to the previous turn finds the turns a human flagged as needing context."""
     if "needs_context" not in turns:
         return None
@@ -116,13 +92,15 @@ def _detection(turns: pd.DataFrame, break_threshold: float, n_boot: int, seed: i
     y = sel["needs_context"].astype(bool).to_numpy()
     scores = 1.0 - sel["similarity"].to_numpy(dtype=float)
     rep = score_report(y, scores, n_boot=n_boot, seed=seed)
-    at = binary_report(y, sel["broke_context"].astype(bool).to_numpy(), n_boot=n_boot, seed=seed)
     best = dict(rep["best_threshold"])
     best["similarity_threshold"] = 1.0 - best["threshold"] if not math.isnan(best["threshold"]) else math.nan
+    at_break = None  # no flags where they say nothing here
+    if break_threshold is not None and sel["broke_context"].notna().all():
+        at = binary_report(y, sel["broke_context"].astype(bool).to_numpy(), n_boot=n_boot, seed=seed)
+        at_break = {"break_threshold": break_threshold, "confusion": at["confusion"],
+                    **{k: at["metrics"][k] for k in ("precision", "recall", "f1")}}
     return {
-        "roc_auc": rep["roc_auc"], "best_threshold": best,
-        "at_break_threshold": {"break_threshold": break_threshold, "confusion": at["confusion"],
-                               **{k: at["metrics"][k] for k in ("precision", "recall", "f1")}},
+        "roc_auc": rep["roc_auc"], "best_threshold": best, "at_break_threshold": at_break,
         "n_pairs": int(len(sel)), "n_needs_context": int(y.sum()),
         "mean_similarity_needs_context": float(np.mean(1 - scores[y])) if y.any() else math.nan,
         "mean_similarity_self_contained": float(np.mean(1 - scores[~y])) if (~y).any() else math.nan,
@@ -137,26 +115,37 @@ def continuity(values: np.ndarray, n_boot: int, seed: int) -> dict:
     return {**aggregate(values[applies], n_boot=n_boot, seed=seed), "n_not_applicable": int((~applies).sum())}
 
 
-def _session_part(sessions: SessionLog, annotations, break_threshold, n_boot, seed):
+def _break_rate(flags: pd.Series, breaks: dict, n_boot: int, seed: int) -> dict:
+    """The share of flagged pairs; where the flags say nothing here, NaN over every pair, with the reason."""
+    if breaks["break_threshold"] is None:
+        return {**aggregate(np.full(int(flags.size), np.nan), n_boot=0), "reason": breaks["source"]}
+    return aggregate(flags.dropna().astype(float).to_numpy(), n_boot=n_boot, seed=seed)
+
+
+def _session_part(sessions: SessionLog, annotations, breaks: dict, n_boot, seed):
     by_session = sessions.by_session()
     cp = context_preservation(by_session)
     mtc = multi_turn_consistency(by_session)
-    turns = _turn_frame(sessions, annotations, cp.pairs, break_threshold)
+    turns = _turn_frame(sessions, annotations, cp.pairs, breaks)
+    break_threshold = breaks["break_threshold"]
     first = turns.groupby("session_id", sort=False).first()
     per_session = cp.per_session.rename(columns={"mean_similarity": "context_preservation"})
     per_session.insert(0, "source", first["source"].reindex(per_session.index).to_numpy())
     per_session.insert(1, "language", first["language"].reindex(per_session.index).to_numpy())
     per_session["multi_turn_consistency"] = mtc.per_session["mean_similarity"]
-    per_session["n_breaks"] = turns.groupby("session_id", sort=False)["broke_context"].sum().reindex(per_session.index).astype(int)
+    n_breaks = turns.groupby("session_id", sort=False)["broke_context"].sum().reindex(per_session.index)
+    per_session["n_breaks"] = n_breaks.astype("Int64") if break_threshold is not None else pd.NA
 
     def block(ps: pd.DataFrame, ts: pd.DataFrame) -> dict:
-        pair_breaks = ts["broke_context"].dropna().astype(float).to_numpy()
+        pairs = ts.loc[ts["similarity"].notna(), "broke_context"]
+        rate = _break_rate(pairs, breaks, n_boot, seed)
         out = {
             "context_preservation": continuity(ps["context_preservation"].to_numpy(), n_boot, seed),
             "multi_turn_consistency": continuity(ps["multi_turn_consistency"].to_numpy(), n_boot, seed),
-            "context_break_rate": aggregate(pair_breaks, n_boot=n_boot, seed=seed),
+            "context_break_rate": rate,
             "n_sessions": int(len(ps)), "n_turns": int(len(ts)), "n_pairs": int(ps["n_pairs"].sum()),
-            "n_one_turn_sessions": int((ps["n_turns"] < 2).sum()), "n_breaks": int(pair_breaks.sum()),
+            "n_one_turn_sessions": int((ps["n_turns"] < 2).sum()),
+            "n_breaks": int(pairs.dropna().sum()) if break_threshold is not None else None,
         }
         det = _detection(ts, break_threshold, n_boot, seed)
         if det is not None:
@@ -205,9 +194,13 @@ def run_tier_ux(
 
     Thresholds (docs/metrics.md, Tier UX, Thresholds): ``tau`` None = the smallest τ whose precision on the
     cited pages reaches ``target_precision``, else the default of ``embedding_model``'s family (reported as
-    uncalibrated); ``break_threshold`` None = the 90% quantile of the similarities of questions from different
-    sessions. A
-    given value is used as is and reported as not calibrated.
+    uncalibrated). Breaks (:func:`ragnb.tiers.ux_breaks.choose_breaks`): where the turns cite pages,
+    ``break_threshold`` None = the cut that agrees most often with "the turn cites another page than the previous
+    turn", and a break rate only where the flags beat the majority baseline and the AUC's CI lies above 0.5 (else
+    NaN with the reason); without cited pages, the 90% quantile of the similarities of turns from different
+    sessions, reported as uncalibrated and unvalidated. A given value is used as is, and validated where it can be.
+    The break signal is the turn's question + answer where ``sessions.context_vectors`` holds them, else the
+    question.
 
     Either part may be None (skipped, with a note). CIs: bootstrap over questions (cache hit rate), over hits
     (precision), over sessions (context preservation), over consecutive pairs (break rate).
@@ -237,14 +230,14 @@ def run_tier_ux(
     per_session, per_turn = pd.DataFrame(), pd.DataFrame()
     overall: dict = {"context_preservation": nan_agg, "multi_turn_consistency": nan_agg, "context_break_rate": nan_agg}
     per_source: dict = {}
-    breaks: dict = {"break_threshold": break_threshold, "calibrated": False, "source": "not computed"}
+    breaks: dict = {"break_threshold": break_threshold, "calibrated": False, "validated": False, "signal": None,
+                    "source": "not computed", "validation": None}
     if sessions is not None:
         notes.extend(sessions.notes)
-        breaks = choose_break_threshold(break_threshold, sessions, embedding_model)
-        per_session, per_turn, overall, per_source = _session_part(sessions, annotations, breaks["break_threshold"],
-                                                                   n_boot, seed)
-        breaks["consecutive_pairs"] = similarity_quantiles(per_turn["similarity"])
-        notes.extend(_session_notes(overall, per_source, breaks, embedding_model))
+        breaks = choose_breaks(break_threshold, sessions, embedding_model, n_boot, seed)
+        per_session, per_turn, overall, per_source = _session_part(sessions, annotations, breaks, n_boot, seed)
+        notes.extend(_session_notes(overall, per_source))
+        notes.extend(break_notes(overall, breaks, embedding_model))
     else:
         notes.append("context_preservation was not computed (no sessions given).")
     notes.append("multi_turn_consistency is computed exactly like context_preservation (as the metric is defined, see "
@@ -256,6 +249,9 @@ def run_tier_ux(
         "break_threshold": breaks["break_threshold"],
         "break_threshold_calibrated": breaks["calibrated"],
         "break_threshold_source": breaks["source"],
+        "break_threshold_validated": breaks["validated"],
+        "break_signal": breaks["signal"],
+        "break_validation": breaks["validation"],
         "break_calibration": {k: v for k, v in breaks.items() if k in ("unrelated_pairs", "consecutive_pairs")},
         "model_defaults": vars(model_defaults(embedding_model)),
         "sessions": {k: v for k, v in overall.items()
@@ -266,7 +262,7 @@ def run_tier_ux(
                     tau_curve=curve)
 
 
-def _session_notes(overall: dict, per_source: dict, breaks: dict, model: str) -> list[str]:
+def _session_notes(overall: dict, per_source: dict) -> list[str]:
     notes = []
     if overall["n_one_turn_sessions"]:
         notes.append(f"{overall['n_one_turn_sessions']} session(s) have a single turn: continuity does not apply to "
@@ -275,26 +271,4 @@ def _session_notes(overall: dict, per_source: dict, breaks: dict, model: str) ->
     if single:
         notes.append(f"{', '.join(single)}: one multi-turn session only, so its context preservation has no "
                      "confidence interval across sessions (the per-turn chart shows its spread).")
-    t, cons, unrel = breaks["break_threshold"], breaks["consecutive_pairs"], breaks["unrelated_pairs"]
-    scale = (f"with {model or 'this model'}, consecutive questions have cosine {cons['p05']:.3f}–{cons['p95']:.3f} "
-             f"(5th–95th percentile), questions of different sessions {unrel['p50']:.3f} (median) and "
-             f"{unrel['p90']:.3f} (90th percentile)")
-    rate = overall["context_break_rate"]
-    if breaks["calibrated"]:
-        notes.append(f"break_threshold = {t:.4f}: the {breaks['source']} — a break is a turn no closer to the "
-                     f"previous one than 9 in 10 pairs of questions from different conversations ({scale}).")
-    else:
-        notes.append(f"break_threshold = {t:g} is {breaks['source']}; the number depends on the model: {scale}.")
-    if rate.get("constant") and cons["n"]:
-        side = "below" if rate["mean"] == 0 else "above"
-        head = (f"context_break_rate is {rate['mean']:g} for every pair: break_threshold = {t:.4g} lies {side} every "
-                f"consecutive similarity ({cons['min']:.3f}–{cons['max']:.3f})")
-        if breaks["calibrated"]:
-            notes.append(head + (" — no turn is as unrelated to the previous one as questions of different sessions "
-                                 "usually are" if side == "below" else
-                                 " — every turn is as unrelated to the previous one as questions of different "
-                                 "sessions usually are") + ".")
-        else:
-            notes.append(head + " — it says nothing about continuity with this model; set break_threshold = 0 to "
-                         "calibrate it on the log.")
     return notes

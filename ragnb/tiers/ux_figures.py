@@ -8,10 +8,11 @@ import numpy as np
 import pandas as pd
 
 
-def similarity_chart(per_turn: pd.DataFrame, break_threshold: float, max_sessions_listed: int = 200):
+def similarity_chart(per_turn: pd.DataFrame, break_threshold: float | None, max_sessions_listed: int = 200):
     """Similarity of each turn to the previous one: a thin line per session plus, per source, a thick line
     of the mean over its sessions at each turn position. A selector shows all sessions, one source, or one
-    session (the first ``max_sessions_listed``)."""
+    session (the first ``max_sessions_listed``). The break threshold is drawn when given (None: the breaks are cut
+    on another signal, or there is no break rate)."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -37,8 +38,9 @@ def similarity_chart(per_turn: pd.DataFrame, break_threshold: float, max_session
             hovertemplate="mean at turn %{x}: %{y:.3f} (%{customdata} sessions)<extra></extra>",
             line={"width": 4, "color": "black"}, showlegend=True,
         ))
-    fig.add_hline(y=break_threshold, line_dash="dash", line_color="red",
-                  annotation_text=f"break threshold {break_threshold:g}")
+    if break_threshold is not None:
+        fig.add_hline(y=break_threshold, line_dash="dash", line_color="red",
+                      annotation_text=f"break threshold {break_threshold:g}")
 
     def view(label: str, session_on, source_on):
         visible = [bool(session_on(sid)) for sid in sessions] + [bool(source_on(s)) for s in sources]
@@ -65,7 +67,7 @@ def similarity_chart(per_turn: pd.DataFrame, break_threshold: float, max_session
     return fig
 
 
-def similarity_by_flag_chart(per_turn: pd.DataFrame, break_threshold: float):
+def similarity_by_flag_chart(per_turn: pd.DataFrame, break_threshold: float | None):
     """Distribution of consecutive-turn similarity per source, split by the human needs-context flag where known."""
     import plotly.express as px
 
@@ -77,8 +79,33 @@ def similarity_by_flag_chart(per_turn: pd.DataFrame, break_threshold: float):
         pairs["turn kind"] = "not annotated"
     fig = px.box(pairs, x="source", y="similarity", color="turn kind", points="outliers",
                  title="Consecutive-turn similarity by source and by whether the turn needed earlier context")
-    fig.add_hline(y=break_threshold, line_dash="dash", line_color="red")
+    if break_threshold is not None:
+        fig.add_hline(y=break_threshold, line_dash="dash", line_color="red")
     fig.update_layout(height=420, yaxis_title="cosine similarity to the previous question")
+    return fig
+
+
+def break_signal_chart(per_turn: pd.DataFrame, break_threshold: float | None, signal: str = "question"):
+    """The similarity the break flags are cut on, per consecutive pair, split by the cited-page oracle: the turn
+    cites the same page as the previous one, another page, or one of them cites none. Where the two boxes overlap,
+    no threshold can tell a follow-up from a topic change. The threshold is drawn when there is a break rate."""
+    import plotly.express as px
+
+    column = "break_similarity" if "break_similarity" in per_turn else "similarity"
+    pairs = per_turn[per_turn[column].notna()].copy()
+    if "page_change" in pairs:
+        kind = pairs["page_change"].map({True: "cites another page", False: "cites the same page"})
+        pairs["oracle"] = kind.astype(object).where(kind.notna(), "no cited page on one side")
+    else:
+        pairs["oracle"] = "no cited pages"
+    label = f"cosine to the previous turn ({signal})"
+    pairs[label] = pairs[column].astype(float)
+    fig = px.box(pairs, x="oracle", y=label, points="all", hover_data=["session_id", "turn", "question"],
+                 title="Break signal by whether the turn cites the same page as the previous turn")
+    if break_threshold is not None:
+        fig.add_hline(y=break_threshold, line_dash="dash", line_color="red",
+                      annotation_text=f"break below {break_threshold:.4g}")
+    fig.update_layout(height=420)
     return fig
 
 
@@ -150,6 +177,12 @@ def summary_rows(summary: dict) -> pd.DataFrame:
         det = block.get("needs_context_detection")
         if det:
             add(scope, "needs_context_auc (1 - similarity)", det["roc_auc"])
+    check = summary.get("break_validation") or {}
+    for signal, auc in (check.get("signals") or {}).items():  # how well each signal finds page changes
+        add("all", f"page_change_auc ({signal})", auc)
+    if check.get("at_threshold"):
+        add("all", f"break_agreement (majority baseline {check['majority_baseline']:.3f})",
+            check["at_threshold"]["accuracy"])
     frame = pd.DataFrame(rows)
     for col in ("n", "n_valid", "n_failed", "not_applicable"):
         frame[col] = frame[col].astype("Int64")

@@ -151,6 +151,7 @@ def _session_inputs(sessions: str, corpus: str, log_db: Any, encoder: Any, max_s
     model = stored_model(s_db, encoder, "questions") if table_exists(s_db, tables(s_db.schema).question) else None
     check_space(s_db, tables(s_db.schema).question, encoder, model=model)
     session_log = read_sessions(s_db, max_sessions=max_sessions, encoder=encoder, model=model)
+    session_log.context_vectors = turn_context_vectors(session_log.turns, encoder, notes)
     if annotations is None:  # where the turns came from, for the per-source rows of the report
         annotations = pd.DataFrame({"source": "db", "language": None, "label": info["sessions"]},
                                    index=session_log.turns.index)
@@ -160,3 +161,28 @@ def _session_inputs(sessions: str, corpus: str, log_db: Any, encoder: Any, max_s
                      + (f"; {encoder.name} is English-only, so Russian (ruTiE) similarities are less meaningful "
                         "than English (CAsT) ones." if english_only else "."))
     return session_log, annotations
+
+
+def turn_texts(turns: pd.DataFrame) -> list[str] | None:
+    """Each turn's logged answer, or its question where no answer was logged; None when no turn has an answer or
+    no turn cites a page (then nothing could show that answers separate breaks better, see ragnb.tiers.ux_breaks)."""
+    if "answer" not in turns or "url" not in turns or not turns["url"].map(lambda u: isinstance(u, str)).any():
+        return None
+    answers = [a.strip() if isinstance(a, str) else "" for a in turns["answer"]]
+    if not any(answers):
+        return None
+    return [a or str(q) for q, a in zip(turns["question"], answers)]
+
+
+def turn_context_vectors(turns: pd.DataFrame, encoder: Any, notes: list[str]) -> np.ndarray | None:
+    """Tier UX's break signal: each turn's answer, embedded in memory (the encoder's disk cache keeps them for the
+    next run). An elliptical follow-up ("А их можно перенести?") names nothing of its topic; its answer does
+    (docs/metrics.md, Tier UX, Breaks)."""
+    texts = turn_texts(turns)
+    if texts is None:
+        return None
+    n_answered = sum(isinstance(a, str) and bool(a.strip()) for a in turns["answer"])
+    notes.append(f"Break signal: each turn's logged answer ({n_answered} of {len(texts)} turns have one; the others "
+                 f"stand in with their question), embedded with {encoder.name} in memory.")
+    # answers are passages (e5's "passage: " prompt), not queries
+    return encoder.encode_documents(texts, batch_size=64)

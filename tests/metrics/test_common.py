@@ -60,7 +60,7 @@ NOT_EXERCISED: dict[str, str] = {
                                "compared with (ragnb.metrics.baselines; tests/test_grades.py)",
     "retrieval_consistency": "declared: needs repeated retrievals from a live retriever (tests/test_compare.py)",
     "context_hit": "declared: Tier 3's per-item check of the system's chunk ids (tests/test_generation_tiers.py)",
-    "context_break_rate": "declared: Tier UX's threshold is calibrated on the model's cosines (tests/test_ux.py)",
+    "context_break_rate": "declared: Tier UX validates its threshold on the cited pages (tests/test_ux_breaks.py)",
     "utilization_rate": "declared: the chunk utilization analysis over a whole corpus (tests/test_analysis.py)",
     "low_score_share": "declared: the domain analysis over scored questions (tests/test_analysis.py)",
     "user_score": "declared: the users' own scores, read from the question log (tests/test_rag_suite.py)",
