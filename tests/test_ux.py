@@ -412,11 +412,15 @@ def test_load_inputs_from_the_configured_db(monkeypatch, encoder):
     r = run_tier_ux(inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
                     None, n_boot=20, embedding_model=inputs.embedding_model)
     v = _unit(encoder.encode([x["question"] for x in rows]))
-    sims = v @ v[[0, 2]].T
-    sims[0, 0] = sims[2, 1] = -np.inf  # a logged question never hits itself
-    assert r.per_query["best_cache_id"].tolist() == ["3", "1", "1", "1" if sims[3, 0] >= sims[3, 1] else "3"]
-    assert r.summary["cache_hit_rate"]["mean"] == pytest.approx(float((sims.max(axis=1) > 0.85).mean()))
-    assert r.summary["cache_hit_rate"]["mean"] == 0.25  # only the paraphrase "2" of the cached "1"
+    # The cache of each question holds the score-5 rows asked strictly before it: rows 1, 3 and 4 were asked at
+    # t0, with the cached 1 and 3 — the same instant is not before, so they have nothing to compare (undefined,
+    # counted); row 2 (t0 + 1 min) sees both and hits the cached "1", its paraphrase.
+    assert r.per_query["best_cache_id"].fillna("-").tolist() == ["-", "1", "-", "-"]
+    assert r.per_query.loc["2", "max_similarity"] == pytest.approx(float(v[1] @ v[0]), abs=1e-6)
+    assert r.per_query.loc["2", "hit"] == 1.0
+    rate = r.summary["cache_hit_rate"]
+    assert (rate["mean"], rate["n_valid"], rate["n_failed"]) == (1.0, 1, 3)
+    assert r.summary["cache"]["time_order"]["n_no_earlier"] == 3
     assert list(r.summary["per_source"]) == ["db"]
     s1 = float(v[0] @ v[1])
     assert r.summary["context_preservation"]["mean"] == pytest.approx(s1, abs=1e-6)
@@ -583,9 +587,10 @@ def test_dataset_from_real_questions_never_hits_itself(monkeypatch, tmp_path, en
               {"id": "hr-1", "text": "Vacation requests are approved by your team lead.", "url": f"{wiki}/3/HR"},
               {"id": "food-1", "text": "The canteen publishes its lunch menu every morning.", "url": f"{wiki}/4/Canteen"}]
     t0 = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)
+    # asked one minute apart in id order: the cache of each question holds the score-5 rows asked before it
     log = [("1", "How do I reset my password?", 5, "s1", 0, 1), ("2", "And where is the VPN guide?", 3, "s1", 1, 2),
-           ("3", "Where is the VPN guide?", 5, "s2", 0, 2), ("4", "how do I  reset my PASSWORD", 2, "s3", 0, 1),
-           ("5", "What is the lunch menu today?", 5, None, 0, 4), ("6", "Who approves vacation requests?", 4, "s3", 1, 3)]
+           ("3", "Where is the VPN guide?", 5, "s2", 2, 2), ("4", "how do I  reset my PASSWORD", 2, "s3", 3, 1),
+           ("5", "What is the lunch menu today?", 5, None, 4, 4), ("6", "Who approves vacation requests?", 4, "s3", 5, 3)]
     questions = [{"id": i, "question": q, "score": sc, "session_id": s, "created_at": t0 + timedelta(minutes=m),
                   "answer": "See the wiki.", "url": f"{wiki}/{page}"} for i, q, sc, s, m, page in log]
     db = connect()
@@ -613,13 +618,19 @@ def test_dataset_from_real_questions_never_hits_itself(monkeypatch, tmp_path, en
     assert info["n_self_in_cache"] == 4
     assert pq["excluded_by"].tolist() == ["same_source_id", "", "same_source_id", "same_text", "same_source_id", ""]
 
-    # Peer recomputation with numpy: the masked maximum per question.
+    # Peer recomputation with numpy: the masked maximum per question, over the cached rows asked before it (the
+    # items carry their log row's time). Row 1 has nothing earlier: undefined, counted.
     v = _unit(encoder.encode([q for _, q, *_ in log]))
     sims = v @ v[[0, 2, 4]].T
     for row, col in ((0, 0), (2, 1), (4, 2), (3, 0)):
         sims[row, col] = -np.inf
-    assert pq["max_similarity"].to_numpy() == pytest.approx(sims.max(axis=1), abs=1e-6)
-    assert r.summary["cache_hit_rate"]["mean"] == pytest.approx(float((sims.max(axis=1) > 0.85).mean()))
+    minute = np.array([m for *_, m, _ in log])
+    sims[minute[[0, 2, 4]][None, :] >= minute[:, None]] = -np.inf
+    best = sims.max(axis=1)
+    best[np.isneginf(best)] = np.nan
+    np.testing.assert_allclose(pq["max_similarity"].to_numpy(), best, atol=1e-6)
+    assert r.summary["cache_hit_rate"]["mean"] == pytest.approx(float((best[1:] > 0.85).mean()))
+    assert (r.summary["cache_hit_rate"]["n_failed"], info["time_order"]["n_no_earlier"]) == (1, 1)
     # Without the exclusions (ids alone differ: rq-1 vs 1), four questions hit themselves at similarity ≈ 1.
     ids_only = cache_hit_rate(inputs.query_vectors, inputs.cache_vectors, query_ids=inputs.queries.index.tolist(),
                               cache_ids=inputs.cache.index.tolist())
