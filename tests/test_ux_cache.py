@@ -184,6 +184,11 @@ def test_tier_ux_verdict_reads_the_out_of_sample_precision():
     assert v["in_sample"]["mean"] == 1.0 and v["reaches_target"] is False and v["basis"].startswith("out of sample")
     assert any("does NOT reach the target precision 0.9" in n and "in-sample 1.000" in n for n in r.notes)
     assert "tau_splits" in r.tables
+    from ragnb.tiers.ux_figures import summary_rows
+
+    rows = summary_rows(s).set_index("metric")  # the report table shows both, side by side
+    assert rows.loc["cache_hit_precision (out of sample)", "mean"] == v["precision"]
+    assert rows.loc["cache_hit_precision (out of sample)", "n"] == 20 and rows.loc["cache_hit_precision", "mean"] == 1.0
     # a τ not chosen on this log is judged on its own measured precision (0.72: clear of the similarities, hits
     # 0.9 ✓, 0.85 ✓, 0.8 ✗, 0.75 ✗)
     given = run_tier_ux(queries, qv, cache, np.eye(2, 3), None, tau=0.72, n_boot=0).summary["tau_verdict"]
