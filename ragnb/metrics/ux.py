@@ -168,6 +168,15 @@ def time_keys(values: Sequence, n: int, name: str) -> tuple[np.ndarray, np.ndarr
     return keys, ok
 
 
+def _times(query_times: Sequence | None, cache_times: Sequence | None, nq: int, nc: int) -> tuple | None:
+    """(query keys, dated, cache keys, dated) for the earlier-only cache, or None without timestamps."""
+    if (query_times is None) != (cache_times is None):
+        raise ValueError("give both query_times and cache_times (earlier-only cache), or neither")
+    if query_times is None:
+        return None
+    return (*time_keys(query_times, nq, "query_times"), *time_keys(cache_times, nc, "cache_times"))
+
+
 def _not_earlier(times: tuple, s: int, e: int) -> np.ndarray:
     """(e − s) × |cache| mask: the cache entry was NOT asked strictly before query s…e−1 (or either is undated)."""
     qt, qok, ct, cok = times
@@ -286,11 +295,7 @@ def cache_hit_rate(
         excluded, reasons, counts = None, [""] * Q.shape[0], {**{r: 0 for r in SELF_MATCH_REASONS}, "queries": 0}
     if not reasons:
         reasons = [""] * Q.shape[0]
-    times = None
-    if (query_times is None) != (cache_times is None):
-        raise ValueError("give both query_times and cache_times (earlier-only cache), or neither")
-    if query_times is not None:
-        times = (*time_keys(query_times, Q.shape[0], "query_times"), *time_keys(cache_times, C.shape[0], "cache_times"))
+    times = _times(query_times, cache_times, Q.shape[0], C.shape[0])
     best_sim, best_idx, n_compared = _best_matches(Q, C, excluded or None, times)
     if C.shape[0] and (n_compared == 0).any():
         what = "no cache entry asked before them (other than themselves)" if times else \
@@ -302,16 +307,22 @@ def cache_hit_rate(
     n_excluded = [len(x) for x in excluded] if excluded else [0] * Q.shape[0]
     per_query = pd.DataFrame({"max_similarity": best_sim, "best_cache_id": best_id, "n_compared": n_compared,
                               "n_excluded": n_excluded, "excluded_by": reasons, "hit": hit}, index=index)
+    _add_oracle_columns(per_query, best_idx, query_pages, cache_pages, query_answers, cache_answers)
+    valid = hit[~np.isnan(hit)]
+    rate = float(valid.mean()) if valid.size else math.nan
+    order = time_order_counts(times, n_compared) if times is not None else None
+    return CacheHits(rate, per_query, tau, note, counts, order)
+
+
+def _add_oracle_columns(per_query: pd.DataFrame, best_idx, query_pages, cache_pages, query_answers,
+                        cache_answers) -> None:
+    """``same_page`` / ``same_answer`` of each query and its best match, where both sides were given."""
     if query_pages is not None and cache_pages is not None:
         per_query["same_page"] = same_page_flags(best_idx, query_pages, cache_pages)
     if query_answers is not None and cache_answers is not None:
         from ragnb.metrics.ux_oracle import same_answer_flags  # it imports normalise_question from here
 
         per_query["same_answer"] = same_answer_flags(best_idx, query_answers, cache_answers)
-    valid = hit[~np.isnan(hit)]
-    rate = float(valid.mean()) if valid.size else math.nan
-    order = time_order_counts(times, n_compared) if times is not None else None
-    return CacheHits(rate, per_query, tau, note, counts, order)
 
 
 def time_order_counts(times: tuple, n_compared: np.ndarray) -> dict:
