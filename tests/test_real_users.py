@@ -81,7 +81,7 @@ def test_run_real_users_hand_computed_metrics_and_shares():
     # Page level: q1 ranks pages guide, 42, other, chunk:c5 (c1 repeats page 42); q2: guide, chunk:c5, 42, other.
     assert s["doc_hit_rate@1"]["mean"] == pytest.approx(0.5)
     assert s["doc_mrr"]["mean"] == pytest.approx(0.75)
-    assert s["doc_precision@5"]["mean"] == pytest.approx(1 / 4)  # one relevant page among 4 unique pages
+    assert s["doc_precision@5"]["mean"] == pytest.approx(1 / 5)  # one relevant page of the 5 requested (4 exist)
     assert s["doc_ndcg@5"]["mean"] == pytest.approx((1 / l2(3) + 1) / 2)
     assert "hit_rate@10" not in s and any("hit_rate@10" in n for n in res.notes)  # cut-off > top_k: not computed
     # Exclusions counted over all 5 selected questions, not dropped.

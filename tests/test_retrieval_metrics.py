@@ -289,11 +289,11 @@ def test_doc_level_metrics_by_hand():
     # cut at 2 documents, A B): the top 2 chunks c1 c2 are both from A → A of {A, B}.
     assert row["doc_recall@2"] == 0.5
     assert row["docrank_recall@2"] == 1.0  # the old reading: A B = the first 2 distinct documents
-    # Changed from 2/3 (A B C, the first 3 documents): the top 3 chunks c1 c2 c3 are 2 documents A, B, both
-    # relevant → 2 / 2 unique documents.
-    assert row["doc_precision@3"] == 1.0
+    # doc_precision@k cuts at k DOCUMENTS and divides by k (was: top 3 chunks → A, B → 2 / 2 = 1.0, which the
+    # chunk size alone could move): A B C, A and B relevant → 2 / 3.
+    assert row["doc_precision@3"] == pytest.approx(2 / 3)
     assert row["docrank_precision@3"] == pytest.approx(2 / 3)
-    assert row["doc_precision@10"] == 0.5  # 2 relevant / 4 unique docs shown — not / 10
+    assert row["doc_precision@10"] == pytest.approx(2 / 10)  # A B C D: 2 relevant / 10 pages requested (was / 4)
     assert row["precision@10"] == pytest.approx(2 / 10)  # chunk level: c2, c5 relevant, divided by k
     # Changed from (1 + 2/log2(3)) / IDCG@2: the top 2 chunks give documents [A] only, gains 1 → DCG@2 = 1;
     # IDCG@2 = 2 + 1/log2(3) = 2.63093 (best 2 document grades) → 0.38009.
@@ -313,7 +313,7 @@ def test_doc_level_cuts_chunks_then_deduplicates_by_hand():
     names = ["doc_precision@3", "docrank_precision@3", "doc_hit_rate@2", "docrank_hit_rate@2",
              "doc_recall@3", "docrank_recall@3", "doc_ndcg@3", "docrank_ndcg@3", "doc_mrr"]
     row = per_query(run, qrels, names, chunk_to_doc=c2d)[0].loc["q"]
-    assert row["doc_precision@3"] == 0.5  # top 3 chunks → A, B; B relevant: 1 / 2
+    assert row["doc_precision@3"] == pytest.approx(1 / 3)  # first 3 documents A B C (not the top 3 chunks): 1 / 3
     assert row["docrank_precision@3"] == pytest.approx(1 / 3)  # first 3 documents A B C: 1 / 3
     assert row["doc_hit_rate@2"] == 0.0  # top 2 chunks are both A
     assert row["docrank_hit_rate@2"] == 1.0  # first 2 documents A, B
@@ -323,17 +323,38 @@ def test_doc_level_cuts_chunks_then_deduplicates_by_hand():
     assert row["doc_ndcg@3"] == pytest.approx((1 / L2(3)) / (1 + 1 / L2(3)), abs=1e-12)
     assert row["docrank_ndcg@3"] == pytest.approx((1 / L2(3)) / (1 + 1 / L2(3)), abs=1e-12)  # A B C: same gains
     assert row["doc_mrr"] == 0.5  # no cut-off: B is document 2 of the whole deduplicated ranking A B C D
-    # score dicts are ordered (trec order) before the cut: a2 > b1 > a1 → A B A → top 2 chunks → A, B
+    # score dicts are ordered (trec order) before the cut: a2 > b1 > a1 → A B A → first 2 documents A, B
     scored = {"q": {"a1": 1.0, "a2": 3.0, "b1": 2.0}}
     assert per_query(scored, qrels, ["doc_precision@2"], chunk_to_doc=c2d)[0].loc["q"].tolist() == [0.5]
     assert to_doc_run(scored, c2d, top_chunks=1) == {"q": ["A"]}
+
+
+def test_doc_precision_does_not_move_with_the_chunk_size():
+    """The same four pages in the same page order, cut into one chunk each (A) or into seven chunks (B): the page
+    ranking is P1 P2 P3 P4 either way, relevant pages P2 and P4, so doc_precision@k is the same number."""
+    c2d_a = {"a1": "P1", "a2": "P2", "a3": "P3", "a4": "P4"}
+    c2d_b = {"b1": "P1", "b2": "P1", "b3": "P2", "b4": "P1", "b5": "P2", "b6": "P3", "b7": "P4"}
+    run_a, run_b = {"q": ["a1", "a2", "a3", "a4"]}, {"q": ["b1", "b2", "b3", "b4", "b5", "b6", "b7"]}
+    qrels_a, qrels_b = {"q": {"a2": 1, "a4": 1}}, {"q": {"b3": 1, "b5": 1, "b7": 1}}
+    names = ["doc_precision@1", "doc_precision@3", "doc_precision@5", "docrank_precision@3", "precision@3"]
+    a = per_query(run_a, qrels_a, names, chunk_to_doc=c2d_a)[0].loc["q"]
+    b = per_query(run_b, qrels_b, names, chunk_to_doc=c2d_b)[0].loc["q"]
+    # P1 → 0/1; P1 P2 P3 → 1/3; P1 P2 P3 P4 (of 5 requested) → 2/5 — in both chunkings
+    for row in (a, b):
+        assert row["doc_precision@1"] == 0.0
+        assert row["doc_precision@3"] == pytest.approx(1 / 3) == row["docrank_precision@3"]
+        assert row["doc_precision@5"] == pytest.approx(2 / 5)
+    # the old denominator (distinct pages of the top 3 chunks) gave A 1/3 (P1 P2 P3) but B 1/2 (P1 P1 P2): a
+    # "better" B from re-chunking alone. Chunk-level precision@3 keeps trec_eval's reading (relevant chunks / 3).
+    assert a["precision@3"] == pytest.approx(1 / 3) and b["precision@3"] == pytest.approx(1 / 3)
 
 
 def test_doc_level_without_mapping_only_deduplicates_and_empty_list_precision_is_zero():
     run = {"q1": ["u1", "u1", "u2", "u3"], "q2": []}  # e.g. the source urls of the retrieved chunks
     qrels = {"q1": {"u2": 1}, "q2": {"u9": 1}}
     frame, _ = per_query(run, qrels, ["doc_mrr", "doc_precision@5", "doc_precision@1"])
-    assert frame.loc["q1"].tolist() == [0.5, pytest.approx(1 / 3), 0.0]  # u1 u2 u3: u2 at rank 2, 1 of 3 shown
+    # u1 u2 u3: u2 at rank 2; 1 relevant of the 5 pages requested (3 exist: the missing two are not relevant)
+    assert frame.loc["q1"].tolist() == [0.5, pytest.approx(1 / 5), 0.0]
     assert frame.loc["q2"].tolist() == [0.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="twice"):  # the chunk-level metrics refuse the same repeats
         per_query(run, qrels, ["mrr"])

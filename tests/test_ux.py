@@ -412,11 +412,15 @@ def test_load_inputs_from_the_configured_db(monkeypatch, encoder):
     r = run_tier_ux(inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
                     None, n_boot=20, embedding_model=inputs.embedding_model)
     v = _unit(encoder.encode([x["question"] for x in rows]))
-    sims = v @ v[[0, 2]].T
-    sims[0, 0] = sims[2, 1] = -np.inf  # a logged question never hits itself
-    assert r.per_query["best_cache_id"].tolist() == ["3", "1", "1", "1" if sims[3, 0] >= sims[3, 1] else "3"]
-    assert r.summary["cache_hit_rate"]["mean"] == pytest.approx(float((sims.max(axis=1) > 0.85).mean()))
-    assert r.summary["cache_hit_rate"]["mean"] == 0.25  # only the paraphrase "2" of the cached "1"
+    # The cache of each question holds the score-5 rows asked strictly before it: rows 1, 3 and 4 were asked at
+    # t0, with the cached 1 and 3 — the same instant is not before, so they have nothing to compare (undefined,
+    # counted); row 2 (t0 + 1 min) sees both and hits the cached "1", its paraphrase.
+    assert r.per_query["best_cache_id"].fillna("-").tolist() == ["-", "1", "-", "-"]
+    assert r.per_query.loc["2", "max_similarity"] == pytest.approx(float(v[1] @ v[0]), abs=1e-6)
+    assert r.per_query.loc["2", "hit"] == 1.0
+    rate = r.summary["cache_hit_rate"]
+    assert (rate["mean"], rate["n_valid"], rate["n_failed"]) == (1.0, 1, 3)
+    assert r.summary["cache"]["time_order"]["n_no_earlier"] == 3
     assert list(r.summary["per_source"]) == ["db"]
     s1 = float(v[0] @ v[1])
     assert r.summary["context_preservation"]["mean"] == pytest.approx(s1, abs=1e-6)
@@ -583,9 +587,10 @@ def test_dataset_from_real_questions_never_hits_itself(monkeypatch, tmp_path, en
               {"id": "hr-1", "text": "Vacation requests are approved by your team lead.", "url": f"{wiki}/3/HR"},
               {"id": "food-1", "text": "The canteen publishes its lunch menu every morning.", "url": f"{wiki}/4/Canteen"}]
     t0 = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)
+    # asked one minute apart in id order: the cache of each question holds the score-5 rows asked before it
     log = [("1", "How do I reset my password?", 5, "s1", 0, 1), ("2", "And where is the VPN guide?", 3, "s1", 1, 2),
-           ("3", "Where is the VPN guide?", 5, "s2", 0, 2), ("4", "how do I  reset my PASSWORD", 2, "s3", 0, 1),
-           ("5", "What is the lunch menu today?", 5, None, 0, 4), ("6", "Who approves vacation requests?", 4, "s3", 1, 3)]
+           ("3", "Where is the VPN guide?", 5, "s2", 2, 2), ("4", "how do I  reset my PASSWORD", 2, "s3", 3, 1),
+           ("5", "What is the lunch menu today?", 5, None, 4, 4), ("6", "Who approves vacation requests?", 4, "s3", 5, 3)]
     questions = [{"id": i, "question": q, "score": sc, "session_id": s, "created_at": t0 + timedelta(minutes=m),
                   "answer": "See the wiki.", "url": f"{wiki}/{page}"} for i, q, sc, s, m, page in log]
     db = connect()
@@ -613,13 +618,19 @@ def test_dataset_from_real_questions_never_hits_itself(monkeypatch, tmp_path, en
     assert info["n_self_in_cache"] == 4
     assert pq["excluded_by"].tolist() == ["same_source_id", "", "same_source_id", "same_text", "same_source_id", ""]
 
-    # Peer recomputation with numpy: the masked maximum per question.
+    # Peer recomputation with numpy: the masked maximum per question, over the cached rows asked before it (the
+    # items carry their log row's time). Row 1 has nothing earlier: undefined, counted.
     v = _unit(encoder.encode([q for _, q, *_ in log]))
     sims = v @ v[[0, 2, 4]].T
     for row, col in ((0, 0), (2, 1), (4, 2), (3, 0)):
         sims[row, col] = -np.inf
-    assert pq["max_similarity"].to_numpy() == pytest.approx(sims.max(axis=1), abs=1e-6)
-    assert r.summary["cache_hit_rate"]["mean"] == pytest.approx(float((sims.max(axis=1) > 0.85).mean()))
+    minute = np.array([m for *_, m, _ in log])
+    sims[minute[[0, 2, 4]][None, :] >= minute[:, None]] = -np.inf
+    best = sims.max(axis=1)
+    best[np.isneginf(best)] = np.nan
+    np.testing.assert_allclose(pq["max_similarity"].to_numpy(), best, atol=1e-6)
+    assert r.summary["cache_hit_rate"]["mean"] == pytest.approx(float((best[1:] > 0.85).mean()))
+    assert (r.summary["cache_hit_rate"]["n_failed"], info["time_order"]["n_no_earlier"]) == (1, 1)
     # Without the exclusions (ids alone differ: rq-1 vs 1), four questions hit themselves at similarity ≈ 1.
     ids_only = cache_hit_rate(inputs.query_vectors, inputs.cache_vectors, query_ids=inputs.queries.index.tolist(),
                               cache_ids=inputs.cache.index.tolist())
@@ -801,20 +812,20 @@ def test_bilingual_wiki_log_with_the_multilingual_model(monkeypatch, tmp_path):
     seed_tau = run_tier_ux(*args, tau=0.85, n_boot=200, embedding_model=inputs.embedding_model)
     auto = run_tier_ux(*args, n_boot=200, embedding_model=inputs.embedding_model)
 
-    # peer: every logged question against the score-5 rows other than itself
+    # peer: every logged question against the score-5 rows asked before it (ux_log: one minute apart, in row order)
     ids = [r[0] for r in UX_LOG_ROWS]
     cached = [i for i, r in enumerate(UX_LOG_ROWS) if r[4] == 5]
     v = _unit(e5.encode_queries([r[2] for r in UX_LOG_ROWS]))
     sims = v @ v[cached].T
-    for row, i in enumerate(ids):
-        for col, j in enumerate(cached):
-            if ids[j] == i:
-                sims[row, col] = -np.inf
-    best, match = sims.max(axis=1), [ids[cached[k]] for k in sims.argmax(axis=1)]
-    same = np.array([np.nan if UX_PAGE[q] is None or UX_PAGE[m] is None else float(UX_PAGE[q] == UX_PAGE[m])
+    sims[np.array(cached)[None, :] >= np.arange(len(ids))[:, None]] = -np.inf  # itself or later: not in the cache
+    best = sims.max(axis=1)
+    match = [ids[cached[k]] if np.isfinite(b) else None for k, b in zip(sims.argmax(axis=1), best)]
+    best[~np.isfinite(best)] = np.nan  # nothing asked before it: undefined, counted
+    n_valid = int(np.isfinite(best).sum())
+    same = np.array([np.nan if m is None or UX_PAGE[q] is None or UX_PAGE[m] is None else float(UX_PAGE[q] == UX_PAGE[m])
                      for q, m in zip(ids, match)])
     pq = seed_tau.per_query
-    assert pq.index.tolist() == ids and pq["best_cache_id"].tolist() == match
+    assert pq.index.tolist() == ids and pq["best_cache_id"].fillna("-").tolist() == [m or "-" for m in match]
     np.testing.assert_allclose(pq["max_similarity"], best, atol=1e-5)
     np.testing.assert_array_equal(pq["same_page"], same)  # URL forms (www., /, #anchor, case) normalised away
 
@@ -825,7 +836,11 @@ def test_bilingual_wiki_log_with_the_multilingual_model(monkeypatch, tmp_path):
 
     n_hits, n_judged, n_same = peer(0.85)
     s = seed_tau.summary
-    assert s["cache_hit_rate"]["mean"] == pytest.approx(n_hits / len(ids))
+    assert s["cache_hit_rate"]["mean"] == pytest.approx(n_hits / n_valid)
+    assert s["cache_hit_rate"]["n_failed"] == len(ids) - n_valid == s["cache"]["time_order"]["n_no_earlier"]
+    # every row's answer is the stock "See the wiki." (logged for every page): no answer is known, pages judge
+    assert s["cache_hit_precision"]["oracle"] == "same page"
+    assert s["cache"]["answers_not_known"]["canned"] == len(ids) + len(cached)
     assert (s["cache_hit_precision"]["n"], s["cache_hit_precision"]["n_valid"]) == (n_hits, n_judged)
     assert s["cache_hit_precision"]["mean"] == pytest.approx(n_same / n_judged)
     assert s["cache"]["n_hits_other_page"] == n_judged - n_same >= 5  # e5 at the seed's τ: many wrong-page hits
@@ -836,7 +851,8 @@ def test_bilingual_wiki_log_with_the_multilingual_model(monkeypatch, tmp_path):
                                                                if h and sm == 0}
 
     # the calibrated τ: brute force over every observed similarity, the smallest with precision ≥ 0.9
-    reach = [t for t in sorted(set(best)) if 0 < t < 1 and peer(t)[1] and peer(t)[2] / peer(t)[1] >= 0.9 - 1e-12]
+    reach = [t for t in sorted(set(best[np.isfinite(best)])) if 0 < t < 1 and peer(t)[1]
+             and peer(t)[2] / peer(t)[1] >= 0.9 - 1e-12]
     cal = s["tau_calibration"]
     assert cal["tau"] == pytest.approx(reach[0], abs=1e-6) and cal["tau"] > 0.85
     t_hits, t_judged, t_same = peer(reach[0])
@@ -844,7 +860,7 @@ def test_bilingual_wiki_log_with_the_multilingual_model(monkeypatch, tmp_path):
     a = auto.summary
     assert a["tau"] == cal["tau"] and a["tau_calibrated"] is True
     assert a["cache_hit_precision"]["mean"] >= 0.9 and a["cache_hit_precision"]["n_valid"] == t_judged
-    assert a["cache_hit_rate"]["mean"] == pytest.approx(t_hits / len(ids))
+    assert a["cache_hit_rate"]["mean"] == pytest.approx(t_hits / n_valid)
 
     # sessions of the log: a truthful scope, and one-turn sessions are not applicable, never failed
     one_turn = sum(1 for sid in {r[1] for r in UX_LOG_ROWS} if sum(r[1] == sid for r in UX_LOG_ROWS) == 1)

@@ -22,8 +22,9 @@ Where ragnb differs from trec_eval, on purpose
       ``-l 2``, still gives its grade-1 docs nDCG gain).
     * Queries in the run but not in qrels are not judged (as in trec_eval); ``_info`` counts them.
     * ``doc_*@k`` metrics (see docs/metrics.md, Retrieval) take the top k chunks, map them to documents and
-      deduplicate; ``doc_precision@k`` divides by the number of unique documents among them, not by k.
-      ``docrank_*@k`` deduplicate the whole ranking first and cut at k documents.
+      deduplicate. ``doc_precision@k`` (= ``docrank_precision@k``) deduplicates the whole ranking, cuts at k
+      documents and divides by k, so the chunk size alone cannot move it. ``docrank_*@k`` deduplicate the whole
+      ranking first and cut at k documents.
 """
 from __future__ import annotations
 
@@ -123,16 +124,18 @@ def ndcg(t: RankedGains, k: int) -> np.ndarray:
 # Document-level variants (see docs/metrics.md, Retrieval, "Document-level variants"). The functions only read
 # their table; ``per_query`` builds it, and that is where the two families differ:
 #   doc_*@k      the top k retrieved CHUNKS, mapped to documents and deduplicated (≤ k documents);
-#   docrank_*@k  the whole chunk ranking mapped and deduplicated first, then cut at k DOCUMENTS.
+#   docrank_*@k  the whole chunk ranking mapped and deduplicated first, then cut at k DOCUMENTS;
+#   doc_precision@k is read like docrank_ (k documents, divided by k): the chunk size must not move it.
 # doc_mrr has no cut-off: rank of the first relevant document in the whole deduplicated ranking (the
 # deduplication of a prefix is a prefix of the deduplication, so both readings agree on it).
 _DOC_LEVEL: set[str] = set()  # doc_*: cut at k chunks, then deduplicate
 _DOC_RANKING: set[str] = set()  # docrank_*: deduplicate, then cut at k documents
 
 
-def _doc_level(name: str, *, needs_k: bool = False, ranking_variant: bool = True):
+def _doc_level(name: str, *, needs_k: bool = False, ranking_variant: bool = True, page_cut: bool = False):
+    # page_cut: the metric reads the whole deduplicated ranking and cuts at k documents itself (doc_precision)
     def wrap(fn):
-        _DOC_LEVEL.add(name)
+        (_DOC_RANKING if page_cut else _DOC_LEVEL).add(name)
         out = register(name, FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=needs_k)(fn)
         if ranking_variant:
             alias = "docrank_" + name.removeprefix("doc_")
@@ -187,15 +190,18 @@ def doc_ndcg(t: RankedGains, k: int) -> np.ndarray:
     return ndcg(t, k)
 
 
-@_doc_level("doc_precision", needs_k=True)
+@_doc_level("doc_precision", needs_k=True, page_cut=True)
 def doc_precision(t: RankedGains, k: int) -> np.ndarray:
-    """Precision on documents — NOT trec_eval's P_k.
+    """Precision on pages (documents) — trec_eval's P_k on the deduplicated document ranking.
 
-    doc_precision@k = |relevant docs ∩ D_k| / |D_k|, D_k = the distinct documents of the top-k chunks
-    (docrank_: the first k distinct documents, |D_k| = min(n_docs, k)); 0 if nothing was retrieved.
+    doc_precision@k = |relevant docs ∩ P_k| / k, P_k = the first k distinct documents of the whole chunk
+    ranking mapped to documents and deduplicated (fewer than k when the ranking holds fewer; the missing ones
+    count as not relevant). Unlike the other doc_*@k it does not cut at k chunks: the pages found in the top k
+    chunks, and their number, change with the chunk size alone, so re-chunking the same pages under the same
+    page ranking moved the old denominator |D_k| (distinct documents of the top k chunks). Cut at k pages and
+    divided by k, it depends on the page ranking only. docrank_precision@k is the same number.
     """
-    shown = np.minimum(t.n_ret, k)
-    return _defined(t, np.divide(_rel_in_top(t, k), shown, out=np.zeros(len(shown)), where=shown > 0))
+    return _defined(t, _rel_in_top(t, k) / k)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -72,6 +72,8 @@ class CacheHits:
     # (query, cache entry) pairs left out as self-matches, per reason (first reason that applies, in
     # SELF_MATCH_REASONS order), plus "queries": how many queries had at least one left out
     excluded: dict = None  # type: ignore[assignment]
+    # with query_times/cache_times: the earlier-only rule and its counts (:func:`time_order_counts`), else None
+    time_order: dict | None = None
 
     @property
     def value(self) -> float:
@@ -144,11 +146,49 @@ def self_matches(query_ids: Sequence | None, cache_ids: Sequence | None, *, quer
     return rows, reasons, counts
 
 
-def _best_matches(Q: np.ndarray, C: np.ndarray,
-                  excluded: list[list[int]] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+EARLIER_RULE = ("a cached question serves a question only if it was asked strictly before it (created_at); one asked "
+                "at the same instant is not before it, an undated cached question is never served (its order is "
+                "unknown) and an undated question has nothing to compare (hit undefined, counted)")
+
+
+def time_keys(values: Sequence, n: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Timestamps as comparable int64 nanoseconds since the epoch (UTC; a naive time is read as UTC) and a mask
+    of the dated rows (None/NaN/NaT/"" = undated)."""
+    if len(values) != n:
+        raise ValueError(f"{name} has {len(values)} entries for {n} vectors; give one timestamp (or None) per row")
+    raw = pd.Series(list(values), dtype=object).replace("", None)
+    try:
+        t = pd.to_datetime(raw, utc=True, format="mixed")
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ValueError(f"{name}: {exc}; give datetimes or ISO 8601 text such as '2026-03-01T10:00:00Z' "
+                         "(None for an undated row)") from None
+    ok = t.notna().to_numpy()
+    keys = np.zeros(n, dtype=np.int64)
+    keys[ok] = t[ok].dt.tz_localize(None).to_numpy().astype("datetime64[ns]").view(np.int64)
+    return keys, ok
+
+
+def _times(query_times: Sequence | None, cache_times: Sequence | None, nq: int, nc: int) -> tuple | None:
+    """(query keys, dated, cache keys, dated) for the earlier-only cache, or None without timestamps."""
+    if (query_times is None) != (cache_times is None):
+        raise ValueError("give both query_times and cache_times (earlier-only cache), or neither")
+    if query_times is None:
+        return None
+    return (*time_keys(query_times, nq, "query_times"), *time_keys(cache_times, nc, "cache_times"))
+
+
+def _not_earlier(times: tuple, s: int, e: int) -> np.ndarray:
+    """(e − s) × |cache| mask: the cache entry was NOT asked strictly before query s…e−1 (or either is undated)."""
+    qt, qok, ct, cok = times
+    return ~((ct[None, :] < qt[s:e, None]) & cok[None, :] & qok[s:e, None])
+
+
+def _best_matches(Q: np.ndarray, C: np.ndarray, excluded: list[list[int]] | None,
+                  times: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per query row: (max cosine over the cache rows, its cache row or −1, number of rows compared), in
-    blocks of queries. The cache rows in ``excluded[i]`` (the query itself) are not compared with query i;
-    a query left with nothing to compare gets NaN, −1, 0."""
+    blocks of queries. The cache rows in ``excluded[i]`` (the query itself) are not compared with query i, nor,
+    with ``times`` = (query keys, dated, cache keys, dated), the rows not asked before it; a query left with
+    nothing to compare gets NaN, −1, 0."""
     nq, nc = Q.shape[0], C.shape[0]
     best_sim, best_idx = np.full(nq, np.nan), np.full(nq, -1)
     n_compared = np.zeros(nq, dtype=np.int64)
@@ -159,11 +199,15 @@ def _best_matches(Q: np.ndarray, C: np.ndarray,
         e = min(nq, s + step)
         sims = np.clip(Q[s:e] @ C.T, -1.0, 1.0)
         compared = np.full(e - s, nc)
+        if times is not None:
+            later = _not_earlier(times, s, e)
+            sims[later] = -np.inf  # not in the cache yet when this question was asked
+            compared -= later.sum(axis=1)
         for r in range(e - s):
             same = excluded[s + r] if excluded is not None else None
             if same:
+                compared[r] -= int(np.isfinite(sims[r, same]).sum())  # not already left out as later
                 sims[r, same] = -np.inf  # never the maximum, never a hit
-                compared[r] -= len(same)
         arg = np.argmax(sims, axis=1)
         top = sims[np.arange(e - s), arg]
         ok = compared > 0
@@ -187,6 +231,10 @@ def cache_hit_rate(
     cache_texts: Sequence | None = None,
     query_pages: Sequence | None = None,
     cache_pages: Sequence | None = None,
+    query_times: Sequence | None = None,
+    cache_times: Sequence | None = None,
+    query_answers: Sequence | None = None,
+    cache_answers: Sequence | None = None,
 ) -> CacheHits:
     """docs/metrics.md, Tier UX: CacheHitRate = (1/|Q|) Σ_{q∈Q} 1[ max_{c∈Cache∖self(q)} cos(e_q, e_c) > τ ].
 
@@ -210,6 +258,14 @@ def cache_hit_rate(
     ``query_pages`` / ``cache_pages`` (the page each question cites, as comparable keys; None = no page) add
     the oracle column ``same_page``: 1.0 when the query and its best match cite the same page, 0.0 when they
     cite different pages, NaN when either cites none — whatever τ is (see :func:`cache_hit_precision`).
+
+    ``query_answers`` / ``cache_answers`` (known answer keys, None = unknown:
+    :func:`ragnb.metrics.ux_oracle.answer_keys`) add ``same_answer`` the same way.
+
+    ``query_times`` / ``cache_times`` (both, one timestamp or None per row) simulate the cache as it stood when
+    each question was asked: Cache(q) = the entries asked strictly before q (:data:`EARLIER_RULE`; ties and
+    undated rows are not before). A question with no earlier entry has nothing to compare: NaN, counted in
+    ``time_order``. Without them every entry is compared, also ones asked later (an optimistic hit rate).
     """
     tau = check_tau(tau)
     Q = unit_rows(query_vectors, "query_vectors", one_vector_ok=False)
@@ -218,7 +274,9 @@ def cache_hit_rate(
     cids = _ids(cache_ids, C.shape[0], "cache_ids", unique=False)
     for name, values, n in (("query_source_ids", query_source_ids, Q.shape[0]),
                             ("query_texts", query_texts, Q.shape[0]), ("cache_texts", cache_texts, C.shape[0]),
-                            ("query_pages", query_pages, Q.shape[0]), ("cache_pages", cache_pages, C.shape[0])):
+                            ("query_pages", query_pages, Q.shape[0]), ("cache_pages", cache_pages, C.shape[0]),
+                            ("query_answers", query_answers, Q.shape[0]),
+                            ("cache_answers", cache_answers, C.shape[0])):
         if values is not None and len(values) != n:
             raise ValueError(f"{name} has {len(values)} entries for {n} vectors; give one per row")
     index = pd.Index(qids if qids is not None else range(Q.shape[0]), name="query_id")
@@ -237,20 +295,43 @@ def cache_hit_rate(
         excluded, reasons, counts = None, [""] * Q.shape[0], {**{r: 0 for r in SELF_MATCH_REASONS}, "queries": 0}
     if not reasons:
         reasons = [""] * Q.shape[0]
-    best_sim, best_idx, n_compared = _best_matches(Q, C, excluded or None)
+    times = _times(query_times, cache_times, Q.shape[0], C.shape[0])
+    best_sim, best_idx, n_compared = _best_matches(Q, C, excluded or None, times)
     if C.shape[0] and (n_compared == 0).any():
-        note = (f"{int((n_compared == 0).sum())} quer(ies) had no cache entry other than themselves: "
-                "their hit is undefined (NaN) and counted as failed")
+        what = "no cache entry asked before them (other than themselves)" if times else \
+            "no cache entry other than themselves"
+        note = (f"{int((n_compared == 0).sum())} quer(ies) had {what}: their hit is undefined (NaN) and counted "
+                "as failed")
     hit = np.where(np.isnan(best_sim), np.nan, (best_sim > tau).astype(float))
     best_id = [None if i < 0 else (cids[i] if cids is not None else str(i)) for i in best_idx]
     n_excluded = [len(x) for x in excluded] if excluded else [0] * Q.shape[0]
     per_query = pd.DataFrame({"max_similarity": best_sim, "best_cache_id": best_id, "n_compared": n_compared,
                               "n_excluded": n_excluded, "excluded_by": reasons, "hit": hit}, index=index)
-    if query_pages is not None and cache_pages is not None:
-        per_query["same_page"] = same_page_flags(best_idx, query_pages, cache_pages)
+    _add_oracle_columns(per_query, best_idx, query_pages, cache_pages, query_answers, cache_answers)
     valid = hit[~np.isnan(hit)]
     rate = float(valid.mean()) if valid.size else math.nan
-    return CacheHits(rate, per_query, tau, note, counts)
+    order = time_order_counts(times, n_compared) if times is not None else None
+    return CacheHits(rate, per_query, tau, note, counts, order)
+
+
+def _add_oracle_columns(per_query: pd.DataFrame, best_idx, query_pages, cache_pages, query_answers,
+                        cache_answers) -> None:
+    """``same_page`` / ``same_answer`` of each query and its best match, where both sides were given."""
+    if query_pages is not None and cache_pages is not None:
+        per_query["same_page"] = same_page_flags(best_idx, query_pages, cache_pages)
+    if query_answers is not None and cache_answers is not None:
+        from ragnb.metrics.ux_oracle import same_answer_flags  # it imports normalise_question from here
+
+        per_query["same_answer"] = same_answer_flags(best_idx, query_answers, cache_answers)
+
+
+def time_order_counts(times: tuple, n_compared: np.ndarray) -> dict:
+    """What the earlier-only rule did: undated questions and cache entries, dated questions with no earlier
+    entry (cold cache), and the rule in words."""
+    qt, qok, ct, cok = times
+    return {"applied": True, "rule": EARLIER_RULE, "n_undated_queries": int((~qok).sum()),
+            "n_undated_cache": int((~cok).sum()),
+            "n_no_earlier": int((qok & (np.asarray(n_compared) == 0)).sum())}
 
 
 def _page(value: object) -> str | None:
@@ -276,12 +357,13 @@ def same_page_flags(best_idx: Sequence[int], query_pages: Sequence, cache_pages:
 
 @register("cache_hit_precision", FAMILY, kind="classification", value_range=(0.0, 1.0), higher_is_better=True)
 def cache_hit_precision(same_page: Sequence, hit: Sequence) -> float:
-    """docs/metrics.md, Tier UX: the share of cache hits that would serve an answer about the right page,
+    """docs/metrics.md, Tier UX: the share of cache hits that would serve the right answer,
 
         CacheHitPrecision = Σ_q 𝟙[hit(q) ∧ same_page(q)] / Σ_q 𝟙[hit(q) ∧ same_page(q) is known]
 
-    ``same_page(q)`` (1 / 0 / NaN): the query and its best cached question cite the same page
-    (:func:`same_page_flags`); ``hit(q)`` (1 / 0 / NaN): its similarity is above τ. Hits whose query or match
+    ``same_page(q)`` (1 / 0 / NaN): the oracle's verdict on the query and its best cached question — the same
+    page (:func:`same_page_flags`), or, where Tier UX knows both answers, the same answer
+    (:func:`ragnb.metrics.ux_oracle.oracle_flags`); ``hit(q)`` (1 / 0 / NaN): its similarity is above τ. Hits whose query or match
     cites no page are left out of the denominator (and counted by the caller); NaN when no hit can be judged.
     """
     s = np.asarray(same_page, dtype=float).ravel()

@@ -24,6 +24,7 @@ from ragnb.metrics.ux import context_preservation, multi_turn_consistency
 from ragnb.metrics.ux_thresholds import TARGET_PRECISION, check_target_precision, model_defaults
 from ragnb.datasets.sessions import SOURCES, SessionLog
 from ragnb.tiers.result import TierResult
+from ragnb.metrics.ux_tau_split import N_SPLITS
 from ragnb.tiers.ux_breaks import break_notes, check_break_threshold, choose_breaks
 from ragnb.tiers.ux_cache import PER_QUERY_COLUMNS, cache_part
 from ragnb.tiers.ux_inputs import UXInputs, load_inputs  # noqa: F401  (the notebook's entry points)
@@ -41,9 +42,12 @@ class UXResult(TierResult):
     per_session: pd.DataFrame = field(default_factory=pd.DataFrame, kw_only=True)
     # precision and hit rate against τ (ragnb.metrics.ux_thresholds.calibrate_tau); empty without cited pages
     tau_curve: pd.DataFrame = field(default_factory=pd.DataFrame, kw_only=True)
+    # one row per user half-split of the τ validation (ragnb.metrics.ux_tau_split.validate_tau); empty: none
+    tau_splits: pd.DataFrame = field(default_factory=pd.DataFrame, kw_only=True)
 
     def __post_init__(self) -> None:
         curve = {"tau_curve": self.tau_curve} if not self.tau_curve.empty else {}
+        curve.update({"tau_splits": self.tau_splits} if not self.tau_splits.empty else {})
         self.tables = {"per_query": self.per_query, **curve, **self.tables}
 
     @property
@@ -179,6 +183,7 @@ def run_tier_ux(
     seed: int = 0,
     target_precision: float = TARGET_PRECISION,
     embedding_model: str = "",
+    tau_splits: int = N_SPLITS,
 ) -> UXResult:
     """Tier UX on embeddings that the caller loaded (see :func:`load_inputs`).
 
@@ -201,6 +206,10 @@ def run_tier_ux(
     sessions, reported as uncalibrated and unvalidated. A given value is used as is, and validated where it can be.
     The break signal is the turn's question + answer where ``sessions.context_vectors`` holds them, else the
     question.
+    The cache of each question holds only the questions asked before it where both sides carry ``created_at``;
+    hits are judged by the same answer where both answers are known (``answer``), else the same page; a calibrated
+    τ is validated on ``tau_splits`` seeded user half-splits (``user_id``, else ``session_id``; 0: not validated)
+    and the verdict reads that.
 
     Either part may be None (skipped, with a note). CIs: bootstrap over questions (cache hit rate), over hits
     (precision), over sessions (context preservation), over consecutive pairs (break rate).
@@ -215,17 +224,18 @@ def run_tier_ux(
     notes: list[str] = []
     nan_agg = aggregate([], n_boot=0)
     summary: dict = {"cache_hit_rate": nan_agg, "cache_hit_precision": {**nan_agg, "n_no_page": 0}}
-    per_query, curve = pd.DataFrame(columns=PER_QUERY_COLUMNS), pd.DataFrame()
+    per_query, curve, splits = pd.DataFrame(columns=PER_QUERY_COLUMNS), pd.DataFrame(), pd.DataFrame()
     if queries is not None:
         part = cache_part(queries, query_vectors, cache, cache_vectors, tau, target_precision, embedding_model,
-                          exclude_same_id, n_boot, seed)
+                          exclude_same_id, n_boot, seed, tau_splits)
+        splits = part.tau_splits
         per_query, notes = part.per_query, notes + part.notes
         curve = part.calibration.curve if part.calibration is not None else curve
         summary.update(part.summary)
     else:
         notes.append("cache_hit_rate was not computed (no questions given).")
         summary.update(tau=tau, tau_calibrated=False, tau_source="not computed", target_precision=target_precision,
-                       tau_calibration=None, cache={})
+                       tau_calibration=None, tau_validation=None, tau_verdict=None, cache={})
 
     per_session, per_turn = pd.DataFrame(), pd.DataFrame()
     overall: dict = {"context_preservation": nan_agg, "multi_turn_consistency": nan_agg, "context_break_rate": nan_agg}
@@ -259,7 +269,7 @@ def run_tier_ux(
         "per_source": per_source,
     })
     return UXResult(per_turn, summary, notes, lead={"tier": "tier_ux"}, per_query=per_query, per_session=per_session,
-                    tau_curve=curve)
+                    tau_curve=curve, tau_splits=splits)
 
 
 def _session_notes(overall: dict, per_source: dict) -> list[str]:

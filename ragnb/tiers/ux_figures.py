@@ -169,6 +169,9 @@ def summary_rows(summary: dict) -> pd.DataFrame:
                  "context_break_rate"):
         if name in summary:
             add("all", name, summary[name])
+    val = summary.get("tau_validation")
+    if val and val.get("possible"):  # beside the in-sample precision: the calibrated τ on held-out users
+        add("all", "cache_hit_precision (out of sample)", val["precision"])
     for src, block in summary.get("per_source", {}).items():
         lang = block.get("language")
         scope = f"{src} ({lang})" if isinstance(lang, str) else str(block.get("label") or src)

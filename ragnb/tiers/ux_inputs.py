@@ -16,6 +16,11 @@ SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed ra
                   "score-5 cache is a random ~half of the demo questions, so cache_hit_rate here shows how the "
                   "metric works, not how a real cache would perform.")
 
+# What the cache part reads of the log: the oracle (url, answer) and the time order (created_at); the questions
+# checked also carry who asked them (the units of the τ validation's user splits).
+CACHE_COLUMNS = ("question", "url", "answer", "created_at")
+QUERY_LOG_COLUMNS = ("question", "url", "answer", "created_at", "user_id", "session_id")
+
 # --------------------------------------------------------------------------------------------
 # Inputs: what the notebook opens
 # --------------------------------------------------------------------------------------------
@@ -61,7 +66,7 @@ def load_inputs(
     log_db, queries, query_vectors, cache, cache_vectors = _cache_inputs(
         corpus, language, encoder, dataset_path, max_questions, cache_score, info, notes)
     session_log, annotations = _session_inputs(sessions, corpus, log_db, encoder, max_sessions, info, notes)
-    return UXInputs(queries, query_vectors, cache[["question", "url"]], cache_vectors, session_log, annotations, info,
+    return UXInputs(queries, query_vectors, cache[list(CACHE_COLUMNS)], cache_vectors, session_log, annotations, info,
                     notes, encoder.name)
 
 
@@ -112,16 +117,32 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
                                 "source_id": [_source_id(it) for it in items],
                                 "url": [it.confluence_url for it in items]},
                                index=pd.Index([it.id for it in items]))
+        queries = _with_log_fields(queries, log_db)
         query_vectors = encode_queries(encoder, queries["question"].tolist(), batch_size=64)
         info["questions"] = f"dataset {ds.name}"
     else:
         log, query_vectors = fetch_question_log(log_db, with_vectors=True, limit=max_questions, model=model)
-        queries = log[["question", "url"]]
+        queries = log[list(QUERY_LOG_COLUMNS)]
         info["questions"] = "the logged questions (each compared with the cache without itself)"
         if queries.empty:
             raise ValueError(f"{log_db.display_url}: no logged question has an embedding; run `ragnb embed --questions`")
     info["cache"] = f"logged questions with score {cache_score} ({len(cache)})"
     return log_db, queries, query_vectors, cache, cache_vectors
+
+
+def _with_log_fields(queries: pd.DataFrame, log_db: Any) -> pd.DataFrame:
+    """A dataset item built from a log row (``source_id``) is that logged question: its answer, time, user and
+    session come from the row (None for an item built from no row, or when the log has no such table)."""
+    from ragnb.store.questions import fetch_question_log
+
+    if not queries["source_id"].notna().any():
+        return queries
+    log, _ = fetch_question_log(log_db)
+    rows = log.reindex(queries["source_id"].astype(object).where(queries["source_id"].notna(), None))
+    out = queries.copy()
+    for col in QUERY_LOG_COLUMNS[2:]:
+        out[col] = rows[col].to_numpy()
+    return out
 
 
 def _source_id(item: Any) -> str | None:
