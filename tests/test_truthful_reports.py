@@ -121,9 +121,9 @@ def test_summary_names_each_notebooks_own_inputs():
     }
     lines = executive_summary(rec).splitlines()
     assert "samples.json" not in lines[0]
-    assert lines[1] == ("Inputs: Tier 1 (retrieval), Tier 3 (end-to-end) — dataset team_questions (67 items), corpus "
-                        "ragnb: 42 chunks (md5 7c3d3a1b), model e5 | Tier 2 (generation) — dataset team_fixed_context "
-                        "(20 items), model e5 | rag_metrics — dataset samples.json, model e5.")
+    # one short line of the distinct inputs; which notebook used which is the index page's table
+    assert lines[1] == ("Inputs: datasets team_questions (67 items), team_fixed_context (20 items), samples.json; "
+                        "corpus ragnb: 42 chunks (md5 7c3d3a1b); model e5 — which notebook used which: the Inputs table.")
     assert run_inputs(rec)["tier_2_metrics"] == {"dataset": "team_fixed_context (20 items)", "embedding_model": "e5"}
     page = index_html(".", {**rec, "id": "r", "overall_status": "good", "executive_summary": "\n".join(lines)}, [])
     inputs = page.split("<h2>Inputs</h2>")[1].split("</table>")[0]
@@ -236,8 +236,6 @@ def test_the_summary_names_each_notebooks_own_inputs_on_a_teams_run(team_run):
         "other:rag_metrics": {"dataset": "samples.json", "embedding_model": "multilingual-e5-small"},
     }
     lines = record["executive_summary"].splitlines()
-    assert lines[1] == (f"Inputs: Tier 0 (embeddings), Real users, Domain analysis — corpus {corpus_text}, model "
-                        f"multilingual-e5-small | Tier 1 (retrieval) — dataset from-real-questions ({n_items} items), "
-                        f"corpus {corpus_text}, model multilingual-e5-small | rag_metrics — dataset samples.json, "
-                        "model multilingual-e5-small.")
+    assert lines[1] == (f"Inputs: datasets from-real-questions ({n_items} items), samples.json; corpus {corpus_text}; "
+                        "model multilingual-e5-small — which notebook used which: the Inputs table.")
     assert "samples.json" not in lines[0]  # the record's first dataset_file is not Tier 1's

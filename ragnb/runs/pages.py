@@ -23,7 +23,7 @@ from ragnb import spec
 from ragnb.io import atomic_write_text
 from ragnb.reports.report import PLOTLY_FIG_MARK, PLOTLY_LIB_MARK, PLOTLY_MIME, figure_html, plotlyjs_html
 from ragnb.metrics.stats import degenerate_reason
-from ragnb.runs.record import block_status, format_aggregate, iter_aggregates
+from ragnb.runs.record import block_status, format_aggregate, git_text, iter_aggregates
 from ragnb.runs.summary import is_metric
 
 
@@ -336,10 +336,9 @@ def index_html(run_dir: str | Path, run_record: dict, reports: list[dict]) -> st
     """The run's index page as a string (see :func:`write_index`)."""
     run_dir = Path(run_dir)
     rec = run_record
-    commit = rec.get("git_commit_hash")
     meta = [
         ("run id", rec.get("id")), ("timestamp", rec.get("timestamp")),
-        ("git", f"{rec.get('git_branch') or '—'} @ {commit[:12] if commit else '—'}"),
+        ("git", git_text(rec)),  # None outside a git checkout: no line
         ("author", rec.get("run_author")),
         ("judge model", rec.get("judge_model")), ("generation model", rec.get("generation_model")),
     ]  # datasets, corpora and embedding models are per notebook: the Inputs table
