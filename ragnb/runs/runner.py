@@ -8,7 +8,7 @@ Layout of one run (``outputs`` defaults to ``$RAGNB_OUTPUTS`` or ``./outputs``):
     outputs/runs/<run_id>/<stem>.ipynb      executed notebook (kept when it fails)
     outputs/runs/<run_id>/<stem>.html       rendered report, code hidden, offline
     outputs/runs/<run_id>/assets/plotly.min.js  plotly.js, one copy shared by the run's reports
-    outputs/runs/<run_id>/<stem>.metrics.json (+ .per_item.csv/.parquet) written by the notebook
+    outputs/runs/<run_id>/<stem>.metrics.json (+ .per_item.csv) written by the notebook
 """
 
 from __future__ import annotations
