@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from pathlib import Path
 
@@ -195,6 +196,7 @@ def test_reports_on_a_teams_data_say_nothing_of_the_demo_and_end_cleanly(team_ru
         assert not re.search(r"\bnan\b", text, flags=re.I), name
         assert "(?)" not in text, name
         assert "MiniLM" not in text and "256 tokens" not in text, name  # MiniLM was not used here
+        assert "postgresql" not in text, name  # a database by its name; the URL is in the metrics JSON only
     for stem in ("tier0_embeddings", "tier1_retrieval", "real_users", "domain_analysis", "rag_metrics"):
         page = pages[f"{stem}.html"]
         # the report ends with a labelled link to its metrics file, not a filesystem path
@@ -203,6 +205,9 @@ def test_reports_on_a_teams_data_say_nothing_of_the_demo_and_end_cleanly(team_ru
         assert f'<a href="{stem}.metrics.json">{stem}.metrics.json</a>' in page
         assert str(team_run.run_dir) not in last
     assert "from the question log" in visible_text(pages["real_users.html"])
+    domain = visible_text(pages["domain_analysis.html"])
+    n_log = json.loads((team_run.run_dir / "domain_analysis.metrics.json").read_text())["total_questions"]
+    assert f"question log: {n_log} questions, database team_{os.getpid()}" in domain
     metrics = {s: json.loads((team_run.run_dir / f"{s}.metrics.json").read_text()) for s in ("real_users", "domain_analysis")}
     assert metrics["real_users"]["scores_simulated"] is False and metrics["domain_analysis"]["scores_simulated"] is False
     tier0 = visible_text(pages["tier0_embeddings.html"])
