@@ -199,6 +199,14 @@ def redact_url(url: str) -> str:
     return re.sub(r"(?i)(password=)[^&\s]+", r"\1***", url)
 
 
+def url_database_name(url: Any) -> str:
+    """The database a connection URL names, as reports call it: ``ragnb`` of
+    ``postgresql+psycopg://user:@/ragnb?host=…`` — no scheme, host, user or password ("database" if none)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(str(url or "")).path.strip("/") or "database"
+
+
 # --------------------------------------------------------------------------------------------
 # Table and column names (defaults; see docs/databases.md; a team's production schema can be mapped in
 # YAML)

@@ -135,7 +135,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
            "file that long steps inside a notebook append their progress to (one JSON line each, see **Progress** in "
            "[commands](commands.md#progress)); set it yourself to follow a plain papermill run with `tail -f`"),
     EnvVar("RAGNB_PLOTLYJS", "set by `ragnb run` for each notebook's kernel",
-           "`external`: figures carry no plotly.js, the HTML report loads the run folder's shared copy"),
+           "`external`: figures carry no plotly.js, the HTML report loads the outputs folder's shared copy"),
     EnvVar("NUMBA_CACHE_DIR", "`$RAGNB_HOME/numba_cache`",
            "UMAP's compiled code (the `vector_space` notebook), reused by every later fit"),
 )

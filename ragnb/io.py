@@ -393,7 +393,9 @@ def natural_key(text: str) -> tuple:
 
 
 def read_per_item(path: str | Path) -> pd.DataFrame:
-    """A report's per-item table: the ``.parquet`` file, or its ``.csv`` twin when the parquet cannot be read."""
+    """A report's per-item table with its exact floats: the ``.csv`` a notebook writes
+    (:func:`ragnb.tiers.payload.write_metrics`), or an older run's ``.parquet`` (its CSV twin when the parquet
+    cannot be read)."""
     import pandas as pd
 
     path = Path(path)
@@ -405,4 +407,6 @@ def read_per_item(path: str | Path) -> pd.DataFrame:
             if not csv.is_file():
                 raise
             path = csv
-    return pd.read_csv(path, float_precision="round_trip", low_memory=False)
+    # pandas 3 parses floats exactly by default (and deprecates the option); pandas 2 needs round_trip for it
+    exact = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+    return pd.read_csv(path, low_memory=False, **exact)

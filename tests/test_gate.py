@@ -13,6 +13,7 @@ import team_wiki
 from test_compare import CORPUS_200, DS_EN, DS_RU
 
 from ragnb.cli.main import build_cli
+from ragnb.io import read_per_item
 from ragnb.runs.record import build_record, load_runs
 
 A, B = "20250101-000000-aaaa", "20250102-000000-bbbb"
@@ -203,7 +204,7 @@ def wiki_runs(tmp_path_factory, encoder):
 
 
 def _per_item(out, run_id: str) -> pd.DataFrame:
-    return pd.read_parquet(out / "runs" / run_id / "tier1_retrieval.per_item.parquet").set_index("item_id")
+    return read_per_item(out / "runs" / run_id / "tier1_retrieval.per_item.csv").set_index("item_id")
 
 
 def _exact_sign_flip(d: np.ndarray) -> float:

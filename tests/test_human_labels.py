@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from llm_server import completion
 from ragnb.cli.main import build_cli
+from ragnb.io import read_per_item
 from ragnb.datasets.schema import Dataset, DatasetItem
 from ragnb.llm import LLMClient, LLMSettings
 from ragnb.llm.judges import JudgeConfig
@@ -94,7 +95,7 @@ def labelled_runs(llm_server_module, system, encoder, tmp_path_factory):
     plain = root / "plain"
     first.write(plain, "tier2_generation")
     sheet = root / "labels.csv"
-    ids = _plan_and_fill(plain / "tier2_generation.per_item.parquet", sheet)
+    ids = _plan_and_fill(plain / "tier2_generation.per_item.csv", sheet)
     return root, results, sheet, ids
 
 
@@ -121,7 +122,7 @@ def test_tier2_ppi_block_equals_ppi_mean_on_the_per_item_table(labelled_runs, tm
     block = metrics["judge_faithfulness_ppi"]
 
     # independently: the per-item table's judge scores, the labels the reviewer wrote on the sheet's items
-    per_item = pd.read_parquet(out / "tier2_generation.per_item.parquet")
+    per_item = read_per_item(out / "tier2_generation.per_item.csv")
     s = per_item["judge_faithfulness"].to_numpy(dtype=float)
     assert np.isnan(s[5]) and per_item["judge_faithfulness_method"][5] == "failed"
     lab = per_item["id"].isin(ids).to_numpy()

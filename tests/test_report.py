@@ -13,6 +13,7 @@ from ragnb.reports import report
 from ragnb.runs.pages import index_html, notebook_to_html, write_index
 from ragnb.reports.report import PLOTLY_MIME, header_html, plotly_mimebundle, table_html
 from ragnb.tiers.payload import write_metrics
+from ragnb.io import read_per_item
 
 XSS = "<script>alert('x')</script>"
 
@@ -35,11 +36,22 @@ def test_write_metrics_strict_json_and_per_item(tmp_path):
     assert path == tmp_path / "run" / "tier1_retrieval.metrics.json"
     data = _strict_load(path)
     assert data == {"mrr": {"mean": 0.25, "ci95": [None, None], "n": 2}, "flags": [True, False], "note": "ok"}
-    back = pd.read_parquet(tmp_path / "run" / "tier1_retrieval.per_item.parquet")
+    back = read_per_item(tmp_path / "run" / "tier1_retrieval.per_item.csv")  # the one per-item file
     pd.testing.assert_frame_equal(back, per_item)
-    csv = pd.read_csv(tmp_path / "run" / "tier1_retrieval.per_item.csv")
-    assert csv["q"].tolist() == ["где? <b>", "b"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["tier1_retrieval.metrics.json",
+                                                                    "tier1_retrieval.per_item.csv"]
     assert not [p for p in (tmp_path / "run").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_per_item_csv_reads_back_every_float_exactly(tmp_path):
+    # the CSV is the only per-item file: ragnb compare's paired tests read these values, so no digit may be lost
+    x = np.random.default_rng(7).random(5_000) / 3
+    x[::11], x[1], x[2] = np.nan, 1e-300, 0.1 + 0.2
+    frame = pd.DataFrame({"score": x, "n": np.arange(len(x))}, index=pd.Index([f"q{i}" for i in range(len(x))]))
+    write_metrics(tmp_path, "tier1_retrieval", {"mrr": 0.5}, per_item=frame)
+    back = read_per_item(tmp_path / "tier1_retrieval.per_item.csv")
+    assert back["item_id"].tolist() == frame.index.tolist() and back["n"].tolist() == list(range(len(x)))
+    assert np.array_equal(back["score"].to_numpy(), x, equal_nan=True)  # bit for bit, NaN where NaN
 
 
 # A key-shaped value assembled at run time: the detector must catch it; no key-like literal is committed.

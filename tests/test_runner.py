@@ -41,8 +41,9 @@ def test_run_writes_everything(tiny_run):
     run_dir = out / "runs" / result.run_id
     assert result.run_dir == run_dir and result.failures == [] and result.exit_code == 0
     for name in ["tiny_report.ipynb", "tiny_report.html", "tiny_report.metrics.json", "tiny_report.per_item.csv",
-                 "tiny_report.per_item.parquet", "index.html", "run_record.json"]:
+                 "index.html", "run_record.json"]:
         assert (run_dir / name).is_file(), name
+    assert not list(run_dir.glob("*.parquet"))  # the per-item table is written once, as CSV
     assert result.index_path == run_dir / "index.html"
     # the executed notebook got the run folder and the CLI-style text value converted to int
     executed = nbformat.read(run_dir / "tiny_report.ipynb", as_version=4)

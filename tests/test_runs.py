@@ -93,7 +93,7 @@ def test_executive_summary_mentions_tiers_ci_and_attention():
     assert len(lines) <= 8
     # the record's one dataset_file is not every notebook's: each notebook's own inputs are on the Inputs line
     assert lines[0] == "Status: ATTENTION — 1 of 2 graded metrics below their threshold; 2 notebooks reported metrics."
-    assert lines[1] == "Inputs: Tier 1 (retrieval) — dataset demo (200 items), model mini."
+    assert lines[1] == "Inputs: dataset demo (200 items); model mini."
     assert lines[2] == "Needs attention — Tier 1 (retrieval): hit_rate@1 = 0.420 (95% CI 0.350–0.490, n=200) < 0.500."
     assert "isotropy" not in text  # numbers that are fine stay in the key-metrics table
     assert lines[-1].startswith("Not computed: LLM-judge metrics from the offline fallback") and "Tier 1" in lines[-1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from pathlib import Path
 
@@ -121,9 +122,9 @@ def test_summary_names_each_notebooks_own_inputs():
     }
     lines = executive_summary(rec).splitlines()
     assert "samples.json" not in lines[0]
-    assert lines[1] == ("Inputs: Tier 1 (retrieval), Tier 3 (end-to-end) — dataset team_questions (67 items), corpus "
-                        "ragnb: 42 chunks (md5 7c3d3a1b), model e5 | Tier 2 (generation) — dataset team_fixed_context "
-                        "(20 items), model e5 | rag_metrics — dataset samples.json, model e5.")
+    # one short line of the distinct inputs; which notebook used which is the index page's table
+    assert lines[1] == ("Inputs: datasets team_questions (67 items), team_fixed_context (20 items), samples.json; "
+                        "corpus ragnb: 42 chunks (md5 7c3d3a1b); model e5 — which notebook used which: the Inputs table.")
     assert run_inputs(rec)["tier_2_metrics"] == {"dataset": "team_fixed_context (20 items)", "embedding_model": "e5"}
     page = index_html(".", {**rec, "id": "r", "overall_status": "good", "executive_summary": "\n".join(lines)}, [])
     inputs = page.split("<h2>Inputs</h2>")[1].split("</table>")[0]
@@ -195,6 +196,7 @@ def test_reports_on_a_teams_data_say_nothing_of_the_demo_and_end_cleanly(team_ru
         assert not re.search(r"\bnan\b", text, flags=re.I), name
         assert "(?)" not in text, name
         assert "MiniLM" not in text and "256 tokens" not in text, name  # MiniLM was not used here
+        assert "postgresql" not in text, name  # a database by its name; the URL is in the metrics JSON only
     for stem in ("tier0_embeddings", "tier1_retrieval", "real_users", "domain_analysis", "rag_metrics"):
         page = pages[f"{stem}.html"]
         # the report ends with a labelled link to its metrics file, not a filesystem path
@@ -203,6 +205,9 @@ def test_reports_on_a_teams_data_say_nothing_of_the_demo_and_end_cleanly(team_ru
         assert f'<a href="{stem}.metrics.json">{stem}.metrics.json</a>' in page
         assert str(team_run.run_dir) not in last
     assert "from the question log" in visible_text(pages["real_users.html"])
+    domain = visible_text(pages["domain_analysis.html"])
+    n_log = json.loads((team_run.run_dir / "domain_analysis.metrics.json").read_text())["total_questions"]
+    assert f"question log: {n_log} questions, database team_{os.getpid()}" in domain
     metrics = {s: json.loads((team_run.run_dir / f"{s}.metrics.json").read_text()) for s in ("real_users", "domain_analysis")}
     assert metrics["real_users"]["scores_simulated"] is False and metrics["domain_analysis"]["scores_simulated"] is False
     tier0 = visible_text(pages["tier0_embeddings.html"])
@@ -236,8 +241,6 @@ def test_the_summary_names_each_notebooks_own_inputs_on_a_teams_run(team_run):
         "other:rag_metrics": {"dataset": "samples.json", "embedding_model": "multilingual-e5-small"},
     }
     lines = record["executive_summary"].splitlines()
-    assert lines[1] == (f"Inputs: Tier 0 (embeddings), Real users, Domain analysis — corpus {corpus_text}, model "
-                        f"multilingual-e5-small | Tier 1 (retrieval) — dataset from-real-questions ({n_items} items), "
-                        f"corpus {corpus_text}, model multilingual-e5-small | rag_metrics — dataset samples.json, "
-                        "model multilingual-e5-small.")
+    assert lines[1] == (f"Inputs: datasets from-real-questions ({n_items} items), samples.json; corpus {corpus_text}; "
+                        "model multilingual-e5-small — which notebook used which: the Inputs table.")
     assert "samples.json" not in lines[0]  # the record's first dataset_file is not Tier 1's

@@ -407,7 +407,9 @@ def test_load_inputs_from_the_configured_db(monkeypatch, encoder):
     assert inputs.queries.index.tolist() == ["1", "2", "3", "4"] and inputs.cache.index.tolist() == ["1", "3"]
     assert inputs.sessions.turns.index.tolist() == ["1", "2", "3"]
     assert inputs.annotations["source"].tolist() == ["db"] * 3 and "needs_context" not in inputs.annotations
-    assert set(inputs.annotations["label"]) == {f"question log {connect().display_url}"}
+    # named by what it is (3 session turns of the log); host, user and URL stay in the JSON's provenance
+    assert set(inputs.annotations["label"]) == {"question log: 3 questions, database ux_configured_log"}
+    assert inputs.info["question_log"] == "question log: database ux_configured_log"
     assert not any("SIMULATED" in n for n in inputs.notes)
     r = run_tier_ux(inputs.queries, inputs.query_vectors, inputs.cache, inputs.cache_vectors, inputs.sessions,
                     None, n_boot=20, embedding_model=inputs.embedding_model)
@@ -868,7 +870,7 @@ def test_bilingual_wiki_log_with_the_multilingual_model(monkeypatch, tmp_path):
     assert one_turn == 9 and (cp["n"], cp["n_failed"], cp["n_not_applicable"]) == (5, 0, 9)
     table = summary_rows(a)
     scopes = set(table["scope"]) - {"all"}
-    assert len(scopes) == 1 and scopes.pop().startswith("question log postgresql")
+    assert scopes == {f"question log: {len(UX_LOG_ROWS)} questions, database ux_team_wiki"}
     assert "(?)" not in "".join(table["scope"])
     # breaks are checked against the cited pages: the log's two topic switches — password → VPN and deploy → roll
     # back — are its two least similar pairs (AUC 1; the one placeholder answer of every row separates nothing, so

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ragnb.rag.encoders.base import encode_queries
 from ragnb.rag.retrieval import Retriever, check_backend
-from ragnb.store.questions import fetch_question_log
+from ragnb.store.questions import fetch_question_log, question_log_label
 from ragnb.store.schema import tables
 from ragnb.store.vectors import check_space
 from ragnb.datasets.corpus import Corpus, open_dataset
@@ -30,8 +30,14 @@ class QuestionSet:
     texts: list[str]
     vectors: np.ndarray  # (n, dim) float32, row i = ids[i]
     source: str  # "dataset" | "log"
-    label: str  # dataset name or "question log (score ≥ 4)" — for report headers
+    label: str  # dataset name, or the log's question_log_label ("question log: 67 questions, database ragnb")
     log: pd.DataFrame | None = None  # fetch_question_log rows (url, score, user_id, …), indexed like ids
+
+    @property
+    def described(self) -> str:
+        """The questions as a report header names them: "50 from xquad_ru_demo", or the log's label (its count
+        is in it)."""
+        return self.label if self.source == "log" else f"{len(self.ids)} from {self.label}"
 
 
 def resolve_source(source: str, corpus: str, dataset_path: str) -> str:
@@ -101,7 +107,7 @@ def load_questions(
         return QuestionSet([it.id for it in ds.items], texts, encode_queries(ctx.encoder, texts, batch_size=64),
                            "dataset", ds.name)
     log, vectors = load_log(ctx, min_score, max_questions)
-    label = "question log" + (f" (score ≥ {min_score})" if min_score else "")
+    label = question_log_label(ctx.db, len(log), min_score)
     return QuestionSet([str(i) for i in log.index], log["question"].astype(str).tolist(), vectors, "log", label, log)
 
 

@@ -13,7 +13,7 @@ from ragnb.cli.common import EXIT_ATTENTION, EXIT_FAILED, ClickCommand, fail
 
 
 STANDALONE_HELP = ("Self-contained HTML reports (plotly.js inside each, ~5 MB) to e-mail one file; by default "
-                   "the run folder's reports share one copy in assets/.")
+                   "every run's reports share one copy in the outputs folder's assets/.")
 
 
 def parse_value(text: str):

@@ -71,7 +71,7 @@ def runs_show(run_id: str = typer.Argument(..., help="A run id (`ragnb runs list
               as_json: bool = typer.Option(False, "--json", help="Print the whole run record as JSON.")) -> None:
     """One run: status, summary, each notebook with its status and duration, and where its reports are."""
     from ragnb.runs.history import find_run
-    from ragnb.runs.record import check_run_id, run_folder
+    from ragnb.runs.record import check_run_id, git_text, run_folder
 
     folder = _outputs(outputs)
     try:
@@ -82,8 +82,8 @@ def runs_show(run_id: str = typer.Argument(..., help="A run id (`ragnb runs list
         print_json(run)
         return
     row = _summary_row(run)
-    typer.echo(f"run {run_id}: {row['status']} — {run.get('timestamp')}, git {run.get('git_branch') or '—'} "
-               f"{row['git'] or ''}".rstrip())
+    git = git_text(run, width=10)  # None outside a git checkout: left out, never "git —"
+    typer.echo(f"run {run_id}: {row['status']} — {run.get('timestamp')}" + (f", git {git}" if git else ""))
     typer.echo(str(run.get("executive_summary") or "").strip())
     for report in run.get("reports") or []:
         if isinstance(report, dict):

@@ -15,6 +15,7 @@ from ragnb.datasets.fingerprint import note_corpus, note_dataset
 from ragnb.datasets.schema import Dataset, load_dataset
 from ragnb.io import check_unique, comma_list
 from ragnb import config
+from ragnb.config import url_database_name
 from ragnb.rag.embeddings import Encoder, canonical_model_name, get_encoder, options_for, parse_model_options
 from ragnb.rag.encoders.base import limit_text, setting_text
 from ragnb.store.engine import Database, connect
@@ -34,7 +35,9 @@ class Corpus:
     model: str | None = None  # whose stored vectors are read (None: the chunk column's, no model declared)
 
     def header_info(self) -> dict:
-        return {"corpus": self.label, "database": self.db.display_url, "embedding_model": self.encoder.name,
+        # the database by name: its URL (host, user) is in the metrics JSON's provenance, not in the report
+        return {"corpus": self.label, "database": url_database_name(self.db.display_url),
+                "embedding_model": self.encoder.name,
                 "encoder": encoder_text(self.encoder.describe()), "vectors_verified": self.space.get("verified", False)}
 
     def vectors(self, which: str = "chunks") -> tuple[list[str], list[str | None], Any]:

@@ -54,6 +54,7 @@ from ragnb.reports import report
 from ragnb.analysis import chunking
 from ragnb.rag.embeddings import get_encoder
 from ragnb.store.engine import connect
+from ragnb.config import url_database_name
 from ragnb.datasets.corpus import CORPORA, open_dataset
 from ragnb.tiers.result import analysis_result
 from ragnb.tiers.tier0 import input_limit_text
@@ -68,7 +69,7 @@ if corpus == "demo":
 else:
     source_db = connect()
     articles = chunking.db_articles(source_db)
-    label = f"database {source_db.display_url}"
+    label = f"database {url_database_name(source_db.display_url)}"  # its URL: the provenance
 articles = chunking.select_articles(articles, max_articles)
 dataset = open_dataset(dataset_path, corpus, language, max_questions)
 workspace = connect(database=chunking.WORKSPACE_DATABASE)  # ragnb's own embedded database: never a team's server
@@ -78,7 +79,7 @@ result = chunking.run_chunking(workspace, encoder, articles, dataset.items, conf
                                n_boot=n_boot)
 s = result.summary
 report.header("About this run", {"corpus": label, "dataset": dataset.name, "embedding_model": encoder.name,
-              "workspace database": workspace.display_url, "grid": ", ".join(c.name for c in configs),
+              "workspace database": url_database_name(workspace.display_url), "grid": ", ".join(c.name for c in configs),
               "articles": s["n_articles"], "paragraphs": s["n_paragraphs"], "questions": s["n_questions"],
               "retrieval": s["retrieval"]})
 for note in result.notes:

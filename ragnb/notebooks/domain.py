@@ -59,6 +59,7 @@ from ragnb.analysis.topics import clustering_note, language_centred
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
 from ragnb.datasets.corpus import open_corpus
 from ragnb.datasets.demo import simulated_scores
+from ragnb.store.questions import question_log_label
 from ragnb.tiers.result import analysis_result
 
 ctx = open_corpus(corpus, language, embedding_model)
@@ -78,8 +79,7 @@ table = topic_table(summary)
 # %%
 gap = summary["gap"]
 report.header("Real-user domain analysis", {
-    **ctx.header_info(), "questions": f"{summary['total_questions']} logged questions"
-                                      f"{f' with score ≥ {min_score}' if min_score else ''}",
+    **ctx.header_info(), "questions": question_log_label(ctx.db, summary["total_questions"], min_score),
     "n_topics": n_topics, "backend": retrieval.backend, "top_k": top_k,
     "similarity_threshold": f"{gap['threshold']:.3f} ({gap['method']}{', q = ' + str(gap['quantile']) if gap['quantile'] else ''})",
     "user_scores": "SIMULATED (bundled demo log)" if simulated else "from the question log",

@@ -69,7 +69,7 @@ per_question, summary = topic_coverage(questions.ids, questions.texts, questions
 topics = topics_frame(summary)
 
 # %%
-report.header("Topic coverage", {**ctx.header_info(), "questions": f"{len(questions.ids)} from {questions.label}",
+report.header("Topic coverage", {**ctx.header_info(), "questions": questions.described,
                                  "n_topics": n_topics, "backend": retrieval.backend, "top_k": top_k})
 if questions.source == "log" and simulated_scores(ctx.db):  # the stored log is the bundled demo's
     report.notes(["The bundled demo question log has simulated user scores; min_score filters on them."])

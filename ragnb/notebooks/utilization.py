@@ -58,7 +58,7 @@ retrieval = chunks.retriever.search(questions.vectors, top_k)
 per_chunk, summary = chunk_utilization(chunks.ids, retrieval.ids, chunks.urls, top_k=top_k)
 
 # %%
-report.header("Chunk utilization", {**ctx.header_info(), "questions": f"{len(questions.ids)} from {questions.label}",
+report.header("Chunk utilization", {**ctx.header_info(), "questions": questions.described,
                                     "backend": retrieval.backend, "top_k": top_k})
 if questions.source == "log" and simulated_scores(ctx.db):  # the stored log is the bundled demo's
     report.notes(["The bundled demo question log has simulated user scores; min_score filters on them."])

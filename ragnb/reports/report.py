@@ -64,8 +64,11 @@ def figure_html(fig_json: dict, include_plotlyjs: bool) -> str:
     layout = fig_json.get("layout") or {}
     height = layout.get("height") or 450
     config = {"responsive": True, "displaylogo": False, **(fig_json.get("config") or {})}
+    # a run folder copied without its outputs folder lands here too: say where the shared copy is expected
     missing = ("<p style=\"color:#b00\">plotly.js is not loaded: open the notebook in JupyterLab (it draws the "
-               "figure from its JSON), open the run's HTML report, or re-run the notebook from the top.</p>")
+               "figure from its JSON), open the run's HTML report inside its outputs folder (reports load "
+               "assets/plotly.min.js from there; `ragnb run --standalone` writes self-contained ones), or re-run "
+               "the notebook from the top.</p>")
     return (
         f'<div class="ragnb-plotly" {PLOTLY_FIG_MARK}"{"lib" if include_plotlyjs else "ref"}">'
         + (plotlyjs_html() if include_plotlyjs else "")
@@ -138,7 +141,7 @@ def show(fig: Any) -> None:
     """Display a plotly figure: interactive in JupyterLab (plotly mime renderer) and drawn offline in
     nbconvert HTML (text/html). Interactively plotly.js is inlined with the kernel's first figure; in a kernel
     started by ``ragnb run`` (``RAGNB_PLOTLYJS=external``) the output is the figure's JSON only (no plotly.js,
-    no second copy of the data in HTML): its HTML report draws it with the run folder's shared plotly.js."""
+    no second copy of the data in HTML): its HTML report draws it with the outputs folder's shared plotly.js."""
     global _plotlyjs_sent
     if os.environ.get(PLOTLYJS_ENV) == "external":
         # the figure's JSON once: the HTML export draws it from there (ragnb.runs.pages), JupyterLab too

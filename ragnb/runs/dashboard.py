@@ -21,7 +21,7 @@ from ragnb.reports import report
 from ragnb.runs.pages import STATUS_COLOURS
 from ragnb.runs.pages import escape as _e
 from ragnb.runs.compare import Comparison, compare_runs
-from ragnb.runs.record import STATUS_ORDER
+from ragnb.runs.record import STATUS_ORDER, git_text
 from ragnb.spec import label_of, thresholds_of
 
 # Background bands of the thresholds of ragnb.spec (colours of ragnb.runs.pages.STATUS_COLOURS, lighter).
@@ -200,11 +200,10 @@ def runs_table(runs: list[dict]) -> pd.DataFrame:
     """One row per run (newest first): id, time, status, git, dataset, which notebooks ran, failures."""
     rows = []
     for run in reversed(runs):
-        commit = run.get("git_commit_hash")
         reports = run.get("reports") or []
         rows.append({
             "run_id": run.get("id"), "timestamp": run.get("timestamp"), "overall_status": run.get("overall_status"),
-            "git": f"{run.get('git_branch') or '—'} @ {commit[:10] if commit else '—'}",
+            "git": git_text(run, width=10),
             "dataset": run.get("dataset_file"),
             "notebooks": ", ".join(str(r.get("stem")) for r in reports if isinstance(r, dict)),
             "failures": ", ".join(map(str, run.get("failures") or [])) or None,

@@ -1,7 +1,8 @@
 """The run history and the per-item files behind it: blocks of a run record, runs in time order, the
 outputs folder to read, and the per-item tables of two runs matched item by item.
 
-A run's per-item file is ``<outputs>/runs/<run_id>/<stem>.per_item.parquet`` (or ``.csv``), written by
+A run's per-item file is ``<outputs>/runs/<run_id>/<stem>.per_item.csv`` (runs written before it was the only one
+also have a ``.parquet`` twin, read first), written by
 :func:`ragnb.tiers.payload.write_metrics`; its ``item_id`` (else ``id``) column identifies the items.
 """
 
@@ -87,9 +88,9 @@ def resolve_outputs(outputs: str, output_dir: str | Path | None = None) -> Path:
 
 
 def per_item_path(outputs: str | Path, run_id: str, stem: str, record: dict | None = None) -> Path | None:
-    """``<outputs>/runs/<run_id>/<stem>.per_item.parquet`` (exact floats) or ``.csv``; for a multi-model
-    sweep (``record["model_runs"]``), whose top-level blocks are the first combination's, that combination's
-    folder. None if no file exists."""
+    """``<outputs>/runs/<run_id>/<stem>.per_item.csv`` (an older run's ``.parquet`` first; exact floats both); for a
+    multi-model sweep (``record["model_runs"]``), whose top-level blocks are the first combination's, that
+    combination's folder. None if no file exists."""
     run_dir = run_folder(outputs, str(run_id))  # an id from benchmark_runs.json names no path outside runs/
     folders = [run_dir]
     model_runs = (record or {}).get("model_runs") or []

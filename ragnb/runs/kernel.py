@@ -6,7 +6,7 @@ Two settings differ from jupyter_client's default manager:
   "Kernel is running over TCP without encryption" into the terminal of every ``ragnb run``, and code and outputs
   do not cross the loopback interface in plain text;
 * ``RAGNB_PLOTLYJS=external`` in the kernel's environment: :func:`ragnb.reports.report.show` then leaves plotly.js
-  out of the executed notebook (figures keep only their JSON); the HTML export adds one shared copy per run
+  out of the executed notebook (figures keep only their JSON); the HTML export loads one shared copy per outputs
   folder (:func:`ragnb.runs.pages.notebook_to_html`).
 """
 

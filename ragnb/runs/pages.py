@@ -4,7 +4,7 @@ What notebooks display while they run is :mod:`ragnb.reports` (a layer below the
 records, so it sits with the runner, above them.
 
 Offline: the nbconvert template has its CDN scripts (require.js, MathJax, mermaid, widgets) removed,
-plotly.js precedes the first figure (the run folder's shared copy, or inlined for a standalone page), and all
+plotly.js precedes the first figure (the outputs folder's shared copy, or inlined for a standalone page), and all
 text from records is HTML-escaped.
 """
 
@@ -23,7 +23,7 @@ from ragnb import spec
 from ragnb.io import atomic_write_text
 from ragnb.reports.report import PLOTLY_FIG_MARK, PLOTLY_LIB_MARK, PLOTLY_MIME, figure_html, plotlyjs_html
 from ragnb.metrics.stats import degenerate_reason
-from ragnb.runs.record import block_status, format_aggregate, iter_aggregates
+from ragnb.runs.record import block_status, format_aggregate, git_text, iter_aggregates
 from ragnb.runs.summary import is_metric
 
 
@@ -61,15 +61,15 @@ def notebook_title(nb: Any, default: str) -> str:
     return default
 
 
-PLOTLYJS_ASSET = "assets/plotly.min.js"  # relative to the run folder: one copy shared by all its reports
+PLOTLYJS_ASSET = "assets/plotly.min.js"  # relative to the assets root (a run's outputs folder): one copy for all
 
 
-def shared_plotlyjs(run_dir: str | Path) -> Path:
-    """``<run_dir>/assets/plotly.min.js``: plotly.js as installed, written once per run folder (again only when
-    the installed version differs)."""
+def shared_plotlyjs(assets_root: str | Path) -> Path:
+    """``<assets_root>/assets/plotly.min.js``: plotly.js as installed, written once per assets root — the outputs
+    folder, for every run in it — and again only when the installed version differs."""
     from plotly.offline import get_plotlyjs
 
-    path = Path(run_dir) / PLOTLYJS_ASSET
+    path = Path(assets_root) / PLOTLYJS_ASSET
     lib = get_plotlyjs()
     if not path.is_file() or path.stat().st_size != len(lib.encode("utf-8")):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,9 +101,9 @@ def notebook_to_html(ipynb_path: str | Path, html_path: str | Path, hide_code: b
                      assets_root: str | Path | None = None) -> Path:
     """Render an executed notebook to offline HTML (nbconvert lab template, no CDN scripts).
 
-    ``assets_root`` None: a self-contained page (plotly.js inlined, ~5 MB). Else the folder (a run folder)
-    whose ``assets/plotly.min.js`` (:func:`shared_plotlyjs`) the page loads by a relative ``<script src>``, so
-    all reports of a run share one copy. Code inputs and prompts are hidden by default; outputs (including
+    ``assets_root`` None: a self-contained page (plotly.js inlined, ~5 MB). Else the folder (the runner passes
+    the outputs folder) whose ``assets/plotly.min.js`` (:func:`shared_plotlyjs`) the page loads by a relative
+    ``<script src>``, so all reports of all runs share one copy. Code inputs and prompts are hidden by default; outputs (including
     tracebacks of a failed cell) stay. The page title is the notebook's first heading.
     """
     import nbformat
@@ -336,10 +336,9 @@ def index_html(run_dir: str | Path, run_record: dict, reports: list[dict]) -> st
     """The run's index page as a string (see :func:`write_index`)."""
     run_dir = Path(run_dir)
     rec = run_record
-    commit = rec.get("git_commit_hash")
     meta = [
         ("run id", rec.get("id")), ("timestamp", rec.get("timestamp")),
-        ("git", f"{rec.get('git_branch') or '—'} @ {commit[:12] if commit else '—'}"),
+        ("git", git_text(rec)),  # None outside a git checkout: no line
         ("author", rec.get("run_author")),
         ("judge model", rec.get("judge_model")), ("generation model", rec.get("generation_model")),
     ]  # datasets, corpora and embedding models are per notebook: the Inputs table

@@ -102,6 +102,15 @@ def git_info(cwd: str | Path = ".") -> dict[str, str | None]:
     return {"branch": branch, "commit": commit, "author": author}
 
 
+def git_text(record: dict, width: int = 12) -> str | None:
+    """What a page shows of a run's code version: ``main @ 0123456789ab`` (the commit cut to ``width``), the
+    branch or the commit alone when only one is known, and None outside a git checkout — so a page leaves the line
+    out instead of printing ``— @ —``."""
+    branch, commit = record.get("git_branch"), record.get("git_commit_hash")
+    commit = str(commit)[:width] if commit else None
+    return " @ ".join(str(p) for p in (branch, commit) if p) or None
+
+
 # --------------------------------------------------------------------------------------------
 # Status (thresholds of ragnb.spec; see docs/metrics.md, Thresholds)
 # --------------------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ Layout of one run (``outputs`` defaults to ``$RAGNB_OUTPUTS`` or ``./outputs``):
     outputs/runs/<run_id>/run_record.json   this run's record (also used to resume)
     outputs/runs/<run_id>/<stem>.ipynb      executed notebook (kept when it fails)
     outputs/runs/<run_id>/<stem>.html       rendered report, code hidden, offline
-    outputs/runs/<run_id>/assets/plotly.min.js  plotly.js, one copy shared by the run's reports
-    outputs/runs/<run_id>/<stem>.metrics.json (+ .per_item.csv/.parquet) written by the notebook
+    outputs/assets/plotly.min.js            plotly.js (and the lab CSS), one copy shared by every run's reports
+    outputs/runs/<run_id>/<stem>.metrics.json (+ .per_item.csv) written by the notebook
 """
 
 from __future__ import annotations
@@ -231,7 +231,8 @@ class _Run:
             raise DiskFullError(disk_full_detail(label or nb.name, report["error"], out_dir))
 
     def _execute_with_progress(self, nb: Notebook, nb_params: dict, out_dir: Path, name: str) -> dict:
-        assets = None if self.standalone else self.run_dir  # reports share the run folder's plotly.js
+        # reports load plotly.js and the lab CSS from <outputs>/assets: one copy for every run, not ~5 MB each
+        assets = None if self.standalone else self.out_root
         if self.progress is None:
             km = self._kernel_for(nb, out_dir)
             return _execute(nb, nb_params, out_dir, self.cwd, self.kernel_name, self.log, assets, km, self.renders,
@@ -377,9 +378,10 @@ def run_notebooks(
     after the model ids were checked against the endpoint's ``/v1/models`` (when it has one); the record's ``model_runs`` holds one entry per combination
     (models, status, tier metrics) and its top-level tier blocks are those of the first combination.
 
-    Reports load plotly.js from the run folder's ``assets/plotly.min.js`` (one copy for all of them; executed
-    notebooks carry only each figure's JSON); ``standalone=True`` inlines it into every HTML report instead, so
-    a single file can be e-mailed.
+    Reports load plotly.js from the outputs folder's ``assets/plotly.min.js`` (``../../assets/…`` from a run
+    folder: one copy for every run; executed notebooks carry only each figure's JSON), so a run folder copied
+    elsewhere draws its charts only next to that ``assets`` folder; ``standalone=True`` inlines plotly.js into
+    every HTML report instead, so a single file or folder can be e-mailed.
 
     ``log`` gets what the runner does (executing, skipping, failures, the index page); ``progress_log`` the
     progress lines — ``[2/5] tier1 …`` when each notebook begins and ends, and the long steps the notebook

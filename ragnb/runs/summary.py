@@ -2,8 +2,9 @@
 
 The summary has at most about eight lines, in this order:
 
-1. status — the overall status and how many graded metrics decided it; then "Inputs:", what each notebook ran
-   on — its own dataset, corpus and embedding model from its own metrics JSON (:func:`block_inputs`);
+1. status — the overall status and how many graded metrics decided it; then "Inputs:", in one line, the
+   datasets, corpora and embedding models the notebooks ran on, each from a notebook's own metrics JSON
+   (:func:`block_inputs`; per notebook in the index page's Inputs table);
 2. needs attention — one line per tier (at most three) with each metric below its lower threshold (value,
    95% CI, n and the threshold), or graded attention because it does not beat its trivial baselines (and why:
    :func:`ragnb.spec.grade_of`);
@@ -22,9 +23,9 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from ragnb import spec
+from ragnb.config import url_database_name
 from ragnb.runs.record import (RUNS_FILE, fmt_number, format_aggregate, load_runs, metric_value, overall_status,
                                status_blocks, tier_statuses, ungraded_degenerate)
 
@@ -65,12 +66,6 @@ def is_metric(name: str, params: Any = None) -> bool:
     return name not in parameter_names() and name not in run_params
 
 
-def _database_name(url: Any) -> str:
-    """``ragnb`` of ``postgresql+psycopg://user:@/ragnb?host=…`` (the display URL has no password)."""
-    path = urlsplit(str(url or "")).path.strip("/")
-    return path or "database"
-
-
 def block_inputs(block: Any) -> dict[str, str]:
     """What one notebook itself scored and searched, from its own metrics JSON: the dataset (name and items, from
     its ``provenance``, else the ``dataset_file`` it reported), the corpus (database, chunks, content digest)
@@ -86,7 +81,7 @@ def block_inputs(block: Any) -> dict[str, str]:
         out["dataset"] = Path(str(block["dataset_file"])).name
     corpora = [c for c in prov.get("corpora") or [] if isinstance(c, dict)]
     if corpora:
-        out["corpus"] = "; ".join(f"{_database_name(c.get('database'))}: {c.get('n_chunks')} chunks"
+        out["corpus"] = "; ".join(f"{url_database_name(c.get('database'))}: {c.get('n_chunks')} chunks"
                                   + (f" (md5 {str(c['chunks_md5'])[:8]})" if c.get("chunks_md5") else "")
                                   for c in corpora)
     model = block.get("embedding_model") or next((c.get("model") for c in corpora if c.get("model")), None)
@@ -100,15 +95,25 @@ def run_inputs(record: dict) -> dict[str, dict[str, str]]:
     return {k: inputs for k, b in status_blocks(record).items() if (inputs := block_inputs(b))}
 
 
+_INPUT_FIELDS = (("dataset", "dataset", "datasets"), ("corpus", "corpus", "corpora"),
+                 ("embedding_model", "model", "models"))
+
+
 def _inputs_line(record: dict) -> str | None:
-    """"Inputs: …" — each notebook's own dataset, corpus and model; notebooks with the same inputs share a part."""
-    groups: dict[str, list[str]] = {}
-    for key, inputs in run_inputs(record).items():
-        text = ", ".join(f"{'model' if k == 'embedding_model' else k} {v}" for k, v in inputs.items())
-        groups.setdefault(text, []).append(block_label(key))
-    if not groups:
+    """"Inputs: …" in one short line: the distinct datasets, corpora and models the notebooks ran on (at most
+    :data:`MAX_LISTED` of each named). Which notebook ran on which is the index page's Inputs table (the record's
+    ``inputs``): repeating it here made the summary longer than the table."""
+    per_block = list(run_inputs(record).values())
+    if not per_block:
         return None
-    return "Inputs: " + " | ".join(f"{', '.join(labels)} — {text}" for text, labels in groups.items()) + "."
+    parts = []
+    for field, one, many in _INPUT_FIELDS:
+        values = list(dict.fromkeys(v[field] for v in per_block if v.get(field)))
+        if values:
+            more = f" and {len(values) - MAX_LISTED} more" if len(values) > MAX_LISTED else ""
+            parts.append(f"{one if len(values) == 1 else many} {', '.join(values[:MAX_LISTED])}{more}")
+    mixed = len({tuple(sorted(v.items())) for v in per_block}) > 1
+    return "Inputs: " + "; ".join(parts) + (" — which notebook used which: the Inputs table" if mixed else "") + "."
 
 
 def _status_line(record: dict, blocks: dict, graded: list, attention: list) -> str:

@@ -6,10 +6,21 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
+from ragnb.config import url_database_name
 from ragnb.store.engine import Database
 from ragnb.store.schema import table_exists, tables
 
 LOG_COLUMNS = ("id", "question", "answer", "url", "score", "user_id", "session_id", "created_at")
+
+
+def question_log_label(db: Database, n_questions: int | None = None, min_score: int = 0) -> str:
+    """How reports name a question log read from ``db`` — in headers, table scopes and chart legends:
+    ``question log: 67 questions, database ragnb`` (``question log (score ≥ 4): …`` when filtered; no count when
+    ``n_questions`` is None). Never the connection URL: a reader wants to know what the questions are, and
+    host, user and port belong in the metrics JSON's ``provenance`` (the redacted URL), not in every row."""
+    what = "question log" + (f" (score ≥ {min_score})" if min_score else "")
+    count = "" if n_questions is None else f"{n_questions} question{'' if n_questions == 1 else 's'}, "
+    return f"{what}: {count}database {url_database_name(db.display_url)}"
 
 
 def fetch_question_log(

@@ -4,7 +4,6 @@ calls): strict JSON, atomic files, the JSON last so that its presence marks a fi
 from __future__ import annotations
 
 import re
-import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -17,8 +16,13 @@ _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 def write_metrics(output_dir: str | Path, name: str, metrics: dict, per_item: pd.DataFrame | None = None) -> Path:
     """Write ``<output_dir>/<name>.metrics.json`` (strict JSON: NaN/inf → null) atomically, and with
-    ``per_item`` also ``<name>.per_item.csv`` and ``.parquet``. The JSON is written last, so its
-    presence means the notebook finished (the runner's resume relies on it). Returns the JSON path.
+    ``per_item`` also ``<name>.per_item.csv``. The JSON is written last, so its presence means the notebook
+    finished (the runner's resume relies on it). Returns the JSON path.
+
+    The CSV is the one per-item file: reports link it, a spreadsheet opens it, and its floats are written in
+    shortest round-trip form, so :func:`ragnb.io.read_per_item` (``ragnb compare``, the dashboard, label plans)
+    reads back the exact values. A Parquet twin doubled a run folder's per-item bytes for no reader that needed
+    it; ``pd.read_csv(path).to_parquet(...)`` makes one on demand.
 
     Raises ValueError if a string in ``metrics`` looks like a secret (API key, URL with a password…).
     """
@@ -36,7 +40,6 @@ def write_metrics(output_dir: str | Path, name: str, metrics: dict, per_item: pd
     out.mkdir(parents=True, exist_ok=True)
     if per_item is not None:
         atomic_write(out / f"{name}.per_item.csv", lambda p: per_item.to_csv(p, index=False))
-        atomic_write(out / f"{name}.per_item.parquet", lambda p: _to_parquet(per_item, p))
     return atomic_write_text(out / f"{name}.metrics.json", text)
 
 
@@ -46,16 +49,3 @@ def with_item_ids(df: pd.DataFrame) -> pd.DataFrame:
     if isinstance(df.index, pd.RangeIndex) or "item_id" in df.columns:
         return df
     return df.reset_index(names="item_id")
-
-
-def _to_parquet(df: pd.DataFrame, path: str | Path) -> None:
-    try:
-        df.to_parquet(path, index=False)
-    except (TypeError, ValueError, ImportError) as exc:
-        if isinstance(exc, ImportError):
-            raise
-        # Mixed-type object columns (e.g. str and list) cannot be typed by Arrow; keep them as text.
-        mixed = [c for c in df.columns if df[c].dtype == object]
-        warnings.warn(f"per-item columns {mixed} stored as text in parquet ({exc})", stacklevel=3)
-        df.assign(**{str(c): df[c].map(lambda v: v if v is None else str(v)) for c in mixed}).to_parquet(
-            path, index=False)

@@ -5,7 +5,7 @@ A notebook's last cell is one call::
     result.write(output_dir, "tier1_retrieval", extra={"llm_usage": llm.usage()})
 
 which writes ``<output_dir>/tier1_retrieval.metrics.json`` (``lead`` keys, the ``summary``, ``notes``, the
-``meta`` keys that describe the run, then ``extra``) and ``tier1_retrieval.per_item.csv``/``.parquet``
+``meta`` keys that describe the run, then ``extra``) and ``tier1_retrieval.per_item.csv``
 through :func:`ragnb.tiers.payload.write_metrics`, so every notebook's payload has the same shape.
 """
 

@@ -90,7 +90,7 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
     from ragnb.datasets import demo
     from ragnb.datasets.fingerprint import note_corpus, note_dataset
     from ragnb.store.engine import connect
-    from ragnb.store.questions import fetch_question_log
+    from ragnb.store.questions import fetch_question_log, question_log_label
     from ragnb.datasets.corpus import stored_model
     from ragnb.store.schema import table_exists, tables
     from ragnb.store.vectors import check_space
@@ -102,7 +102,7 @@ def _cache_inputs(corpus: str, language: str, encoder: Any, dataset_path: str, m
     else:
         log_db = connect()
         info["corpus"] = "database"
-    info["question_log"] = log_db.display_url
+    info["question_log"] = question_log_label(log_db)  # the URL only in the JSON's provenance (note_corpus)
     note_corpus(log_db)
     model = stored_model(log_db, encoder, "questions") if table_exists(log_db, tables(log_db.schema).question) else None
     cache, cache_vectors = fetch_question_log(log_db, exact_score=cache_score, with_vectors=True, model=model)
@@ -158,6 +158,7 @@ def _session_inputs(sessions: str, corpus: str, log_db: Any, encoder: Any, max_s
     from ragnb.store.schema import table_exists, tables
     from ragnb.datasets.corpus import stored_model
     from ragnb.datasets.sessions import demo_turn_annotations, ensure_demo_sessions, read_sessions
+    from ragnb.store.questions import question_log_label
     from ragnb.store.vectors import check_space
 
     if sessions == "demo":
@@ -167,12 +168,13 @@ def _session_inputs(sessions: str, corpus: str, log_db: Any, encoder: Any, max_s
     else:
         s_db = log_db if corpus == "db" else connect()
         annotations = None
-        info["sessions"] = f"question log {s_db.display_url}"
     # the encoder's own stored vectors, whichever model is the table's default (its column)
     model = stored_model(s_db, encoder, "questions") if table_exists(s_db, tables(s_db.schema).question) else None
     check_space(s_db, tables(s_db.schema).question, encoder, model=model)
     session_log = read_sessions(s_db, max_sessions=max_sessions, encoder=encoder, model=model)
     session_log.context_vectors = turn_context_vectors(session_log.turns, encoder, notes)
+    if sessions != "demo":
+        info["sessions"] = question_log_label(s_db, len(session_log.turns))
     if annotations is None:  # where the turns came from, for the per-source rows of the report
         annotations = pd.DataFrame({"source": "db", "language": None, "label": info["sessions"]},
                                    index=session_log.turns.index)
