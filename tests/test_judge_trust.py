@@ -7,7 +7,8 @@ import numpy as np
 
 from ragnb import spec
 from ragnb.metrics.classification import binary_report
-from ragnb.runs.judge_trust import judge_identity, judge_verdict, mark_record
+from ragnb.runs.judge_trust import mark_record
+from ragnb.tiers.judging.verdict import judge_identity, judge_verdict
 from ragnb.runs.pages import _metric_rows
 from ragnb.runs.record import build_record, record_statuses
 from ragnb.tiers.judging.scoring import SHOW_LABELS
@@ -113,3 +114,23 @@ def test_the_offline_judge_at_chance_on_the_labels_marks_its_own_scores():
     marked = mark_record(record)
     assert [(k, n) for k, n, _ in marked] == [("tier_2_metrics", "fallback_faithfulness"),
                                               ("tier_2_metrics", "hallucination_rate")]
+
+
+def test_tier_judge_stores_its_verdict_and_the_run_record_reads_it():
+    # The real Tier Judge, offline (word overlap): half the answers copy their context (F_wo = 1), half share no
+    # word with it (0), and the labels are independent of that — the judge is at chance on these labels (κ = 0).
+    from ragnb.tiers.judging import run_tier_judge
+    from ragnb.datasets.judge_items import JudgePipelineItem
+
+    items = [JudgePipelineItem(id=f"q{i}", question="What colour is the sky?",
+                               answer="The sky is blue." if i % 2 == 0 else "Bananas grow in warm places.",
+                               context="The sky is blue.", ground_truth_show=(i // 2) % 2 == 0,
+                               label="grounded" if (i // 2) % 2 == 0 else "not grounded") for i in range(40)]
+    res = run_tier_judge(items, None, n_boot=500)
+    assert res.summary["cohen_kappa"]["mean"] == 0.0
+    verdict = res.summary["info"]["judge_verdict"]
+    assert verdict["validated"] is False and verdict["reason"].startswith("judge unvalidated: at chance on your labels")
+    assert res.notes[0].startswith(verdict["reason"]) and "is not graded" in res.notes[0]
+    tier2 = {"judge_backend": spec.OFFLINE_BACKEND, "judge_model": None, "fallback_faithfulness": _faithfulness()}
+    record = {"tier_2_metrics": tier2, "tier_judge_metrics": res.metrics()}
+    assert mark_record(record) == [("tier_2_metrics", "fallback_faithfulness", verdict["reason"])]

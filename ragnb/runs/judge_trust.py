@@ -4,7 +4,8 @@
 Tier Judge scores the team's human-labelled items with a judge (an LLM's model set, or the offline fallback) and
 reports its agreement with the labels: Cohen's κ with a bootstrap CI and accuracy against the majority class
 (:mod:`ragnb.metrics.baselines`). When that agreement is not clearly better than the baseline — κ's 95% CI reaches
-0, or accuracy does not beat always giving the more common label (its paired CI reaches 0, or it is below it) — a
+0, or accuracy does not beat always giving the more common label (its paired CI reaches 0, or it is below it:
+:func:`ragnb.tiers.judging.verdict.judge_verdict`) — a
 faithfulness that judge scores in Tier 2/3 or the RAG metrics of the same run is that judge's opinion and nothing
 more: an "excellent" there would be a verdict that misleads. :func:`mark_record` puts ``judge_trust`` on each such
 aggregate (and on its block) in the run record; the grade rule (:func:`ragnb.spec.grade_of`) then leaves it
@@ -20,59 +21,10 @@ from typing import Any
 
 from ragnb import spec
 from ragnb.metrics.fallback_agreement import KIND_OF_METRIC
-from ragnb.metrics.stats import fmt_number, metric_value
+from ragnb.metrics.stats import metric_value
+from ragnb.tiers.judging.verdict import judge_identity, judge_verdict
 
 JUDGE_BLOCK = "tier_judge_metrics"
-MARK = "judge unvalidated"
-RULE = "judge_unvalidated"  # the grade rule's name for it (ragnb.spec.Grade.rule)
-
-
-def judge_identity(block: Any) -> tuple[str, frozenset[str]] | None:
-    """Which judge scored a block: ``("offline", ∅)`` for the offline fallback, ``("llm", {model ids})`` for an
-    LLM jury (the order of the models and the spaces after commas do not matter); None when the block names none."""
-    if not isinstance(block, dict):
-        return None
-    if spec.is_offline(block):
-        return ("offline", frozenset())
-    models = frozenset(m.strip() for m in str(block.get("judge_model") or "").split(",") if m.strip())
-    return ("llm", models) if models else None
-
-
-def _accuracy_entry(block: dict) -> dict | None:
-    """The primary mode's accuracy at the show threshold, with its ``baselines``, from a Tier Judge block."""
-    mode = (block.get("by_mode") or {}).get(block.get("primary_mode"))
-    try:
-        return mode["calibration"]["at_threshold"]["metrics"]["accuracy"]
-    except (KeyError, TypeError):
-        return None
-
-
-def judge_verdict(block: Any) -> dict | None:
-    """Tier Judge's verdict on its judge: ``{"judge", "validated", "reason"}``, or None when the block lacks what
-    it needs (no Tier Judge, no κ, no accuracy with baselines: nothing to say, so nothing is marked).
-
-    validated ⇔ the lower bound of κ's 95% CI > 0 and accuracy beats the majority class beyond chance
-    (``baselines.beats`` True). An undecided comparison (no CI) is not validated."""
-    judge = judge_identity(block)
-    kappa = block.get("cohen_kappa") if judge is not None else None
-    acc = _accuracy_entry(block) if isinstance(kappa, dict) and metric_value(kappa) is not None else None
-    base = acc.get("baselines") if isinstance(acc, dict) and metric_value(acc) is not None else None
-    if not isinstance(base, dict):
-        return None
-    lo, hi = (list(kappa.get("ci95") or []) + [None, None])[:2]
-    kappa_ok = metric_value(lo) is not None and float(lo) > 0
-    if kappa_ok and base.get("beats") is True:
-        return {"judge": judge, "validated": True, "reason": ""}
-    label = f"'{base.get('majority_label')}'"
-    always = f"always answering {label}"
-    if metric_value(acc) < float(base.get("majority_class", 0.0)):
-        how = f"below {always}"
-    else:
-        how = "at chance" if not kappa_ok else f"not better than {always}"
-    figures = (f"κ {fmt_number(kappa.get('mean'))} (95% CI {fmt_number(lo)} to {fmt_number(hi)}), accuracy "
-               f"{fmt_number(metric_value(acc))} vs {fmt_number(base.get('majority_class'))} always {label}, "
-               f"n = {kappa.get('n_valid', kappa.get('n'))}")
-    return {"judge": judge, "validated": False, "reason": f"{MARK}: {how} on your labels (Tier Judge: {figures})"}
 
 
 def judged_names(key: str, block: dict) -> list[str]:
