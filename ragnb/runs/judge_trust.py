@@ -4,10 +4,9 @@
 Tier Judge scores the team's human-labelled items with a judge (an LLM's model set, or the offline fallback) and
 reports its agreement with the labels: Cohen's κ with a bootstrap CI and accuracy against the majority class
 (:mod:`ragnb.metrics.baselines`). When that agreement is not clearly better than the baseline — κ's 95% CI reaches
-0, or accuracy does not beat always giving the more common label (its paired CI reaches 0, or it is below it:
-:func:`ragnb.tiers.judging.verdict.judge_verdict`) — a
-faithfulness that judge scores in Tier 2/3 or the RAG metrics of the same run is that judge's opinion and nothing
-more: an "excellent" there would be a verdict that misleads. :func:`mark_record` puts ``judge_trust`` on each such
+0, or accuracy does not beat always giving the more common label (:func:`ragnb.tiers.judging.verdict.judge_verdict`)
+— a faithfulness that judge scores in Tier 2/3 or the RAG metrics of the same run is that judge's opinion and
+nothing more: an "excellent" there would be a verdict that misleads. :func:`mark_record` puts ``judge_trust`` on each such
 aggregate (and on its block) in the run record; the grade rule (:func:`ragnb.spec.grade_of`) then leaves it
 ungraded with the reason, which the executive summary and the index page show.
 
@@ -16,8 +15,6 @@ it is corrected by those labels, and its interval already widens with the judge'
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from ragnb import spec
 from ragnb.metrics.fallback_agreement import KIND_OF_METRIC
