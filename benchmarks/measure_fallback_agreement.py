@@ -2,7 +2,9 @@
 Faithfulness — "How far to trust it").
 
 The protocol (a hash split of each labelled set into a tuning and a held-out part; method and threshold chosen on
-tuning, figures reported on held-out with bootstrap CIs) is ragnb.metrics.fallback_agreement. Methods: word overlap
+tuning, figures reported on held-out with CIs from a bootstrap over units) is ragnb.metrics.fallback_agreement. Only
+the dev splits are here: "held-out" is the half of each dev split that no choice was made on, not the official test
+split. Methods: word overlap
 (F_wo), sentence overlap (each answer sentence against its best context sentence) and embedding similarity (the
 mean best-match cosine of all-MiniLM-L6-v2, before the sigmoid, which leaves ROC-AUC unchanged).
 
@@ -46,13 +48,14 @@ def main(argv: list[str]) -> None:
     shared = Path(args[0]) if args else Path(__file__).resolve().parents[1].parent / "shared" / "data"
     table = measure(labelled_sets(shared), extra=embedding_scores)
     print(f"chosen method: {table['chosen_method']}")
-    print("kind              method            n   pos  thr     ROC-AUC (95% CI)      acc (95% CI)        "
-          "bal.acc  majority  informative")
+    print("kind              method            n units  pos  thr     ROC-AUC (95% CI)      acc (95% CI)        "
+          "κ (95% CI)             majority  informative")
     for r in table["held_out"]:
-        print(f"{r['kind']:17} {r['method']:16} {r['n']:4} {r['positives']:4}  {r['threshold']:.3f}  "
+        print(f"{r['kind']:17} {r['method']:16} {r['n']:4} {r['units']:4} {r['positives']:4}  {r['threshold']:.3f}  "
               f"{r['roc_auc']:.3f} ({r['roc_auc_ci95'][0]:.3f}–{r['roc_auc_ci95'][1]:.3f})  "
               f"{r['accuracy']:.3f} ({r['accuracy_ci95'][0]:.3f}–{r['accuracy_ci95'][1]:.3f})  "
-              f"{r['balanced_accuracy']:.3f}    {r['majority_class']:.3f}   {r['informative']} {r['reason']}")
+              f"{r['cohen_kappa']:.3f} ({r['cohen_kappa_ci95'][0]:.3f}–{r['cohen_kappa_ci95'][1]:.3f})  "
+              f"{r['majority_class']:.3f}   {r['informative']} {r['reason']}")
     if write:
         atomic_write_text(TABLE_PATH, json.dumps(table, indent=1, ensure_ascii=False) + "\n")
         print(f"written: {TABLE_PATH}")

@@ -211,7 +211,8 @@ class Grade:
 
     status: str | None
     reason: str = ""
-    rule: str = ""  # the step that decided against the band: "says_nothing", "baselines", "uninformative" or ""
+    # the step that decided against the band: "says_nothing", "baselines", "uninformative", "judge_unvalidated" or ""
+    rule: str = ""
 
 
 def grade_of(bounds: tuple[float, float] | None, value: Any) -> Grade:
@@ -220,6 +221,8 @@ def grade_of(bounds: tuple[float, float] | None, value: Any) -> Grade:
 
     1. no threshold or no value → not graded; an aggregate of the offline judge that is near chance on held-out
        data of its kind (``offline_trust``: :func:`ragnb.metrics.fallback.offline_trust`) → not graded, with why;
+       an aggregate whose judge the same run's Tier Judge found at chance on the team's labels (``judge_trust``:
+       :func:`ragnb.runs.judge_trust.mark_record`) → not graded, with why ("judge unvalidated: …");
     2. an aggregate that says nothing here (constant, or fewer than 10 valid items:
        :func:`ragnb.metrics.stats.degenerate_reason`) → not graded, with that reason;
     3. the band: value > ``excellent_above`` → excellent, < ``attention_below`` → attention, else good
@@ -235,6 +238,10 @@ def grade_of(bounds: tuple[float, float] | None, value: Any) -> Grade:
     if isinstance(trust, dict) and trust.get("informative") is False:
         return Grade(None, f"offline judge near chance on held-out {str(trust.get('kind', '')).replace('_', ' ')} "
                            f"data: {trust.get('reason') or 'not measured'}", "uninformative")
+    judge = value.get("judge_trust") if isinstance(value, dict) else None
+    if isinstance(judge, dict) and judge.get("validated") is False:
+        return Grade(None, str(judge.get("reason") or "judge unvalidated on your labels (Tier Judge)"),
+                     "judge_unvalidated")
     if bounds is None or v is None:
         return Grade(None)
     reason = degenerate_reason(value)

@@ -76,24 +76,68 @@ def test_the_chain_uses_the_method_chosen_on_tuning_data():
     assert TABLE["chosen_method"] == max(mean_auc, key=mean_auc.get) == fb.OFFLINE_METHOD == "word_overlap"
     assert fb.OFFLINE_THRESHOLD == {r["method"]: r["threshold"] for r in TABLE["tuning"]
                                     if r["kind"] == "answer_grounding"}
-    rows = fb.agreement_rows()
-    assert [r["chosen"] for r in rows].count(True) == 2  # one per kind of data
-    assert {r["data (held-out)"] for r in rows} == {"answer grounding", "claim support"}
+    for kind in ("answer_grounding", "claim_support"):
+        rows = fb.agreement_rows(kind)
+        assert [r["chosen"] for r in rows].count(True) == 1
+        assert {r["data (held-out)"] for r in rows} == {fa.KIND_LABEL[kind]}
 
 
-def _row(auc: float, ci: list[float], beats: bool | None) -> dict:
-    return {"roc_auc": auc, "roc_auc_ci95": ci, "beats_baselines": beats}
+def test_a_report_quotes_the_agreement_of_the_kind_of_score_it_shows_and_no_other(encoder):
+    # The tiers' offline scores are answer-grounding scores: their table and notes quote that kind's held-out
+    # row and never claim support's (whose ROC-AUC was once quoted beside every score).
+    assert {fa.KIND_OF_METRIC[m] for m in ("fallback_faithfulness", "hallucination_rate")} == {fa.TIER_KIND}
+    ag, cs = _stored("answer_grounding", "word_overlap"), _stored("claim_support", "word_overlap")
+    ag_auc, cs_auc = f"ROC-AUC {ag['roc_auc']:.2f} (95% CI", f"ROC-AUC {cs['roc_auc']:.2f} (95% CI"
+    from ragnb.tiers.rag_suite import run_rag_suite
+
+    res = run_rag_suite([{"id": "a", "user_input": "Where is the tower?", "response": "The tower is in Paris.",
+                          "retrieved_contexts": ["The tower stands in Paris."], "reference": "Paris."}], encoder,
+                        n_boot=0)
+    assert {r["data (held-out)"] for r in res.summary["fallback_agreement"]} == {"answer grounding"}
+    notes = " ".join(res.notes)
+    assert "on held-out answer grounding data (BEGIN dev" in notes and ag_auc in notes
+    assert "claim support" not in notes and cs_auc not in notes
+    # a kind with no held-out measurement is said to have none, with no figure
+    note = fb.agreement_note("legal_citations")
+    assert "no held-out measurement exists for legal citations data" in note and "ROC-AUC" not in note
+    assert fb.agreement_rows("legal_citations") == []
+
+
+def test_every_held_out_row_names_its_data_split_baseline_and_kappa():
+    for r in TABLE["held_out"]:
+        assert r["data"].startswith(fa.SOURCES[r["kind"]]) and "held-out half of the dev split" in r["data"]
+        assert r["n"] >= r["units"] > 150 and r["unit"] == fa.UNITS[r["kind"]]
+        assert r["cohen_kappa_ci95"][0] <= r["cohen_kappa"] <= r["cohen_kappa_ci95"][1]
+        assert r["accuracy_minus_majority"] == pytest.approx(r["accuracy"] - r["majority_class"], abs=2e-4)
+
+
+def _row(auc: float, ci: list, diff: float, diff_ci: list) -> dict:
+    return {"roc_auc": auc, "roc_auc_ci95": ci, "accuracy": 0.70 + diff, "majority_class": 0.70,
+            "majority_label": "not supported", "accuracy_minus_majority": diff, "accuracy_minus_majority_ci95": diff_ci,
+            "n": 300, "units": 100, "unit": "claim id"}
 
 
 def test_a_verdict_near_chance_is_marked_as_such():
-    assert fa.verdict(_row(0.58, [0.47, 0.69], True)) == (
+    assert fa.verdict(_row(0.58, [0.47, 0.69], 0.05, [0.01, 0.09])) == (
         False, "ROC-AUC 0.58 (95% CI from 0.47) does not exceed chance (0.5)")
-    assert fa.verdict(_row(0.71, [0.66, 0.76], False), "accuracy 0.690 does not beat always answering "
-                      "'not supported' (0.680) beyond chance") == (
-        False, "accuracy 0.690 does not beat always answering 'not supported' (0.680) beyond chance")
-    assert fa.verdict(_row(0.94, [0.92, 0.95], True)) == (True, "")
-    assert fa.verdict(_row(0.9, [None, None], None)) == (
-        False, "no confidence interval for its ROC-AUC (too few items, or one class only)")
+    # the WiCE test figure of issue 26 (accuracy +0.024 over the majority class) with a CI reaching 0
+    assert fa.verdict(_row(0.71, [0.66, 0.76], 0.024, [-0.02, 0.07])) == (
+        False, "accuracy 0.724 does not beat always answering 'not supported' (0.700): difference +0.024, "
+               "95% CI -0.020 to +0.070, n = 300 (100 claim ids)")
+    assert fa.verdict(_row(0.71, [0.66, 0.76], -0.05, [-0.09, -0.01]))[1].startswith(
+        "accuracy 0.650 is worse than always answering 'not supported'")
+    assert fa.verdict(_row(0.94, [0.92, 0.95], 0.15, [0.10, 0.19])) == (True, "")
+    assert fa.verdict(_row(0.9, [None, None], 0.1, [None, None])) == (
+        False, "no confidence interval (too few items, or one class only)")
+
+
+def test_the_bootstrap_draws_a_claims_rows_together():
+    units = ["a", "a", "a", "b", "c", "c"]
+    for idx in fa.unit_resamples(units, n_boot=50, seed=1):
+        drawn = [units[i] for i in idx]
+        # 3 units drawn with replacement, each with all its rows: a → 3 rows, b → 1, c → 2
+        assert sum({"a": 1 / 3, "b": 1.0, "c": 1 / 2}[u] for u in drawn) == pytest.approx(3)
+        assert all(drawn.count(u) % {"a": 3, "b": 1, "c": 2}[u] == 0 for u in set(drawn))
 
 
 def test_held_out_marks_scores_unrelated_to_the_labels_as_near_chance():
@@ -104,6 +148,7 @@ def test_held_out_marks_scores_unrelated_to_the_labels_as_near_chance():
     scores = np.array([0.9 if (i // 2) % 2 else 0.3 for i in range(40)])  # each pair: one of each label
     (row,) = fa.held_out(data, {"word_overlap": scores}, {"word_overlap": 0.5})
     assert row["roc_auc"] == 0.5 and row["accuracy"] == 0.5 and row["majority_class"] == 0.5
+    assert row["cohen_kappa"] == 0.0 and row["cohen_kappa_ci95"][0] < 0 < row["cohen_kappa_ci95"][1]
     assert row["informative"] is False and row["reason"].startswith("ROC-AUC 0.50 (95% CI from 0.")
 
 
@@ -168,3 +213,5 @@ def test_docs_and_benchmarks_quote_the_stored_figures():
             lo, hi = r["roc_auc_ci95"]
             assert f"{r['roc_auc']:.3f} ({lo:.3f}–{hi:.3f})" in text, (doc, r["kind"], r["method"])
             assert f"{r['accuracy_ci95'][0]:.3f}–{r['accuracy_ci95'][1]:.3f})" in text, (doc, r["kind"], r["method"])
+            kappa = f"{r['cohen_kappa']:.3f} ({r['cohen_kappa_ci95'][0]:.3f}–{r['cohen_kappa_ci95'][1]:.3f})"
+            assert kappa in text, (doc, r["kind"], r["method"])

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragnb.metrics.fallback_agreement import KIND_LABEL, TIER_KIND, load_table
+from ragnb.metrics.fallback_agreement import KIND_LABEL, SOURCES, TIER_KIND, load_table
 from ragnb.metrics.registry import register
 from ragnb.metrics.vector_rows import unit_rows
 
@@ -43,8 +43,8 @@ UTILIZATION_METHODS = ("contains", "word_overlap", "embedding")
 SIGMOID_CENTER = 0.6
 SIGMOID_SLOPE = 10.0
 
-# Agreement of the offline methods with human labels on *held-out* data of each kind (answer grounding: BEGIN dev;
-# claim support: WiCE dev), measured by benchmarks/measure_fallback_agreement.py under the protocol of
+# Agreement of the offline methods with human labels on *held-out* data of each kind (answer grounding: the held-out
+# half of BEGIN dev; claim support: of WiCE dev — the test splits are not in this repository), measured by benchmarks/measure_fallback_agreement.py under the protocol of
 # ragnb.metrics.fallback_agreement (a hash split: method and threshold chosen on the tuning parts, figures with
 # bootstrap CIs on the held-out parts) and stored in ragnb/data/fallback_agreement.json; a test recomputes it.
 _TABLE = load_table()
@@ -369,14 +369,17 @@ def fallback_faithfulness(answer: str, contexts: Sequence[str], *, encoder=None,
 # --------------------------------------------------------------------------- measured agreement
 
 
-def agreement_rows() -> list[dict]:
-    """:data:`AGREEMENT` (held-out) as rows for the reports' table: kind of data, method, n, positives, the
-    threshold, ROC-AUC, accuracy and balanced accuracy with their 95% CIs, the majority-class accuracy, whether
-    the method is informative there, and ``chosen`` (the chain's method)."""
-    cols = ("method", "n", "positives", "threshold", "roc_auc", "roc_auc_ci95", "accuracy", "accuracy_ci95",
-            "balanced_accuracy", "balanced_accuracy_ci95", "majority_class", "informative", "reason")
+def agreement_rows(kind: str = TIER_KIND) -> list[dict]:
+    """The held-out rows of :data:`AGREEMENT` for data of ``kind`` only (a report quotes the figures of the kind of
+    score it shows — the tiers': answer grounding — never another kind's), as rows for the reports' table: kind
+    of data, method, n, units, positives, the threshold, ROC-AUC, accuracy, balanced accuracy and κ with their 95%
+    CIs, the majority-class accuracy, whether the method is informative there, and ``chosen`` (the chain's
+    method). No row for a kind without a held-out measurement."""
+    cols = ("method", "n", "units", "positives", "threshold", "roc_auc", "roc_auc_ci95", "accuracy", "accuracy_ci95",
+            "majority_class", "balanced_accuracy", "balanced_accuracy_ci95", "cohen_kappa", "cohen_kappa_ci95",
+            "informative", "reason")
     return [{"data (held-out)": KIND_LABEL[r["kind"]], **{c: r[c] for c in cols}, "chosen": r["method"] == OFFLINE_METHOD}
-            for r in AGREEMENT]
+            for r in AGREEMENT if r["kind"] == kind]
 
 
 def offline_trust(kind: str = TIER_KIND, method: str = OFFLINE_METHOD, rows: Sequence[dict] = AGREEMENT) -> dict:
@@ -414,17 +417,21 @@ def mark_trust(summary: dict, names: Sequence[str], kind: str = TIER_KIND) -> st
 
 
 def agreement_note(kind: str = TIER_KIND) -> str:
-    """One sentence: which offline method is used, why, and its held-out agreement on each kind of data."""
-    parts = []
-    for k in dict.fromkeys(r["kind"] for r in AGREEMENT):
-        by = {r["method"]: r for r in AGREEMENT if r["kind"] == k}
-        row = by[OFFLINE_METHOD]
-        verdict = "" if row["informative"] else " — near chance"
-        parts.append(f"{KIND_LABEL[k]} ROC-AUC {row['roc_auc']:.2f} (95% CI {row['roc_auc_ci95'][0]:.2f}–"
-                     f"{row['roc_auc_ci95'][1]:.2f}), balanced accuracy {row['balanced_accuracy']:.2f}, n = "
-                     f"{row['n']}{verdict}")
-    return (f"chosen on tuning data for its agreement with human labels; on held-out data {'; '.join(parts)}; "
-            f"threshold {OFFLINE_THRESHOLD[OFFLINE_METHOD]:.3g} tuned on answer-grounding data (Youden)")
+    """One sentence: which offline method is used, why, and its held-out agreement on data of ``kind`` — the kind of
+    score the caller shows; another kind's figure is never quoted, and a kind without a held-out measurement is
+    said to have none."""
+    cut = f"threshold {OFFLINE_THRESHOLD[OFFLINE_METHOD]:.3g} tuned on answer-grounding data (Youden)"
+    row = next((r for r in AGREEMENT if r["kind"] == kind and r["method"] == OFFLINE_METHOD), None)
+    label = KIND_LABEL.get(kind, kind.replace("_", " "))
+    if row is None:
+        return f"chosen on tuning data; no held-out measurement exists for {label} data; {cut}"
+    verdict = "" if row["informative"] else " — near chance"
+    source = SOURCES[kind].split(" (")[0]
+    return (f"chosen on tuning data for its agreement with human labels; on held-out {label} data ({source}, the "
+            f"half no choice was made on) ROC-AUC {row['roc_auc']:.2f} (95% CI {row['roc_auc_ci95'][0]:.2f}–"
+            f"{row['roc_auc_ci95'][1]:.2f}), κ {row['cohen_kappa']:.2f} ({row['cohen_kappa_ci95'][0]:.2f}–"
+            f"{row['cohen_kappa_ci95'][1]:.2f}), accuracy {row['accuracy']:.2f} vs {row['majority_class']:.2f} "
+            f"always '{row['majority_label']}', n = {row['n']}{verdict}; {cut}")
 
 
 @register("hallucination_rate", FAMILY, kind="text", value_range=(0.0, 1.0), higher_is_better=False)

@@ -109,7 +109,8 @@ report.show(charts.histogram(result.per_item["bleu"], "Sentence BLEU per answer 
 # "llm": the judge's score; "word_overlap" / "embedding": the offline fallback (see docs/metrics.md, Faithfulness;
 # no judge, or the judge failed on that answer). A fallback score is an overlap or similarity, not an LLM judgement.
 # The fallback's method and cut were chosen on tuning data; the table below is its agreement with human labels on
-# held-out answer-grounding and claim-support data (ROC-AUC, accuracy at the cut with 95% CIs, and a verdict).
+# held-out answer-grounding data, the kind these scores are (ROC-AUC, accuracy at the cut, κ with 95% CIs, and a
+# verdict); other kinds of data are not quoted here.
 
 # %%
 faith = result.faithfulness_key  # judge_faithfulness (LLM judge) or fallback_faithfulness (offline)

@@ -128,8 +128,8 @@ report.show(px.box(coupled, x=hit, y="semantic_similarity", points="all", height
 # ## Faithfulness to the retrieved context, by the method that produced it
 # "llm": the judge's score; "word_overlap" / "embedding": the offline fallback (see docs/metrics.md, Faithfulness; no
 # judge, or the judge failed on that answer). The fallback's method and cut were chosen on tuning data; the table
-# below is its agreement with human labels on held-out answer-grounding and claim-support data (ROC-AUC, accuracy
-# at the cut with 95% CIs, and a verdict).
+# below is its agreement with human labels on held-out answer-grounding data, the kind these scores are (ROC-AUC,
+# accuracy at the cut, κ with 95% CIs, and a verdict); other kinds of data are not quoted here.
 
 # %%
 faith = result.faithfulness_key  # judge_faithfulness (LLM judge) or fallback_faithfulness (offline)

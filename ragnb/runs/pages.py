@@ -224,8 +224,9 @@ def _metric_rows(record: dict) -> str:
             # A flagged aggregate is never graded: a grey "says nothing here" badge instead of a status colour.
             status = SAYS_NOTHING if degenerate_reason(value) else block_status(name, value, key, block)
             grade = spec.grade_of(spec.thresholds_of(name, key, block), value)
-            # e.g. worse than always "show", or an offline judge near chance on this kind of data
-            why = f" {escape(grade.reason)}" if grade.rule in ("baselines", "uninformative") else ""
+            # e.g. worse than always "show", an offline judge near chance on this kind of data, or a judge at chance
+            # on the team's labels in Tier Judge
+            why = f" {escape(grade.reason)}" if grade.rule in ("baselines", "uninformative", "judge_unvalidated") else ""
             rows.append(
                 f"<tr><td>{escape(label)}</td><td><code>{escape(name)}</code></td>"
                 f'<td class="num">{escape(format_aggregate(value))}</td><td>{_badge(status)}{why}</td></tr>'

@@ -178,8 +178,9 @@ def block_status(name: str, value: Any, tier_key: str, block: Any) -> str | None
 
 def ungraded_degenerate(metrics_by_tier: dict[str, Any], rule: str = "says_nothing") -> list[tuple[str, str, str]]:
     """(tier_key, metric, reason) for every thresholded metric left ungraded by ``rule`` of
-    :func:`ragnb.spec.grade_of`: "says_nothing" (constant, or too few items) or "baselines" (no CI to compare
-    it with its trivial baselines)."""
+    :func:`ragnb.spec.grade_of`: "says_nothing" (constant, or too few items), "baselines" (no CI to compare
+    it with its trivial baselines), "uninformative" (the offline judge near chance on held-out data of its kind)
+    or "judge_unvalidated" (its judge at chance on the team's labels in Tier Judge)."""
     out = []
     for tier_key, block in (metrics_by_tier or {}).items():
         for name, value in iter_aggregates(block):
@@ -392,6 +393,9 @@ def build_record(
     if record["model_runs"] is None:
         record["model_runs"] = []
     record = to_jsonable(record)
+    from ragnb.runs.judge_trust import mark_record
+
+    mark_record(record)  # a judge Tier Judge found at chance on the team's labels: its grades here are marked
     record["overall_status"] = overall_status(status_blocks(record))
     if record.get("failures"):
         # a failed notebook must not leave the run looking healthy

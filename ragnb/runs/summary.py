@@ -12,8 +12,9 @@ The summary has at most about eight lines, in this order:
    metrics that changed significantly (paired tests, Holm-adjusted — :mod:`ragnb.runs.significance`), or "no
    significant change";
 4. not computed — failed notebooks, metrics left ungraded because they say nothing here (constant, too few
-   items) or could not be compared with their trivial baselines, and blocks whose LLM-judge metrics came from the
-   offline fallback instead of an LLM.
+   items) or could not be compared with their trivial baselines, metrics whose judge the run's Tier Judge found
+   at chance on the team's labels ("judge unvalidated", :mod:`ragnb.runs.judge_trust`), and blocks whose LLM-judge
+   metrics came from the offline fallback instead of an LLM.
 
 Every number goes through one formatter, :func:`ragnb.metrics.stats.fmt_number`.
 """
@@ -198,6 +199,9 @@ def _not_computed_line(record: dict, blocks: dict) -> str | None:
     near_chance = [(k, n) for k, n, _ in ungraded_degenerate(blocks, rule="uninformative")]
     if near_chance:
         parts.append(f"not graded: the offline judge is near chance on held-out data of this kind — {_listed(near_chance)}")
+    unvalidated = ungraded_degenerate(blocks, rule="judge_unvalidated")
+    if unvalidated:  # one judge per run's Tier Judge: one reason for all of them
+        parts.append(f"not graded: {unvalidated[0][2]} — {_listed([(k, n) for k, n, _ in unvalidated])}")
     undefined = _undefined(blocks)
     if undefined:
         parts.append(f"undefined (no valid item) — {_listed(undefined)}")

@@ -156,8 +156,24 @@ def run_tier_judge(
     meta = {"judge_backend": OFFLINE_BACKEND if offline else LLM_BACKEND,
             "judge_model": OFFLINE_BACKEND if offline else ",".join(models),
             "judge_eval_mode": ",".join(mode_list), **dataset_meta(items_in, encoder)}
+    _add_verdict(summary, meta, notes)
     return TierJudgeResult(pd.concat(frames, ignore_index=True), summary, notes, lead={"tier": "tier_judge"},
                            meta=meta, results=results)
+
+
+def _add_verdict(summary: dict, meta: dict, notes: list[str]) -> None:
+    """``info["judge_verdict"]``: whether the judge agrees with the labels clearly better than the baseline
+    (:func:`ragnb.tiers.judging.verdict.judge_verdict`); when it does not, a first note says so and what follows
+    for the rest of the run."""
+    from ragnb.tiers.judging.verdict import judge_verdict
+
+    verdict = judge_verdict({**summary, **meta})
+    if verdict is None:
+        return
+    summary["info"]["judge_verdict"] = {"validated": verdict["validated"], "reason": verdict["reason"]}
+    if not verdict["validated"]:
+        notes.insert(0, f"{verdict['reason']}. In a run with this judge, what it scored in Tier 2/3 and the RAG "
+                        "metrics is not graded (run record, executive summary, index page).")
 
 
 def _check_delta(delta: Any) -> float:
