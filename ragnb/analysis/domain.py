@@ -144,8 +144,8 @@ def domain_analysis(
     ``top1_score``, ``page_hit``, one column per gap signal, ``follow_up``, ``follow_up_exempt``, ``n_signals``,
     ``signals``, ``is_gap``; summary: ``n_topics``, ``total_questions``, ``score_distribution``, ``mean_score``
     (aggregate), ``low_score_share``, ``gap`` (similarity threshold info), ``gap_signals`` (counts per signal
-    with n), ``topics`` (per topic: top terms, top pages (cited in ``log["url"]``), languages, counts of scores, mean score with CI, low-score share,
-    gap count and share, page hit rate, representative questions), ``knowledge_gaps`` (the ``max_listed``
+    with n), ``topics`` (per topic: top terms, top pages (cited in ``log["url"]``), languages, counts of scores,
+    mean score with CI, low-score share, gap count and share, page hit rate, representative questions), ``knowledge_gaps`` (the ``max_listed``
     candidates with most signals), ``silhouette``, ``clustering``, and ``topic_selection``, ``page_agreement``,
     ``topical_structure`` (:meth:`ragnb.analysis.topics.Topics.summary_info`). ``n_topics`` is an upper bound
     under ``n_topics_rule`` "silhouette", the count under "fixed"; the summary's ``n_topics`` is the one used.
@@ -173,7 +173,8 @@ def domain_analysis(
         "top1_score": top1, "page_hit": hit, "centroid_similarity": cl.similarity,
     }, index=pd.Index(ids, name="question_id"))
     per_q = pd.concat([per_q, signals.set_index(per_q.index)], axis=1)
-    topics = [{"top_terms": found.terms.get(int(t), []), "top_pages": found.pages.get(int(t), []), "languages": found.mix["per_topic"].get(int(t), {}),
+    topics = [{"top_terms": found.terms.get(int(t), []), "top_pages": found.pages.get(int(t), []),
+               "languages": found.mix["per_topic"].get(int(t), {}),
                **_topic_entry(int(t), row, cl.labels == t, gaps, hit, top1,
                               [str(questions[i]) for i in reps[int(t)]])}
               for t, row in by_topic.iterrows()]

@@ -120,7 +120,8 @@ def structure_verdict(silhouette: float, agreement: Mapping | None) -> dict:
     sil_low = not (np.isfinite(silhouette) and silhouette >= SILHOUETTE_STRUCTURE)
     ari = (agreement or {}).get("ari", {})
     p = ari.get("p_value", float("nan"))
-    sil_text = f"silhouette {silhouette:.3f} ({'<' if sil_low else '≥'} {SILHOUETTE_STRUCTURE})"
+    sil_text = (f"silhouette {silhouette:.3f} ({'<' if sil_low else '≥'} {SILHOUETTE_STRUCTURE})"
+                if np.isfinite(silhouette) else "silhouette undefined (one question per topic)")
     if not np.isfinite(p):
         reason = f"{sil_text}; no cited pages to compare with"
         return {"has_structure": not sil_low, "reason": reason}
@@ -136,3 +137,27 @@ def structure_note(verdict: Mapping) -> str:
         return f"Topics have structure: {verdict['reason']}."
     return (f"No topical structure: {verdict['reason']}. The topics are an arbitrary split of the questions; "
             "per-topic figures (scores, coverage) say nothing about subjects.")
+
+
+def agreement_note(agreement: Mapping) -> str:
+    """One sentence for a report: NMI and ARI with their CIs beside the chance level, and what they were
+    measured on."""
+    nmi, ari = agreement["nmi"], agreement["ari"]
+    counted = (f"{agreement['n_valid']} of {agreement['n']} questions with a page ({agreement['source']}), "
+               f"{agreement['n_pages']} pages")
+    if not np.isfinite(nmi["value"]):
+        return f"Page agreement not measured: {counted} (needs at least 2 questions and 2 pages)."
+
+    def one(name: str, s: Mapping) -> str:
+        return (f"{name} {s['value']:.3f} (95% CI {s['ci95'][0]:.3f}–{s['ci95'][1]:.3f}; permuted topics "
+                f"{s['chance_mean']:.3f}, 95th percentile {s['chance_p95']:.3f}, p = {s['p_value']:.3f})")
+    return f"Agreement of the topics with the pages over {counted}: {one('NMI', nmi)}, {one('ARI', ari)}."
+
+
+def selection_note(selection: Mapping) -> str:
+    """One sentence for a report: how the number of topics was chosen, with the values tried."""
+    tried = ", ".join(f"{k}: {v:.3f}" for k, v in selection["tried"].items())
+    if selection["rule"] == "fixed":
+        return f"{selection['chosen']} topics as given (n_topics_rule 'fixed'; silhouette {tried})."
+    return (f"{selection['chosen']} topics chosen by silhouette ({selection['criterion']}); silhouette per number of "
+            f"topics: {tried}.")
