@@ -156,7 +156,8 @@ def domain_analysis(
     score_list = list(scores)
     hit = _check_inputs(ids, questions, vectors, score_list, top1, hits, n_topics, max_listed)
 
-    urls = log["url"].tolist() if log is not None and "url" in log else None
+    # a log of the wrong length is refused by gap_signals, with its fix; the topics then go without pages
+    urls = log["url"].tolist() if log is not None and "url" in log and len(log) == n else None
     found = find_topics(questions, vectors, n_topics, seed, n_init, centre_languages, n_terms, urls=urls,
                         n_topics_rule=n_topics_rule, n_boot=n_boot, page_source="cited (the log's url)")
     cl = found.clustering
