@@ -72,6 +72,8 @@ def test_page_agreement_hand_cases():
     # so none of the 99 does (seed 0) and p = 1 / (1 + 99); ARI of permuted topics averages about 0
     assert perfect["ari"]["p_value"] == pytest.approx(0.01) and abs(perfect["ari"]["chance_mean"]) < 0.1
     assert perfect["nmi"]["chance_p95"] < 1.0
+    # every resample of a perfect match is perfect: no shift, a zero-width interval at 1
+    assert perfect["ari"]["bootstrap_shift"] == pytest.approx(0.0) and perfect["ari"]["ci95"] == pytest.approx([1, 1])
     missing = page_agreement([0, 1, 0, 1], ["a", None, None, "b"], n_boot=10, n_perm=10)
     assert (missing["n"], missing["n_valid"], missing["n_failed"], missing["n_pages"]) == (4, 2, 2, 2)
     one_page = page_agreement([0, 1, 1], ["a", "a", None])
@@ -137,6 +139,7 @@ def test_helpdesk_page_agreement_equals_scikit_learn_and_beats_chance(helpdesk):
     for m in ("nmi", "ari"):
         lo, hi = a[m]["ci95"]
         assert lo <= a[m]["value"] <= hi and a[m]["p_value"] < CHANCE_P
+        assert a[m]["bootstrap_shift"] > 0  # repeated questions agree with themselves: resamples score higher
         assert a[m]["value"] > a[m]["chance_p95"] + 0.1  # measured: NMI 0.69 vs 0.36, ARI 0.43 vs 0.05
     assert found.verdict["has_structure"] and found.clustering.silhouette > SILHOUETTE_STRUCTURE
 

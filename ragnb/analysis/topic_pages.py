@@ -81,7 +81,11 @@ def page_agreement(labels: Sequence[int], pages: Sequence[str | None], n_boot: i
     ``{value, ci95, chance_mean, chance_p95, p_value}`` with value = scikit-learn's
     ``normalized_mutual_info_score`` (arithmetic mean normalisation) / ``adjusted_rand_score`` of (page, topic);
     ci95 = percentile bootstrap over questions (``n_boot`` resamples; the statistic is not a mean of per-question
-    values, so :func:`ragnb.metrics.stats.bootstrap_ci` does not apply); chance = the statistic for the topic labels
+    values, so :func:`ragnb.metrics.stats.bootstrap_ci` does not apply), re-centred on the value: a resample drawn
+    with replacement repeats questions, a repeated question agrees with itself, and that lifts every resample's
+    NMI and ARI (demo log: resamples average 0.19 for an NMI of 0.155, and the plain percentile interval missed
+    the value) — so the interval is the resamples' 2.5–97.5% percentiles minus their mean plus the value, and
+    ``bootstrap_shift`` = their mean minus the value is reported; chance = the statistic for the topic labels
     permuted at random ``n_perm`` times (mean and 95th percentile: NMI grows with the number of topics even for
     noise, ARI's chance level is about 0); p_value = (1 + #permutations ≥ value) / (1 + n_perm). All NaN when
     fewer than 2 questions have a page or they name one page only.
@@ -95,7 +99,7 @@ def page_agreement(labels: Sequence[int], pages: Sequence[str | None], n_boot: i
     topics, pg = labels[keep], np.asarray([p for p in pages if p is not None], dtype=object)
     out = {"n": int(len(labels)), "n_valid": int(keep.sum()), "n_failed": int((~keep).sum()),
            "n_pages": int(len(set(pg.tolist()))), "source": source}
-    nan = {"value": float("nan"), "ci95": [float("nan")] * 2, "chance_mean": float("nan"),
+    nan = {"value": float("nan"), "bootstrap_shift": float("nan"), "ci95": [float("nan")] * 2, "chance_mean": float("nan"),
            "chance_p95": float("nan"), "p_value": float("nan")}
     if keep.sum() < 2 or out["n_pages"] < 2:
         return {**out, "nmi": dict(nan), "ari": dict(nan)}
@@ -105,8 +109,9 @@ def page_agreement(labels: Sequence[int], pages: Sequence[str | None], n_boot: i
     perm = np.array([_scores(rng.permutation(topics), pg) for _ in range(n_perm)])
     for j, name in enumerate(("nmi", "ari")):
         b, p = boot.reshape(-1, 2)[:, j], perm.reshape(-1, 2)[:, j]
-        out[name] = {"value": value[j],
-                     "ci95": [float(x) for x in np.quantile(b, [0.025, 0.975])] if n_boot else nan["ci95"],
+        shift = float(b.mean() - value[j]) if n_boot else float("nan")
+        out[name] = {"value": value[j], "bootstrap_shift": shift,
+                     "ci95": [float(x - shift) for x in np.quantile(b, [0.025, 0.975])] if n_boot else nan["ci95"],
                      "chance_mean": float(p.mean()) if n_perm else float("nan"),
                      "chance_p95": float(np.quantile(p, 0.95)) if n_perm else float("nan"),
                      "p_value": float((1 + (p >= value[j]).sum()) / (1 + n_perm)) if n_perm else float("nan")}
