@@ -99,13 +99,15 @@ def page_agreement(labels: Sequence[int], pages: Sequence[str | None], n_boot: i
     topics, pg = labels[keep], np.asarray([p for p in pages if p is not None], dtype=object)
     out = {"n": int(len(labels)), "n_valid": int(keep.sum()), "n_failed": int((~keep).sum()),
            "n_pages": int(len(set(pg.tolist()))), "source": source}
-    nan = {"value": float("nan"), "bootstrap_shift": float("nan"), "ci95": [float("nan")] * 2, "chance_mean": float("nan"),
-           "chance_p95": float("nan"), "p_value": float("nan")}
+    nan = {"value": float("nan"), "bootstrap_shift": float("nan"), "ci95": [float("nan")] * 2,
+           "chance_mean": float("nan"), "chance_p95": float("nan"), "p_value": float("nan")}
     if keep.sum() < 2 or out["n_pages"] < 2:
         return {**out, "nmi": dict(nan), "ari": dict(nan)}
     rng = np.random.default_rng(seed)
     value = _scores(topics, pg)
-    boot = np.array([_scores(topics[i], pg[i]) for i in rng.integers(0, len(pg), size=(n_boot, len(pg)))])
+    # one resample's indices at a time: n_boot × n at once would be 800 MB for 100k questions
+    draws = (rng.integers(0, len(pg), size=len(pg)) for _ in range(n_boot))
+    boot = np.array([_scores(topics[i], pg[i]) for i in draws])
     perm = np.array([_scores(rng.permutation(topics), pg) for _ in range(n_perm)])
     for j, name in enumerate(("nmi", "ari")):
         b, p = boot.reshape(-1, 2)[:, j], perm.reshape(-1, 2)[:, j]
