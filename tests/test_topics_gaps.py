@@ -266,6 +266,37 @@ def test_topics_notebook_mixes_languages_and_labels_topics(helpdesk_run):
         assert ", ".join(e["top_terms"]) in html
 
 
+@pytest.mark.slow
+def test_topics_notebooks_name_topics_by_cited_pages_and_check_them(helpdesk_run):
+    """Both reports read one topic function: the same topics, named by the pages their questions cite, with the
+    page agreement as scikit-learn computes it from the per-question table, and the structure verdict."""
+    import html as html_lib
+
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    from ragnb.analysis.topic_stopwords import LABEL_STOPWORDS
+
+    _, metrics, per_item = helpdesk_run
+    rows = {r["id"]: r for r in hd.log_rows()}
+    topics = {stem: per_item[stem].loc[list(rows), "topic_id"].tolist() for stem in per_item}
+    assert topics["topic_coverage"] == topics["domain_analysis"]  # one topic function, same parameters
+    for stem, key in (("topic_coverage", "topic_coverage"), ("domain_analysis", "topics")):
+        m = metrics[stem]
+        assert m["topic_selection"]["rule"] == "silhouette" and m["n_topics"] == m["topic_selection"]["chosen"] <= 8
+        cited = [(rows[i]["url"], t) for i, t in zip(rows, topics[stem]) if rows[i]["url"]]
+        a = m["page_agreement"]
+        assert (a["n_valid"], a["n_failed"]) == (54, 3) and a["source"].startswith("cited")
+        assert a["nmi"]["value"] == pytest.approx(normalized_mutual_info_score(*zip(*cited)), abs=1e-12)
+        assert a["ari"]["value"] == pytest.approx(adjusted_rand_score(*zip(*cited)), abs=1e-12)
+        assert m["topical_structure"]["has_structure"] is True
+        for e in m[key]:
+            assert e["top_pages"] and all(" (" in p for p in e["top_pages"])
+            assert not [w for w in e["top_terms"] if w in LABEL_STOPWORDS or not any(c.isalpha() for c in w)]
+        page = html_lib.unescape((helpdesk_run[0].run_dir / f"{stem}.html").read_text(encoding="utf-8"))
+        assert "Agreement of the topics with the pages" in page and "chosen by silhouette" in page
+        assert "No topical structure" not in page
+
+
 def test_gap_signals_excuse_follow_ups_of_well_answered_turns_only():
     """Hand inputs: two sessions; both follow-ups fall below the absolute similarity cut 0.5. The one after a
     turn scored 5 is excused, the one after a turn scored 1 is flagged; URL signals read from the log."""

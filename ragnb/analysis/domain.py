@@ -1,8 +1,10 @@
 """Real-user domain analysis (see docs/metrics.md, Real users and Analytics): what real users ask
 about, how satisfied they are per topic, and which questions the knowledge base does not serve.
 
-* topics: the logged questions clustered with :func:`ragnb.analysis.topics.find_topics` (language-centred, so a
-  bilingual log splits by subject rather than by language; each topic labelled with its top terms);
+* topics: the logged questions clustered with :func:`ragnb.analysis.topics.find_topics` — the same topics as the
+  topic-coverage report (language-centred, so a bilingual log splits by subject rather than by language; the
+  number of topics chosen by silhouette; each topic labelled with its top terms and the pages its questions cite,
+  checked against those pages, and a log without topical structure said to have none);
 * per topic: user scores 1–5 (counts, mean with bootstrap CI, share of scores ≤ 2);
 * knowledge-gap candidates: the signals of :mod:`ragnb.analysis.gaps` (low user score, no cited page, cited page
   not in the corpus, low top-1 similarity against a threshold calibrated on the log where it can be), each
@@ -129,6 +131,7 @@ def domain_analysis(
     chunk_urls: Mapping[str, str | None] | None = None,
     centre_languages: bool = True,
     n_terms: int = 5,
+    n_topics_rule: str = "silhouette",
 ) -> tuple[pd.DataFrame, dict]:
     """Topics of the real questions with their user scores and knowledge-gap candidates.
 
@@ -141,9 +144,11 @@ def domain_analysis(
     ``top1_score``, ``page_hit``, one column per gap signal, ``follow_up``, ``follow_up_exempt``, ``n_signals``,
     ``signals``, ``is_gap``; summary: ``n_topics``, ``total_questions``, ``score_distribution``, ``mean_score``
     (aggregate), ``low_score_share``, ``gap`` (similarity threshold info), ``gap_signals`` (counts per signal
-    with n), ``topics`` (per topic: top terms, languages, counts of scores, mean score with CI, low-score share,
-    gap count and share, page hit rate, representative questions), ``knowledge_gaps`` (the ``max_listed``
-    candidates with most signals), ``silhouette``, ``clustering``).
+    with n), ``topics`` (per topic: top terms, top pages (cited in ``log["url"]``), languages, counts of scores,
+    mean score with CI, low-score share, gap count and share, page hit rate, representative questions), ``knowledge_gaps`` (the ``max_listed``
+    candidates with most signals), ``silhouette``, ``clustering``, and ``topic_selection``, ``page_agreement``,
+    ``topical_structure`` (:meth:`ragnb.analysis.topics.Topics.summary_info`). ``n_topics`` is an upper bound
+    under ``n_topics_rule`` "silhouette", the count under "fixed"; the summary's ``n_topics`` is the one used.
     """
     ids = [str(q) for q in question_ids]
     n = len(ids)
@@ -151,7 +156,10 @@ def domain_analysis(
     score_list = list(scores)
     hit = _check_inputs(ids, questions, vectors, score_list, top1, hits, n_topics, max_listed)
 
-    found = find_topics(questions, vectors, n_topics, seed, n_init, centre_languages, n_terms)
+    # a log of the wrong length is refused by gap_signals, with its fix; the topics then go without pages
+    urls = log["url"].tolist() if log is not None and "url" in log and len(log) == n else None
+    found = find_topics(questions, vectors, n_topics, seed, n_init, centre_languages, n_terms, urls=urls,
+                        n_topics_rule=n_topics_rule, n_boot=n_boot, page_source="cited (the log's url)")
     cl = found.clustering
     signals, gap_summary = gap_signals(questions, score_list, top1, hit, log, chunk_urls, gap_threshold,
                                        gap_quantile)
@@ -166,13 +174,14 @@ def domain_analysis(
         "top1_score": top1, "page_hit": hit, "centroid_similarity": cl.similarity,
     }, index=pd.Index(ids, name="question_id"))
     per_q = pd.concat([per_q, signals.set_index(per_q.index)], axis=1)
-    topics = [{"top_terms": found.terms.get(int(t), []), "languages": found.mix["per_topic"].get(int(t), {}),
+    topics = [{"top_terms": found.terms.get(int(t), []), "top_pages": found.pages.get(int(t), []),
+               "languages": found.mix["per_topic"].get(int(t), {}),
                **_topic_entry(int(t), row, cl.labels == t, gaps, hit, top1,
                               [str(questions[i]) for i in reps[int(t)]])}
               for t, row in by_topic.iterrows()]
     scored = values[~np.isnan(values)]
     summary = {
-        "n_topics": int(n_topics),
+        "n_topics": found.selection["chosen"],
         "total_questions": n,
         "score_distribution": score_counts(pd.Series(score_list, dtype="object")),
         "mean_score": aggregate(values, n_boot=n_boot, seed=seed),
@@ -183,6 +192,7 @@ def domain_analysis(
         "knowledge_gaps": _listed_gaps(per_q, max_listed),
         "silhouette": cl.silhouette,
         "clustering": found.clustering_info(seed, n_init),
+        **found.summary_info(),
     }
     return per_q, summary
 
@@ -192,6 +202,7 @@ def topic_table(summary: dict) -> pd.DataFrame:
     rows = []
     for e in summary["topics"]:
         rows.append({"topic_id": e["topic_id"], "top_terms": ", ".join(e["top_terms"]),
+                     "top_pages": ", ".join(e.get("top_pages", [])),
                      "languages": languages_text(e["languages"]), "questions": e["question_count"],
                      **{f"score_{k}": v for k, v in e["score_counts"].items()},
                      "mean_score": e["mean_score"]["mean"], "ci95_low": e["mean_score"]["ci95"][0],

@@ -75,11 +75,17 @@ def unused_by_page_bars(pages: pd.DataFrame, top: int = 25) -> go.Figure:
 
 
 def topic_names(table: pd.DataFrame, n_terms: int = 3) -> list[str]:
-    """"topic 0: vpn, access, client" — each topic with its first top terms (its table's joined ``top_terms``)."""
+    """"topic 0 (VPN): vpn, access, client" — each topic with its most cited page's title, when its table has
+    ``top_pages`` ("VPN (5), Password (1)"), and its first top terms (the joined ``top_terms``)."""
     if "top_terms" not in table:
         return [f"topic {t}" for t in table.index]
-    return [f"topic {t}: {', '.join(str(terms).split(', ')[:n_terms])}" if terms else f"topic {t}"
-            for t, terms in zip(table.index, table["top_terms"])]
+    pages = table["top_pages"] if "top_pages" in table else [""] * len(table)
+    out = []
+    for t, terms, page in zip(table.index, table["top_terms"], pages):
+        # "VPN access (5), Two-factor auth (2)" → "VPN access": the title without its count
+        head = f"topic {t} ({str(page).split(', ')[0].rsplit(' (', 1)[0]})" if page else f"topic {t}"
+        out.append(f"{head}: {', '.join(str(terms).split(', ')[:n_terms])}" if terms else head)
+    return out
 
 
 def topic_bars(topics: pd.DataFrame) -> go.Figure:

@@ -3,7 +3,8 @@
 * :func:`topic_terms` labels each topic with its top terms by class-based TF-IDF (c-TF-IDF, as BERTopic): the
   questions of a topic are one document, so a term ranks high when it is frequent in that topic and rare in the
   others. Tokens are Unicode words (:class:`ragnb.metrics.text.UnicodeTokenizer`: Cyrillic and Latin alike) minus
-  the project's short Russian and English stop-word lists; word forms meet on a crude stem
+  numbers and the label stop-words of :mod:`ragnb.analysis.topic_stopwords` (question words, auxiliaries, pronouns
+  in Russian and English: the project's own lists); word forms meet on a crude stem
   (:func:`ragnb.metrics.fallback.content_words`: "пароль"/"пароля", "reset"/"resetting") and each stem is shown
   as its most frequent written form in the topic.
 * :func:`language_mix` says how much the topics are languages: the share of questions that sit in their topic's
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ragnb.analysis.topic_stopwords import is_label_word
 from ragnb.metrics.fallback import content_words, script_language
 from ragnb.metrics.text import UnicodeTokenizer
 
@@ -29,10 +31,13 @@ def question_languages(questions: Sequence[str]) -> list[str]:
 
 
 def _terms(text: str, tokenizer: UnicodeTokenizer) -> list[tuple[str, str]]:
-    """(stem, written form) of each content word of ``text``, in order; stop-words dropped."""
+    """(stem, written form) of each content word of ``text``, in order; stop-words and tokens without a letter
+    (numbers) dropped: "какие, 2, сколько" say nothing about a topic."""
     out = []
     for tok in tokenizer.tokenize(text):
-        stem = content_words(tok)  # [] for a stop-word, else [its stem]
+        if not is_label_word(tok):
+            continue
+        stem = content_words(tok)  # [] for a metric stop-word, else [its stem]
         if stem:
             out.append((stem[0], tok))
     return out

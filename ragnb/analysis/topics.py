@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ragnb.analysis.topic_pages import page_agreement, question_pages, structure_note, structure_verdict, top_pages
 from ragnb.analysis.topic_terms import language_mix, question_languages, topic_terms
 from ragnb.tiers.real_users import page_of
 
@@ -115,15 +116,61 @@ def cluster_questions(vectors: np.ndarray, n_topics: int, seed: int = 0, n_init:
     return Clustering(labels, centroids, similarity, sil, float(km.inertia_), space)
 
 
+# Topic-count rules: "silhouette" tries 2…n_topics topics, "fixed" uses exactly n_topics.
+TOPIC_RULES = ("silhouette", "fixed")
+# Silhouettes closer than this to the best count as equal, and the fewest topics among them win: fewer topics are
+# easier to read, and a last-bit difference of the vectors on another processor cannot pick another count.
+SILHOUETTE_TIE = 0.005
+
+
+def choose_clustering(vectors: np.ndarray, n_topics: int, rule: str = "silhouette", seed: int = 0,
+                      n_init: int = 10, languages: Sequence[str] | None = None) -> tuple[Clustering, dict]:
+    """The clustering and how its number of topics was chosen: ``{rule, criterion, max_topics, tried, chosen}``.
+
+    rule "fixed": exactly ``n_topics``. rule "silhouette": :func:`cluster_questions` for every k = 2 … ``n_topics``
+    (an upper bound; k stops below it when there are fewer distinct question vectors), keeping the fewest topics
+    whose silhouette is within :data:`SILHOUETTE_TIE` of the highest; ``tried`` = {k: silhouette}.
+    """
+    if rule not in TOPIC_RULES:
+        raise ValueError(f"n_topics_rule = {rule!r}; use 'silhouette' (choose 2…n_topics topics by silhouette) or "
+                         "'fixed' (exactly n_topics)")
+    check_n_topics(n_topics, len(vectors))
+    if rule == "fixed":
+        cl = cluster_questions(vectors, n_topics, seed, n_init, languages=languages)
+        return cl, {"rule": "fixed", "criterion": "n_topics as given", "max_topics": int(n_topics),
+                    "tried": {int(n_topics): cl.silhouette}, "chosen": int(n_topics)}
+    fits: dict[int, Clustering] = {}
+    for k in range(2, int(n_topics) + 1):
+        try:
+            fits[k] = cluster_questions(vectors, k, seed, n_init, languages=languages)
+        except ValueError:
+            if not fits:  # fewer than 2 distinct vectors: nothing to choose from
+                raise
+            break  # fewer distinct question vectors than k: larger k cannot be fitted either
+    tried = {k: cl.silhouette for k, cl in fits.items()}
+    finite = [v for v in tried.values() if np.isfinite(v)]
+    best = max(finite) if finite else float("nan")
+    chosen = min((k for k, v in tried.items() if np.isfinite(v) and v >= best - SILHOUETTE_TIE), default=min(fits))
+    return fits[chosen], {"rule": "silhouette",
+                          "criterion": f"fewest topics within {SILHOUETTE_TIE} of the highest silhouette, "
+                                       f"2…{int(n_topics)} tried", "max_topics": int(n_topics), "tried": tried,
+                          "chosen": int(chosen)}
+
+
 @dataclass
 class Topics:
     """A clustering of questions with what describes it: each question's language, each topic's top terms and
-    the language mix of the topics (:mod:`ragnb.analysis.topic_terms`)."""
+    top pages, the language mix of the topics (:mod:`ragnb.analysis.topic_terms`), how the number of topics was
+    chosen, and how well the topics agree with the questions' pages (:mod:`ragnb.analysis.topic_pages`)."""
 
     clustering: Clustering
     languages: list[str]
     terms: dict[int, list[str]]
     mix: dict
+    selection: dict
+    pages: dict[int, list[str]]
+    agreement: dict
+    verdict: dict
 
     def clustering_info(self, seed: int, n_init: int) -> dict:
         """The summary's ``clustering`` block: how the topics were made and how much they follow language."""
@@ -131,16 +178,32 @@ class Topics:
                 "inertia": self.clustering.inertia, "language_mix": {k: v for k, v in self.mix.items()
                                                                      if k != "per_topic"}}
 
+    def summary_info(self) -> dict:
+        """The summary entries both topic reports share: selection, page agreement and the structure verdict."""
+        return {"topic_selection": self.selection, "page_agreement": self.agreement,
+                "topical_structure": {**self.verdict, "note": structure_note(self.verdict)}}
+
 
 def find_topics(questions: Sequence[str], vectors: np.ndarray, n_topics: int, seed: int = 0, n_init: int = 10,
-                centre_languages: bool = True, n_terms: int = 5) -> Topics:
-    """:func:`cluster_questions` (language-centred unless ``centre_languages`` is False), labelled with
-    :func:`ragnb.analysis.topic_terms.topic_terms` and measured with
-    :func:`~ragnb.analysis.topic_terms.language_mix`."""
+                centre_languages: bool = True, n_terms: int = 5, urls: Sequence[str | None] | None = None,
+                n_topics_rule: str = "silhouette", n_boot: int = 1000, page_source: str = "cited",
+                titles: Mapping[str, str] | None = None) -> Topics:
+    """:func:`choose_clustering` (language-centred unless ``centre_languages`` is False; ``n_topics`` an upper
+    bound under rule "silhouette", the count under "fixed"), labelled with
+    :func:`ragnb.analysis.topic_terms.topic_terms` and, given one page URL (or None) per question in ``urls``, with
+    :func:`~ragnb.analysis.topic_pages.top_pages`, checked by :func:`~ragnb.analysis.topic_pages.page_agreement`
+    and judged by :func:`~ragnb.analysis.topic_pages.structure_verdict`. The one topic function of the topic
+    coverage and domain analysis reports."""
     languages = question_languages(questions)
-    cl = cluster_questions(vectors, n_topics, seed=seed, n_init=n_init,
-                           languages=languages if centre_languages else None)
-    return Topics(cl, languages, topic_terms(questions, cl.labels, n_terms), language_mix(languages, cl.labels))
+    if urls is not None and len(urls) != len(questions):
+        raise ValueError(f"{len(urls)} page URLs for {len(questions)} questions; give one URL (or None) per question")
+    cl, selection = choose_clustering(vectors, n_topics, n_topics_rule, seed, n_init,
+                                      languages if centre_languages else None)
+    url_list = list(urls) if urls is not None else [None] * len(questions)
+    agreement = page_agreement(cl.labels, question_pages(url_list), n_boot=n_boot, seed=seed, source=page_source)
+    return Topics(cl, languages, topic_terms(questions, cl.labels, n_terms), language_mix(languages, cl.labels),
+                  selection, top_pages(cl.labels, url_list, titles), agreement,
+                  structure_verdict(cl.silhouette, agreement))
 
 
 def coverage_by_topic(
@@ -205,7 +268,8 @@ def _coverage_entry(row: dict, found: Topics, representative_questions: list[str
     """One topic of ``summary["topic_coverage"]`` from its row of :func:`coverage_by_topic`."""
     t, cl = row["topic_id"], found.clustering
     return {
-        "topic_id": t, "top_terms": found.terms.get(t, []), "languages": found.mix["per_topic"].get(t, {}),
+        "topic_id": t, "top_terms": found.terms.get(t, []), "top_pages": found.pages.get(t, []),
+        "languages": found.mix["per_topic"].get(t, {}),
         "question_count": row["question_count"], "unique_chunks": row["unique_chunks"],
         "unique_urls": row["unique_urls"], "chunks_per_question": row["chunks_per_question"],
         "low_coverage": bool(row["low_coverage"]), "top_urls": row["top_urls"],
@@ -228,17 +292,25 @@ def topic_coverage(
     low_coverage_factor: float = 0.5,
     centre_languages: bool = True,
     n_terms: int = 5,
+    question_urls: Sequence[str | None] | None = None,
+    n_topics_rule: str = "silhouette",
+    n_boot: int = 1000,
+    titles: Mapping[str, str] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Cluster the questions (:func:`find_topics`: language-centred unless ``centre_languages`` is False, labelled
-    with ``n_terms`` top terms) and measure each topic's reach (:func:`coverage_by_topic`).
+    with ``n_terms`` top terms and the top pages; ``n_topics`` an upper bound under ``n_topics_rule``
+    "silhouette") and measure each topic's reach (:func:`coverage_by_topic`). The pages that name and check the
+    topics are ``question_urls`` (the log's cited URLs) when given, else each question's top-1 retrieved chunk's.
 
     Returns (per-question frame indexed by question id: ``question``, ``topic_id``, ``centroid_similarity``,
-    ``representative``, ``retrieved``; summary with the original fields ``n_topics``, ``total_questions``,
+    ``representative``, ``retrieved``; summary with the original fields ``n_topics`` (the number chosen),
+    ``total_questions``,
     ``avg_chunks_per_topic`` (mean unique_chunks over topics) and ``topic_coverage`` — a list of
     ``{topic_id, question_count, unique_chunks, unique_urls, chunks_per_question, low_coverage, top_urls,
     representative_questions, representative_ids}`` — plus per topic ``top_terms`` and ``languages``, and
     ``silhouette``, ``avg_urls_per_topic``, ``low_coverage_topics``, ``top_k`` and ``clustering`` with the
-    language mix).
+    language mix), ``topic_selection``, ``page_agreement`` and ``topical_structure`` (:meth:`Topics.summary_info`)
+    and per topic ``top_pages``).
     """
     ids = [str(q) for q in question_ids]
     if not (len(ids) == len(questions) == len(vectors) == len(retrieved)):
@@ -248,7 +320,12 @@ def topic_coverage(
         raise ValueError("question ids must be unique")
     if n_representatives < 1:
         raise ValueError(f"n_representatives = {n_representatives}; show at least one question per topic")
-    found = find_topics(questions, vectors, n_topics, seed, n_init, centre_languages, n_terms)
+    if question_urls is None:
+        urls, source = [chunk_urls.get(r[0]) if len(r) else None for r in retrieved], "retrieved (top-1 chunk's page)"
+    else:
+        urls, source = list(question_urls), "cited (the log's url)"
+    found = find_topics(questions, vectors, n_topics, seed, n_init, centre_languages, n_terms, urls=urls,
+                        n_topics_rule=n_topics_rule, n_boot=n_boot, page_source=source, titles=titles)
     cl = found.clustering
     topics = coverage_by_topic(cl.labels, retrieved, chunk_urls, low_coverage_factor)
     reps = representatives(cl, n_representatives)
@@ -264,7 +341,7 @@ def topic_coverage(
     entries = [_coverage_entry(row, found, [str(questions[i]) for i in reps[row["topic_id"]]],
                                [ids[i] for i in reps[row["topic_id"]]]) for row in topics.to_dict("records")]
     summary = {
-        "n_topics": int(n_topics),
+        "n_topics": found.selection["chosen"],
         "total_questions": len(ids),
         "avg_chunks_per_topic": float(topics["unique_chunks"].mean()),
         "avg_urls_per_topic": float(topics["unique_urls"].mean()),
@@ -274,13 +351,15 @@ def topic_coverage(
         "low_coverage_rule": f"question_count >= median and chunks_per_question < {low_coverage_factor} x median",
         "top_k": max((len(r) for r in retrieved), default=0),
         "clustering": found.clustering_info(seed, n_init),
+        **found.summary_info(),
     }
     return per_q, summary
 
 
 def topics_frame(summary: dict) -> pd.DataFrame:
     """The summary's ``topic_coverage`` list as a table (terms, pages and representative questions joined)."""
-    rows = [{**e, "top_terms": ", ".join(e["top_terms"]), "languages": languages_text(e["languages"]),
+    rows = [{**e, "top_terms": ", ".join(e["top_terms"]), "top_pages": ", ".join(e["top_pages"]),
+             "languages": languages_text(e["languages"]),
              "representative_questions": " | ".join(e["representative_questions"]),
              "top_urls": ", ".join(e["top_urls"])} for e in summary["topic_coverage"]]
     return pd.DataFrame(rows).drop(columns=["representative_ids"]).set_index("topic_id")

@@ -16,8 +16,11 @@
 # %% [markdown]
 # # Real-user domain analysis
 # What do real users ask about, how satisfied are they per topic, and where does the knowledge base have
-# nothing close to the question? The logged questions (stored embeddings) are clustered into topics (KMeans on
-# language-centred vectors, as in the topic-coverage report, each labelled with its top terms); per topic: user
+# nothing close to the question? The logged questions (stored embeddings) are clustered into topics by the same
+# function as the topic-coverage report (KMeans on language-centred vectors, the number of topics chosen by
+# silhouette up to `n_topics`; each topic labelled with its top terms and the pages its questions cite, and checked
+# against those pages by NMI and ARI beside permuted topics). A log with no topical structure (silhouette < 0.05 and
+# page agreement at chance) is said to have none, and its per-topic score charts are not drawn. Per topic: user
 # scores 1–5, the mean score with a bootstrap 95% CI, the share of scores ≤ 2, and the share of *knowledge-gap
 # candidates*. A question is a candidate when the log gives a reason: a user score ≤ 2, no cited page, a cited page
 # that is not in the corpus, or a top-1 cosine similarity below a threshold. The threshold is model-specific, so by
@@ -31,7 +34,8 @@ corpus: str = "demo"  # "demo": bundled XQuAD corpus and question log (own embed
 language: str = "ru"  # demo only: "ru" (original) or "en" (the parallel English text)
 min_score: int = 0  # keep questions with a user score of at least this (0: all, which the score analysis needs)
 max_questions: int = 0  # use only the first N logged questions, ordered by id (0: all)
-n_topics: int = 8  # KMeans clusters (at least 2, at most the number of questions)
+n_topics: int = 8  # most topics (rule "silhouette") or exactly this many ("fixed"); 2 to the number of questions
+n_topics_rule: str = "silhouette"  # "silhouette": choose 2…n_topics topics by silhouette; "fixed": exactly n_topics
 top_k: int = 5  # chunks retrieved per question (the page-hit rate per topic uses this cut-off)
 gap_threshold: float = 0.0  # absolute top-1 cosine below which a question is a knowledge gap; 0: use gap_quantile
 gap_quantile: float = 0.1  # gap threshold: this quantile of the top-1 similarities of questions whose cited page was retrieved
@@ -56,6 +60,7 @@ from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.domain import domain_analysis, page_hits, signal_table, topic_table
 from ragnb.analysis.topics import clustering_note, language_centred
+from ragnb.analysis.topic_pages import agreement_note, selection_note
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
 from ragnb.datasets.corpus import open_corpus
 from ragnb.datasets.demo import simulated_scores
@@ -73,19 +78,23 @@ per_question, summary = domain_analysis(
     list(log.index), log["question"].tolist(), vectors, log["score"].tolist(),
     [s[0] if len(s) else float("nan") for s in retrieval.scores], n_topics=n_topics, hits=hits,
     gap_threshold=gap_threshold or None, gap_quantile=gap_quantile, seed=seed, n_init=n_init, n_boot=n_boot,
-    max_listed=max_listed, log=log, chunk_urls=chunks.urls, centre_languages=centre_languages, n_terms=n_terms)
+    max_listed=max_listed, log=log, chunk_urls=chunks.urls, centre_languages=centre_languages, n_terms=n_terms,
+    n_topics_rule=n_topics_rule)
 table = topic_table(summary)
+structured = summary["topical_structure"]["has_structure"]
 
 # %%
 gap = summary["gap"]
 report.header("Real-user domain analysis", {
     **ctx.header_info(), "questions": question_log_label(ctx.db, summary["total_questions"], min_score),
-    "n_topics": n_topics, "backend": retrieval.backend, "top_k": top_k,
+    "n_topics": f"{summary['n_topics']} ({n_topics_rule}, at most {n_topics})" if n_topics_rule == "silhouette"
+    else n_topics, "backend": retrieval.backend, "top_k": top_k,
     "similarity_threshold": f"{gap['threshold']:.3f} ({gap['method']}{', q = ' + str(gap['quantile']) if gap['quantile'] else ''})",
     "user_scores": "SIMULATED (bundled demo log)" if simulated else "from the question log",
 })
 report.notes(
-    (["The bundled demo log's user scores are simulated (a fixed random draw, see ragnb/datasets/demo.py), so score "
+    ([summary["topical_structure"]["note"]] if not structured else [])
+    + (["The bundled demo log's user scores are simulated (a fixed random draw, see ragnb/datasets/demo.py), so score "
       "differences between topics are noise here; its questions, topics, similarities and gaps are real."]
      if simulated else [])
     + ([f"{not_embedded} logged questions have no embedding and were not analysed (run `ragnb embed --questions`)."]
@@ -96,15 +105,22 @@ print(f"Mean user score {ms['mean']:.2f} (95% CI {ms['ci95'][0]:.2f}–{ms['ci95
       f"{ms['n']}); share of scores ≤ 2: {summary['low_score_share']:.3f}. Knowledge-gap candidates: "
       f"{signals['any']['n_flagged']} of {signals['any']['n']} questions flagged by at least one signal.")
 print(clustering_note(summary["clustering"]))
+print(selection_note(summary["topic_selection"]))
+print(agreement_note(summary["page_agreement"]))
+print(summary["topical_structure"]["note"])
 report.show_table(table, max_rows=max(n_topics, 1), max_chars=400)
 
 # %% [markdown]
 # ## User scores per topic
+# The per-topic charts are drawn only when the topics have structure; otherwise they would compare arbitrary groups.
 
 # %%
 report.show(source_charts.score_bars(summary["score_distribution"], "User scores of the analysed questions"))
-report.show(source_charts.scores_by_topic_bars(table))
-report.show(source_charts.mean_score_bars(table))
+if structured:
+    report.show(source_charts.scores_by_topic_bars(table))
+    report.show(source_charts.mean_score_bars(table))
+else:
+    print("Per-topic score charts not drawn: " + summary["topical_structure"]["note"])
 
 # %% [markdown]
 # ## Knowledge gaps
