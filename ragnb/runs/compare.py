@@ -331,10 +331,21 @@ def _compare_block(key: str, stem: str | None, a: _Side, b: _Side, blocks: tuple
         return [], None, None
     alignment, columns, why = _pair(a, b, names)
     verdict_ = _block_verdict(key, a, b, blocks, alignment, names)
-    rows = [_not_comparable_row(key, stem, n, a, b) if verdict_.of(n) is False
-            else {**_metric_row(key, stem, n, a, b, alignment, columns, why, tests), "comparable": verdict_.of(n)}
+    rows = [{**(_not_comparable_row(key, stem, n, a, b) if verdict_.of(n) is False
+                else {**_metric_row(key, stem, n, a, b, alignment, columns, why, tests), "comparable": verdict_.of(n)}),
+             **_item_counts(a.entries[n][1], b.entries[n][1])}
             for n in names]
     return rows, _alignment_row(key, stem, alignment, why), verdict_
+
+
+def _item_counts(agg_a: Any, agg_b: Any) -> dict:
+    """Each run's items and failed items of a metric, from its aggregate (``n``, ``n_failed``; None when the
+    record has no counts): the gate fails a metric whose failed share is too high (:mod:`ragnb.runs.gate`)."""
+    out = {}
+    for side, agg in (("a", agg_a), ("b", agg_b)):
+        counts = agg if isinstance(agg, dict) else {}
+        out[f"n_items_{side}"], out[f"n_failed_{side}"] = counts.get("n"), counts.get("n_failed")
+    return out
 
 
 def _table(rows: list[dict], alpha: float) -> pd.DataFrame:
@@ -346,7 +357,8 @@ def _table(rows: list[dict], alpha: float) -> pd.DataFrame:
     table = table[COMPARISON_COLUMNS + [c for c in table.columns if c not in COMPARISON_COLUMNS]]
     if not len(table):
         return table
-    for col in ("n_a", "n_b", "n_pairs", "n_nan_pairs", "n_changed", "n01", "n10"):
+    for col in ("n_a", "n_b", "n_pairs", "n_nan_pairs", "n_changed", "n01", "n10", "n_items_a", "n_failed_a",
+                "n_items_b", "n_failed_b"):
         if col in table:
             table[col] = pd.to_numeric(table[col], errors="coerce").astype("Int64")
     p = table["p_value"].astype(float)
