@@ -90,7 +90,9 @@ TIERS: tuple[TierSpec, ...] = (
     TierSpec("judge_pipeline", "tier_judge_pipeline", "tier_judge_pipeline_metrics", "Tier Judge Pipeline",
              thresholds={"judge_pipeline_accuracy": (0.95, 0.85)}, headline=("accuracy",),
              aliases={"accuracy": "judge_pipeline_accuracy"}),
-    TierSpec("rag_metrics", "rag_metrics", None, "RAG metrics", renamed=_OLD_ANSWER),
+    TierSpec("rag_metrics", "rag_metrics", None, "RAG metrics", renamed=_OLD_ANSWER,
+             # the suite's "noise_sensitivity" is ragas' default mode (ragnb/tiers/rag_suite.py, _llm_metric)
+             aliases={"noise_sensitivity": "noise_sensitivity_relevant"}),
     TierSpec("ux", "tier_ux", "tier_ux_metrics", "Tier UX",
              headline=("cache_hit_rate", "cache_hit_precision", "context_preservation")),
     TierSpec("real_users", "real_users", "real_user_metrics", "Real users"),
@@ -186,7 +188,7 @@ def canonical_metric(name: str, record_key: str | None = None, block: Any = None
     Pipeline block is ``judge_pipeline_accuracy``), after :func:`current_key`. ``block`` (the block itself)
     tells an old record's faithfulness apart; without it an LLM judge is assumed."""
     name = current_key(name, record_key, block)
-    spec = by_record_key(record_key)
+    spec = by_record_key(record_key) or by_stem(record_key or "")  # a block without a record key: its stem
     return spec.aliases.get(name, name) if spec else name
 
 

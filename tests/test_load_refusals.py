@@ -263,3 +263,33 @@ def test_a_repeated_front_matter_key_names_the_file_and_line(fresh_db, tmp_path)
         "vpn.md": "---\nurl: https://wiki.example.com/old\ntitle: VPN\nurl: https://wiki.example.com/new\n---\nтекст"})
     _refused(fresh_db, "chunks", wiki, f"{wiki / 'vpn.md'}:4: key 'url' is repeated (first at line 2); YAML would "
              "keep only the last value — remove one, or merge them")
+
+
+# ---------------------------------------------------------------------------- a number where text is expected
+
+
+@pytest.mark.parametrize("value, says", [(42, "a number (42)"), (3.5, "a number (3.5)"), (True, "true/false (True)"),
+                                         (["a", "b"], "a list (['a', 'b'])")])
+def test_a_number_in_a_text_field_is_named_as_such_not_as_missing(fresh_db, tmp_path, value, says):
+    path = tmp_path / "chunks.jsonl"
+    path.write_text(json.dumps({"id": "c1", "text": "fine"}) + "\n" + json.dumps({"id": "c2", "text": value}) + "\n",
+                    encoding="utf-8")
+    _refused(fresh_db, "chunks", path,
+             f"{path}:2: field 'text' (column text / chunk_text / content / body) holds {says} where text is "
+             "expected; write it as text (in quotes, in JSON), or --map the field to the column that holds the text")
+
+
+def test_a_numeric_question_column_in_parquet_is_named_with_its_row(fresh_db, tmp_path):
+    path = tmp_path / "questions.parquet"
+    pd.DataFrame({"id": ["q1", "q2"], "question": [17, 18]}).to_parquet(path)
+    with pytest.raises(ValueError, match=r"questions\.parquet:1: field 'question' \(column .*\) holds a number \(17\) "
+                                         r"where text is expected"):
+        load_file(fresh_db, "questions", path)
+    assert count_rows(fresh_db, "questions")["rows"] == 0
+
+
+def test_an_empty_text_is_still_missing_or_empty(fresh_db, tmp_path):
+    path = tmp_path / "chunks.jsonl"
+    path.write_text(json.dumps({"id": "c1", "text": "  "}) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"chunks\.jsonl:1: field 'text' .* is missing or empty; every row needs it"):
+        load_file(fresh_db, "chunks", path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ragnb.runs.params import COUNT_BOUNDS
@@ -73,3 +74,55 @@ def test_a_running_run_id_is_refused_and_a_killed_runner_does_not_block(tmp_path
     assert (run_dir / LOCK_FILE).exists()
     with run_lock(run_dir, "20250101-000000-busy"):  # the kernel released the dead process's lock
         pass
+
+
+# ---------------------------------------------------------------------- checked before any notebook starts
+
+
+def _merged(names: list[str], params: dict) -> dict:
+    """The parameters each notebook would get (the runner's own checks, nothing executed)."""
+    from ragnb.runs.params import declared_params, merge_params, resolve
+    from ragnb.runs.runner import notebooks_dir
+
+    nbs = resolve(names, notebooks_dir())
+    return merge_params(nbs, {nb.stem: declared_params(nb) for nb in nbs}, {}, params, notebooks_dir(), "-p")
+
+
+def test_n_boot_0_is_refused_for_the_dashboard_before_it_runs(tmp_path):
+    with pytest.raises(ValueError, match=r"parameter 'n_boot' = 0 is outside its allowed range in notebook dashboard: "
+                                         r"an integer from 1 to 100,000"):
+        run_notebooks(["dashboard"], {"n_boot": "0"}, outputs=tmp_path)
+    assert not (tmp_path / "runs").exists()  # nothing ran
+
+
+def test_n_boot_0_means_no_intervals_where_the_notebooks_take_it():
+    # CLI text "0" → 0 for the tier notebooks and the chunking comparison, whose intervals it turns off
+    assert _merged(["tier1", "chunking"], {"n_boot": "0"}) == {"tier1_retrieval": {"n_boot": 0},
+                                                              "chunking": {"n_boot": 0}}
+
+
+def test_chunking_s_evaluation_takes_n_boot_0_as_no_interval():
+    from ragnb.metrics.retrieval import evaluate
+
+    run = {"q1": {"c1": 2.0, "c2": 1.0}, "q2": {"c3": 2.0, "c1": 1.0}}
+    qrels = {"q1": {"c1": 1}, "q2": {"c1": 1}}
+    frame, summary = evaluate(run, qrels, ["mrr"], n_boot=0)
+    assert frame["mrr"].tolist() == [1.0, 0.5]
+    assert summary["mrr"]["mean"] == 0.75 and all(np.isnan(summary["mrr"]["ci95"]))
+    with pytest.raises(ValueError, match=r"n_boot must be a whole number ≥ 0 .* got -1"):
+        evaluate(run, qrels, ["mrr"], n_boot=-1)
+
+
+def test_embedding_model_options_as_documented_on_the_command_line():
+    from ragnb.cli.run import parse_value
+
+    text = '{"endpoint:e5": {"query_prompt": "query: ", "document_prompt": "passage: "}}'  # docs/embeddings.md
+    merged = _merged(["tier1"], {"embedding_model_options": parse_value(text)})
+    assert merged == {"tier1_retrieval": {"embedding_model_options": text}}  # the JSON text the notebook parses
+    # a dict-typed parameter gets the same text parsed
+    prices = '{"gpt-x": {"input_per_1m": 0.5, "output_per_1m": 1.5}}'
+    assert _merged(["tier2"], {"prices": parse_value(prices)}) == {
+        "tier2_generation": {"prices": {"gpt-x": {"input_per_1m": 0.5, "output_per_1m": 1.5}}}}
+    with pytest.raises(ValueError, match=r"parameter prices: parameter 'prices' must be dict; '\{oops' cannot be read as one"):
+        _merged(["tier2"], {"prices": parse_value("{oops")})
+    assert parse_value("10") == 10 and parse_value("true") is True  # scalars as before

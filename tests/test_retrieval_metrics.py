@@ -454,6 +454,8 @@ def test_repeat_deep_in_a_long_list_of_many_queries_is_found():
         per_query(run, qrels, ["mrr"])
 
 
-def test_bad_n_boot():
-    with pytest.raises(ValueError, match="n_boot must be a positive integer"):
-        evaluate({"q": ["a"]}, {"q": {"a": 1}}, ["mrr"], n_boot=0)
+@pytest.mark.parametrize("n_boot", [-1, 2.5, True])
+def test_bad_n_boot(n_boot):
+    # 0 is no interval (docs/metrics.md, Bootstrap CI), as in the notebooks' n_boot parameter
+    with pytest.raises(ValueError, match=r"n_boot must be a whole number ≥ 0 of bootstrap resamples"):
+        evaluate({"q": ["a"]}, {"q": {"a": 1}}, ["mrr"], n_boot=n_boot)

@@ -259,8 +259,9 @@ def embed(
                                         "(default: RAGNB_EMBEDDING_MODEL, else all-MiniLM-L6-v2)."),
     batch_size: Optional[int] = typer.Option(None, help="Texts per encoder batch (per request for an endpoint "
                                              "model); >= 1. Default: 32 on the CPU, 256 on a GPU, 32 per request."),
-    replace: bool = typer.Option(False, "--replace", help="Drop this model's vectors first and re-embed them (other "
-                                 "models' vectors stay)."),
+    replace: bool = typer.Option(False, "--replace", help="Re-embed every row of this model; its old vectors are "
+                                 "replaced in one transaction once all new ones are encoded, so a failure keeps "
+                                 "them (other models' vectors stay)."),
     query_prompt: Optional[str] = _QUERY_PROMPT,
     document_prompt: Optional[str] = _DOCUMENT_PROMPT,
     input_type: Optional[str] = _INPUT_TYPE,

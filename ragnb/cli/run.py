@@ -17,10 +17,15 @@ STANDALONE_HELP = ("Self-contained HTML reports (plotly.js inside each, ~5 MB) t
 
 
 def parse_value(text: str):
-    """``-p top_k 10`` → 10; YAML scalars, so true/false, numbers and strings work as on papermill's CLI."""
+    """``-p top_k 10`` → 10; YAML scalars, so true/false, numbers and strings work as on papermill's CLI. A
+    mapping or list (``-p embedding_model_options '{"endpoint:e5": {…}}'``) stays text: the notebook's declared
+    type decides (a ``str`` parameter takes the JSON text as written, a ``dict`` one gets it parsed —
+    :func:`ragnb.runs.params.merge_params`)."""
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
+        return text
+    if isinstance(value, (dict, list)):
         return text
     return text if value is None and text.strip() not in ("null", "~") else value
 

@@ -150,6 +150,9 @@ def compare_command(
                                                 "on their page-level doc_ versions."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Gate only the metrics both runs recorded; "
                                        "list the others instead of failing."),
+    max_failed: Optional[float] = typer.Option(None, "--max-failed", help="Exit 1 when a gated metric failed (NaN: "
+                                               "a refused judge request, an error) on more than this share of its "
+                                               "items in either run (default 0.05)."),
     fmt: str = _FORMAT,
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level (family-wise, Holm)."),
     outputs: Optional[Path] = _OUTPUTS,
@@ -173,7 +176,8 @@ def compare_command(
         comparison = compare_runs(runs, folder, a, b, alpha=alpha, metrics=gate.compared_patterns(shown, gated))
         gate.check_names(shown, comparison, "--metrics")
         gate.check_names(gated, comparison, "--fail-if-worse")
-        result = gate.gate(comparison, gated, allow_missing)
+        result = gate.gate(comparison, gated, allow_missing,
+                           gate.MAX_FAILED if max_failed is None else max_failed)
     except ValueError as exc:
         fail(exc)
     if shown:  # the table shows --metrics; gated metrics and their page-level stand-ins are compared regardless
@@ -187,6 +191,6 @@ def compare_command(
     if result.outcome == "not comparable":
         typer.secho(f"--fail-if-worse: {result.message}", fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(EXIT_NOT_COMPARABLE)
-    if result.outcome in ("worse", "missing"):
+    if result.outcome in ("worse", "too many failed", "missing"):
         typer.secho(f"--fail-if-worse: {result.message}", fg=typer.colors.RED, err=True)
         raise typer.Exit(EXIT_FAILED)

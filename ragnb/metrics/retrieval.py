@@ -372,13 +372,13 @@ def evaluate(
 ) -> tuple[pd.DataFrame, dict]:
     """Score ``run`` against ``qrels``: (per-query DataFrame, summary).
 
-    summary = ``{metric: aggregate(values)}`` (mean, bootstrap ci95 with ``n_boot`` resamples, n,
+    summary = ``{metric: aggregate(values)}`` (mean, bootstrap ci95 with ``n_boot`` resamples — none with 0, n,
     n_valid, n_failed) plus ``"_info"``: n_queries (judged), n_unjudged_run_queries (in the run but
     not in qrels: excluded), n_missing_from_run (scored 0), n_no_relevant (NaN). ``relevance_level``: the
     lowest relevant grade (trec_eval's ``-l``, default 1).
     """
-    if not isinstance(n_boot, numbers.Integral) or n_boot < 1:
-        raise ValueError(f"n_boot must be a positive integer (bootstrap resamples), got {n_boot!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, numbers.Integral) or n_boot < 0:
+        raise ValueError(f"n_boot must be a whole number ≥ 0 of bootstrap resamples (0: no CIs), got {n_boot!r}")
     frame, info = per_query(run, qrels, metrics, chunk_to_doc=chunk_to_doc, relevance_level=relevance_level)
     summary: dict = {c: aggregate(frame[c].to_numpy(), n_boot=n_boot, seed=seed) for c in frame.columns}
     summary["_info"] = info

@@ -23,7 +23,8 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,17 @@ def _file_name(name: str, file_id: str) -> str:
     return f"{slug}-{file_id[:16]}.sqlite3"
 
 
+# sqlite's words for a file that is not (or no longer) a whole database
+_DAMAGED = re.compile(r"not a database|malformed|corrupt|disk image", re.I)
+
+
+def damaged_cache_error(path: Path, exc: BaseException) -> ValueError:
+    """The error for a cache file sqlite cannot read: its path, sqlite's words, and the two ways on."""
+    return ValueError(f"embedding cache {path} is damaged (sqlite: {exc}); move it aside (`mv '{path}' "
+                      f"'{path}.damaged'`) and run again to encode its texts anew, or run without the cache "
+                      "(RAGNB_EMBEDDING_CACHE=off)")
+
+
 def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -106,8 +118,8 @@ class EmbeddingCache:
             self.path = folder / f"{slug}-{hashlib.sha256(model.encode()).hexdigest()[:8]}-{dim}.sqlite3"
         self._lock = threading.Lock()
         self._writes = 0  # put_many calls through this connection (see version)
-        self._conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
-        with self._lock:
+        with self._locked():
+            self._conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
             # reads through a memory map, not a read() per page into sqlite's own 2 MB page cache: looking up
             # 50,000 vectors cost 0.27 s of CPU that way, 0.16 s mapped (a limit, not an allocation)
@@ -124,17 +136,29 @@ class EmbeddingCache:
             raise ValueError(f"embedding cache {self.path} holds {stored}-d vectors of {model!r} but the encoder "
                              f"makes {self.dim}-d ones; delete that file (or set RAGNB_EMBEDDING_CACHE elsewhere)")
 
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The connection's lock; a damaged file (sqlite: "not a database", "malformed") becomes a ValueError
+        naming the file and the fix — not a ``sqlite3.DatabaseError`` from deep inside an embedding run."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.DatabaseError as exc:
+                if isinstance(exc, sqlite3.OperationalError) and not _DAMAGED.search(str(exc)):
+                    raise  # busy, locked, disk full: not the file's content
+                raise damaged_cache_error(self.path, exc) from None
+
     def stored_dim(self) -> int | None:
         value = self.get_meta("dim")
         return None if value is None else int(value)
 
     def get_meta(self, name: str) -> str | None:
-        with self._lock:
+        with self._locked():
             row = self._conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
         return None if row is None else str(row[0])
 
     def set_meta(self, name: str, value: str) -> None:
-        with self._lock:
+        with self._locked():
             self._conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
 
     def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
@@ -161,7 +185,7 @@ class EmbeddingCache:
     def version(self) -> tuple[int, int]:
         """Changes whenever an entry may have changed: a commit by another connection (sqlite's
         ``data_version``, any process) or a write through this one."""
-        with self._lock:
+        with self._locked():
             return int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._writes
 
     def locate(self, keys: Sequence[str], ordered: bool = False) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
@@ -184,7 +208,7 @@ class EmbeddingCache:
             except UnicodeEncodeError:
                 probe = np.argsort(np.array(keys, dtype=str), kind="stable")
             probed = [keys[i] for i in probe]
-        with self._lock:
+        with self._locked():
             rows = self._conn.execute("SELECT j.key, v.rowid FROM json_each(?) AS j JOIN vectors AS v "
                                       "ON v.key = j.value", (json.dumps(probed),)).fetchall()
         positions, places = zip(*rows) if rows else ((), ())  # zip and np.array: no Python loop per row
@@ -204,14 +228,14 @@ class EmbeddingCache:
         n, dim = len(keys), self.dim or 0
         width, places = dim * 4, json.dumps(handles.tolist())
         if version == self.version():
-            with self._lock:  # json_each drives the join: the rows come in the handles' order (checked)
+            with self._locked():  # json_each drives the join: the rows come in the handles' order (checked)
                 rows = self._conn.execute("SELECT j.key, v.vec FROM json_each(?) AS j JOIN vectors AS v "
                                           "ON v.rowid = j.value", (places,)).fetchall()
             positions, blobs = zip(*rows) if rows else ((), ())
             if (len(rows) == n and set(map(len, blobs)) <= {width}
                     and np.array_equal(np.array(positions, dtype=np.intp), np.arange(n))):
                 return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(n, dim), np.ones(n, dtype=bool)
-        with self._lock:
+        with self._locked():
             rows = self._conn.execute("SELECT j.key, v.key, v.vec FROM json_each(?) AS j JOIN vectors AS v "
                                       "ON v.rowid = j.value", (places,)).fetchall()
         good = [(at, blob) for at, key, blob in rows if key == keys[at] and len(blob) == width]
@@ -227,7 +251,7 @@ class EmbeddingCache:
             self.dim = int(vectors.shape[1])
             self.set_meta("dim", str(self.dim))
         rows = [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vectors)]
-        with self._lock:
+        with self._locked():
             self._conn.execute("BEGIN")
             self._conn.executemany("INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)", rows)
             self._conn.execute("COMMIT")
@@ -236,7 +260,7 @@ class EmbeddingCache:
     def get_seconds(self, keys: list[str]) -> dict[str, float]:
         """key → the encoding seconds recorded for it (keys never timed are absent)."""
         out: dict[str, float] = {}
-        with self._lock:
+        with self._locked():
             for start in range(0, len(keys), _QUERY_CHUNK):
                 part = keys[start:start + _QUERY_CHUNK]
                 rows = self._conn.execute(
@@ -247,12 +271,12 @@ class EmbeddingCache:
     def put_seconds(self, keys: list[str], seconds: float) -> None:
         """Record ``seconds`` of encoding per key; the first recording of a key stays (like its vector, it
         describes the first encoding)."""
-        with self._lock:
+        with self._locked():
             self._conn.execute("BEGIN")
             self._conn.executemany("INSERT OR IGNORE INTO encode_seconds (key, seconds) VALUES (?, ?)",
                                    [(k, float(seconds)) for k in keys])
             self._conn.execute("COMMIT")
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._locked():
             return int(self._conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0])

@@ -39,8 +39,8 @@ from ragnb.io import comma_list, to_jsonable
 from ragnb.metrics.registry import direction, level
 from ragnb.runs import comparability
 from ragnb.runs.history import (  # noqa: F401  (latest_run, resolve_outputs: read here by the dashboard notebook)
-    Alignment, align, blocks_of, find_run, floats, is_numeric, latest_run, paired_stems, per_item_path,
-    read_per_item, resolve_outputs, sort_runs,
+    Alignment, align, blocks_of, check_per_item, find_run, floats, is_numeric, latest_run, paired_stems,
+    per_item_path, read_per_item, resolve_outputs, sort_runs,
 )
 from ragnb.runs.record import (  # noqa: F401  (RUNS_FILE, load_runs: read here by the dashboard notebook and tests)
     RUNS_FILE, iter_aggregates, load_runs, metric_value,
@@ -225,18 +225,29 @@ class _Side:
         return self.frame.drop(columns=[n for n in renamed.values() if n in self.frame.columns]).rename(columns=renamed)
 
 
-def _pair(a: _Side, b: _Side, names: list[str]) -> tuple[Alignment | None, list[str], str]:
-    """Align the per-item tables of one block on the item id: ``(alignment, paired metrics, why not)``."""
+def _pair(key: str, a: _Side, b: _Side, names: list[str]) -> tuple[Alignment | None, list[str], str]:
+    """Align the per-item tables of one block on the item id: ``(alignment, paired metrics, why not)``. A
+    missing file leaves the block unpaired (said in ``why``); a file that is unreadable, or whose metric column
+    holds text or values outside the metric's range, is a ValueError naming it: a damaged file never turns
+    silently into an unpaired test, nor into data."""
     if a.path is None or b.path is None:
         return None, [], "per-item file missing for " + " and ".join(
             r for r, side in (("run A", a), ("run B", b)) if side.path is None)
+    for side in (a, b):
+        try:
+            side.frame = read_per_item(side.path)
+        except ImportError as exc:  # this environment cannot read parquet (and there is no CSV twin)
+            return None, [], str(exc)
+        except (ValueError, OSError) as exc:
+            raise ValueError(f"{side.path}: the per-item file cannot be read ({exc}); restore it (or re-run that "
+                             "notebook), or move it aside to compare that notebook unpaired") from None
+        check_per_item(side.path, side.frame, {side.entries[n][0]: canonical_metric(n, key) for n in names})
+    columns = [n for n in names if a.column(n) is not None and b.column(n) is not None]
+    if not columns:
+        return None, [], "no per-item column"
     try:
-        a.frame, b.frame = read_per_item(a.path), read_per_item(b.path)
-        columns = [n for n in names if a.column(n) is not None and b.column(n) is not None]
-        if not columns:
-            return None, [], "no per-item column"
         return align(a.table(columns), b.table(columns), columns), columns, ""
-    except (ValueError, OSError, ImportError) as exc:
+    except ValueError as exc:
         return None, [], str(exc)
 
 
@@ -329,12 +340,23 @@ def _compare_block(key: str, stem: str | None, a: _Side, b: _Side, blocks: tuple
     names = [n for n in a.entries if n in b.entries and matches(n, metrics)]
     if not names:
         return [], None, None
-    alignment, columns, why = _pair(a, b, names)
+    alignment, columns, why = _pair(key, a, b, names)
     verdict_ = _block_verdict(key, a, b, blocks, alignment, names)
-    rows = [_not_comparable_row(key, stem, n, a, b) if verdict_.of(n) is False
-            else {**_metric_row(key, stem, n, a, b, alignment, columns, why, tests), "comparable": verdict_.of(n)}
+    rows = [{**(_not_comparable_row(key, stem, n, a, b) if verdict_.of(n) is False
+                else {**_metric_row(key, stem, n, a, b, alignment, columns, why, tests), "comparable": verdict_.of(n)}),
+             **_item_counts(a.entries[n][1], b.entries[n][1])}
             for n in names]
     return rows, _alignment_row(key, stem, alignment, why), verdict_
+
+
+def _item_counts(agg_a: Any, agg_b: Any) -> dict:
+    """Each run's items and failed items of a metric, from its aggregate (``n``, ``n_failed``; None when the
+    record has no counts): the gate fails a metric whose failed share is too high (:mod:`ragnb.runs.gate`)."""
+    out = {}
+    for side, agg in (("a", agg_a), ("b", agg_b)):
+        counts = agg if isinstance(agg, dict) else {}
+        out[f"n_items_{side}"], out[f"n_failed_{side}"] = counts.get("n"), counts.get("n_failed")
+    return out
 
 
 def _table(rows: list[dict], alpha: float) -> pd.DataFrame:
@@ -346,7 +368,8 @@ def _table(rows: list[dict], alpha: float) -> pd.DataFrame:
     table = table[COMPARISON_COLUMNS + [c for c in table.columns if c not in COMPARISON_COLUMNS]]
     if not len(table):
         return table
-    for col in ("n_a", "n_b", "n_pairs", "n_nan_pairs", "n_changed", "n01", "n10"):
+    for col in ("n_a", "n_b", "n_pairs", "n_nan_pairs", "n_changed", "n01", "n10", "n_items_a", "n_failed_a",
+                "n_items_b", "n_failed_b"):
         if col in table:
             table[col] = pd.to_numeric(table[col], errors="coerce").astype("Int64")
     p = table["p_value"].astype(float)

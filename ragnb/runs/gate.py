@@ -15,10 +15,16 @@ formats. Gate (``ragnb compare --fail-if-worse m1,m2``), for the metrics matchin
 * a gated metric that one run recorded and the other did not (``hit_rate@5`` after top_k 10 → 3), or a gated
   name that neither run recorded → ``"missing"`` with the reason, unless ``allow_missing`` (then it is listed as
   not gated — but a gate left with nothing to decide on still fails);
+* a gated metric with no registered direction (neither higher nor lower is better) cannot be gated: a
+  ``ValueError`` (a usage error, exit 2) names it;
 * some row's verdict is "B worse" (Holm-adjusted p < α, in the metric's bad direction) → ``"worse"``;
+* a gated metric that failed on more than ``max_failed`` of its items in either run (``n_failed / n``: a judge
+  that refused requests, an endpoint that gave up) → ``"too many failed"`` with the counts (``n_valid of n``):
+  the surviving items are not the run's items, and a test on them would pass a broken run;
 * a gated metric that is not comparable and has no comparable page-level version → ``"not comparable"``: no
   winner is named and the gate cannot decide;
-* otherwise → ``"pass"``. "worse" wins over "missing", and both over "not comparable".
+* otherwise → ``"pass"``. "worse" wins over "too many failed", that over "missing", and all over
+  "not comparable".
 """
 
 from __future__ import annotations
@@ -37,13 +43,17 @@ _WILDCARDS = "*?["
 
 @dataclass
 class Gate:
-    outcome: str  # "pass", "worse", "missing", "not comparable", "no gate"
+    outcome: str  # "pass", "worse", "too many failed", "missing", "not comparable", "no gate"
     worse: list[dict] = field(default_factory=list)  # rows of gated metrics where B is significantly worse
     gated: list[str] = field(default_factory=list)  # metrics the gate decided on (page-level stand-ins included)
     message: str = ""
     substituted: list[dict] = field(default_factory=list)  # {tier_key, metric, page_level}: chunk-level → stand-in
     missing: list[str] = field(default_factory=list)  # why each gated metric missing from a run is missing
     not_comparable: list[str] = field(default_factory=list)  # gated metrics the gate cannot decide on
+    failed: list[str] = field(default_factory=list)  # gated metrics with too many failed items, with the counts
+
+
+MAX_FAILED = 0.05  # the share of failed items a gated metric may have in either run (--max-failed)
 
 
 def check_names(patterns: list[str], comparison: Comparison, option: str) -> None:
@@ -101,31 +111,78 @@ def _missing(patterns: list[str], comparison: Comparison) -> list[str]:
     return out
 
 
-def gate(comparison: Comparison, patterns: list[str], allow_missing: bool = False) -> Gate:
-    """The gate's outcome for the metrics matching ``patterns`` (module docstring). Call :func:`check_names`
-    first: an unknown name is a usage error, not a gate outcome."""
-    if not patterns:
-        return Gate("no gate")
-    rows = [r for r in comparison.records() if matches(r["metric"], patterns)]
-    decide, substituted, undecidable = _stand_ins(rows, comparison)
-    missing = _missing(patterns, comparison)
-    gated = sorted({r["metric"] for r in decide})
-    worse = [r for r in decide if str(r.get("verdict") or "").startswith("B worse")]
+def check_max_failed(max_failed: float) -> float:
+    """``max_failed`` as a share in [0, 1), else a ValueError naming the fix."""
+    if not (isinstance(max_failed, (int, float)) and 0 <= max_failed < 1):
+        raise ValueError(f"--max-failed {max_failed!r}: give the share of failed items a gated metric may have, "
+                         f"from 0 up to (not including) 1 — e.g. 0.05 for 5% (the default)")
+    return float(max_failed)
+
+
+def _check_directions(rows: list[dict]) -> None:
+    """A gated metric must have a registered direction, else "worse" means nothing and the gate always passes."""
+    blind = [_where(r) for r in rows if r.get("higher_is_better") is None]
+    if blind:
+        raise ValueError(f"--fail-if-worse: {', '.join(blind)} has no registered direction (the registry does not "
+                         "say whether higher or lower is better), so the gate could never find it worse; gate on a "
+                         "registered metric, or register it (CONTRIBUTING.md, Adding a metric)")
+
+
+def _share(count: int, n: int) -> str:
+    return f"{100 * count / n:.3g}%"
+
+
+def too_many_failed(rows: list[dict], max_failed: float) -> list[str]:
+    """``"<notebook> <metric>: run B scored 13 of 20 items (7 failed, 35% > 5%)"`` for each gated row whose
+    failed share exceeds ``max_failed`` in either run."""
+    out = []
+    for r in rows:
+        for side in ("a", "b"):
+            n, failed = r.get(f"n_items_{side}"), r.get(f"n_failed_{side}")
+            if n and failed is not None and failed / n > max_failed:
+                out.append(f"{_where(r)}: run {side.upper()} scored {n - failed} of {n} items ({failed} failed, "
+                           f"{_share(failed, n)} > the {100 * max_failed:g}% limit)")
+    return out
+
+
+def _substitution_notes(substituted: list[dict]) -> list[str]:
+    """One sentence per notebook whose chunk-level gated metrics stand in through their page-level versions."""
     parts = []
     for key in dict.fromkeys(s["tier_key"] for s in substituted):
         mine = [s for s in substituted if s["tier_key"] == key]
         parts.append(f"{label_of(key)}: the chunk-level {', '.join(s['metric'] for s in mine)} are not comparable "
                      "between these runs (why: see the comparability line), so the gate decides on their page-level "
                      f"versions {', '.join(s['page_level'] for s in mine)} (same questions, same relevant pages)")
+    return parts
+
+
+def gate(comparison: Comparison, patterns: list[str], allow_missing: bool = False,
+         max_failed: float = MAX_FAILED) -> Gate:
+    """The gate's outcome for the metrics matching ``patterns`` (module docstring). Call :func:`check_names`
+    first: an unknown name is a usage error, not a gate outcome."""
+    if not patterns:
+        return Gate("no gate")
+    max_failed = check_max_failed(max_failed)
+    rows = [r for r in comparison.records() if matches(r["metric"], patterns)]
+    _check_directions(rows)
+    decide, substituted, undecidable = _stand_ins(rows, comparison)
+    missing = _missing(patterns, comparison)
+    gated = sorted({r["metric"] for r in decide})
+    worse = [r for r in decide if str(r.get("verdict") or "").startswith("B worse")]
+    failed = too_many_failed(decide, max_failed)
+    parts = _substitution_notes(substituted)
     if missing:
         parts.append(("not gated (--allow-missing): " if allow_missing else "missing from a run: ")
                      + "; ".join(missing))
     if undecidable:
         parts.append("not comparable (reasons below), so the gate cannot decide on " + ", ".join(undecidable))
     if worse:
-        outcome = "worse"
         parts.append("run B is significantly worse on " + ", ".join(
             f"{_where(r)} (Δ {_num(r.get('delta'))}, p_holm {_p(r.get('p_holm'))})" for r in worse))
+    if failed:
+        parts.append("too many failed items to gate on (--max-failed): " + "; ".join(failed))
+    if worse or failed:
+        outcome = "worse" if worse else "too many failed"
     elif missing and not allow_missing:
         outcome = "missing"
         parts.append("a gated metric that a run cannot report fails the gate (--allow-missing gates the others)")
@@ -137,7 +194,7 @@ def gate(comparison: Comparison, patterns: list[str], allow_missing: bool = Fals
     else:
         outcome = "pass"
         parts.append(f"no gated metric is significantly worse ({', '.join(gated) or 'none left to gate'})")
-    return Gate(outcome, worse, gated, "; ".join(parts), substituted, missing, undecidable)
+    return Gate(outcome, worse, gated, "; ".join(parts), substituted, missing, undecidable, failed)
 
 
 def _num(x: Any) -> str:
@@ -166,7 +223,7 @@ def _p(p: Any) -> str:
     return "<0.001" if float(p) < 0.001 else f"{float(p):.3f}"
 
 
-_ICONS = {"pass": "✅", "worse": "❌", "missing": "❌", "not comparable": "⚠️", "no gate": ""}
+_ICONS = {"pass": "✅", "worse": "❌", "too many failed": "❌", "missing": "❌", "not comparable": "⚠️", "no gate": ""}
 
 
 def comparability_line(comparison: Comparison) -> str:
@@ -196,11 +253,21 @@ def _split_rows(rows: list[dict], gated: set[str]) -> tuple[list[dict], list[dic
     return [r for r, k in zip(rows, keep) if k], [r for r, k in zip(rows, keep) if not k]
 
 
+def _scored(row: dict, side: str) -> str:
+    """``"20"`` (every item scored), ``"13 of 20"`` (7 failed) or ``"—"`` (the record has no counts)."""
+    n, failed = row.get(f"n_items_{side}"), row.get(f"n_failed_{side}")
+    if n is None or failed is None:
+        return "—"
+    return f"{n}" if not failed else f"{n - failed} of {n}"
+
+
 def _rows_table(rows: list[dict]) -> list[str]:
-    out = ["| notebook | metric | A | B | Δ (95% CI) | p (Holm) | verdict |", "|---|---|---:|---:|---|---:|---|"]
+    out = ["| notebook | metric | A | B | Δ (95% CI) | p (Holm) | verdict | items scored A; B |",
+           "|---|---|---:|---:|---|---:|---|---|"]
     for r in rows:
         out.append(f"| {label_of(r['tier_key'])} | `{r['metric']}` | {_num(r.get('mean_a'))} | "
-                   f"{_num(r.get('mean_b'))} | {_delta(r)} | {_p(r.get('p_holm'))} | {r.get('verdict') or '—'} |")
+                   f"{_num(r.get('mean_b'))} | {_delta(r)} | {_p(r.get('p_holm'))} | {r.get('verdict') or '—'} | "
+                   f"{_scored(r, 'a')}; {_scored(r, 'b')} |")
     return out
 
 
@@ -234,7 +301,7 @@ def to_json(comparison: Comparison, result: Gate) -> dict:
     return {"run_a": comparison.run_a, "run_b": comparison.run_b, "alpha": comparison.alpha,
             **comparison.verdict_block(), "gate": {"outcome": result.outcome, "metrics": result.gated,
                                                    "message": result.message, "page_level_for": result.substituted,
-                                                   "missing": result.missing,
+                                                   "missing": result.missing, "too_many_failed": result.failed,
                                                    "not_comparable": result.not_comparable},
             "one_sided": comparison.one_sided,
             "metrics": comparison.records(), "notes": list(comparison.notes)}

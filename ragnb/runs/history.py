@@ -171,3 +171,39 @@ def floats(series: pd.Series) -> np.ndarray:
 
 def is_numeric(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series)
+
+
+_RANGE_SLACK = 1e-9  # float noise at a range's end (a mean of 1.0 stored as 0.9999999999999999 and back)
+_PER_ITEM_FIX = ("the file was damaged or edited after the run: restore it (or re-run that notebook), or move it "
+                 "aside to compare that notebook unpaired on the recorded aggregates")
+
+
+def check_per_item(path: Path, frame: pd.DataFrame, columns: dict[str, str]) -> None:
+    """ValueError naming the file, row, column and fix for a metric column of a per-item table (``columns``:
+    column → the metric's canonical name) that holds something other than a number, or a number outside the
+    metric's registered range (a hit rate of −3): compared as data, it would decide a gate."""
+    from ragnb.metrics.registry import resolve
+
+    for column, metric in columns.items():
+        if column not in frame.columns or pd.api.types.is_bool_dtype(frame[column]):
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        text = frame[column].notna() & values.isna()
+        if text.any():
+            at = int(np.flatnonzero(text.to_numpy())[0])
+            raise ValueError(f"{path}: row {_row(path, at)}, column {column!r}: {frame[column].iloc[at]!r} is not a "
+                             f"number ({int(text.sum())} such row(s)); {_PER_ITEM_FIX}")
+        found = resolve(metric)
+        if found is None:
+            continue
+        low, high = found.value_range
+        out = (values < low - _RANGE_SLACK) | (values > high + _RANGE_SLACK)
+        if out.any():
+            at = int(np.flatnonzero(out.to_numpy())[0])
+            raise ValueError(f"{path}: row {_row(path, at)}, column {column!r}: {float(values.iloc[at]):g} is outside "
+                             f"{found.name}'s range [{low:g}, {high:g}] ({int(out.sum())} such row(s)); {_PER_ITEM_FIX}")
+
+
+def _row(path: Path, position: int) -> str:
+    """A data row as a person finds it: in a CSV, its line (the header is line 1); else its 1-based position."""
+    return f"{position + 1} (line {position + 2})" if path.suffix == ".csv" else str(position + 1)

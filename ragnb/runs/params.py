@@ -49,6 +49,12 @@ COUNT_BOUNDS: dict[str, tuple[int, int]] = {
     "sample_size": (0, 10_000_000),  # 0: all
 }
 
+# A notebook whose use of a count needs a narrower range than COUNT_BOUNDS: {stem: {name: (min, max)}}.
+NOTEBOOK_BOUNDS: dict[str, dict[str, tuple[int, int]]] = {
+    # its paired tests put a bootstrap CI on every difference: no resamples, no comparison (compare.compare_runs)
+    "dashboard": {"n_boot": (1, 100_000)},
+}
+
 _SECRET_WORDS = {"key", "apikey", "token", "password", "passwd", "pwd", "secret"}
 
 
@@ -128,30 +134,45 @@ def load_params_file(path: str | Path) -> dict[str, Any]:
                                     "a mapping of parameter: value (with optional per-notebook sections)")
 
 
-def _coerce(name: str, value: Any, declared: dict, where: str) -> Any:
+def _coerce(name: str, value: Any, declared: dict, where: str, stem: str = "") -> Any:
     kind = declared.get("inferred_type_name")
-    if isinstance(value, str) and kind in ("int", "float", "bool"):
-        parsed = yaml.safe_load(value) if value.strip() else value  # CLI values arrive as text
+    if isinstance(value, str) and kind in ("int", "float", "bool", "dict", "list"):
+        parsed = _parse_text(value, kind, name, where) if value.strip() else value  # CLI values arrive as text
         value = float(parsed) if kind == "float" and isinstance(parsed, int) and not isinstance(parsed, bool) else parsed
     ok = {
         "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
         "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
         "bool": lambda v: isinstance(v, bool),
         "str": lambda v: isinstance(v, str),
+        "dict": lambda v: isinstance(v, dict),
+        "list": lambda v: isinstance(v, list),
     }.get(kind or "")
     if ok is not None and not ok(value):
         raise ValueError(f"{where}: parameter {name!r} must be {kind} (default {declared.get('default')}), got {value!r}")
-    check_bounds(name, value, where)
+    check_bounds(name, value, where, stem)
     return value
 
 
-def check_bounds(name: str, value: Any, where: str) -> None:
-    """ValueError naming the parameter and its allowed range when a count of :data:`COUNT_BOUNDS` is outside it."""
-    if name not in COUNT_BOUNDS:
+def _parse_text(text: str, kind: str, name: str, where: str) -> Any:
+    """A CLI value for a parameter declared ``kind``, read as YAML (JSON is YAML); unreadable → the error says
+    what was expected."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{where}: parameter {name!r} must be {kind}; {text!r} cannot be read as one "
+                         f"({str(exc).splitlines()[0]})") from None
+
+
+def check_bounds(name: str, value: Any, where: str, stem: str = "") -> None:
+    """ValueError naming the parameter and its allowed range when a count of :data:`COUNT_BOUNDS` (or of
+    notebook ``stem``'s :data:`NOTEBOOK_BOUNDS`) is outside it."""
+    bounds = NOTEBOOK_BOUNDS.get(stem, {}).get(name) or COUNT_BOUNDS.get(name)
+    if bounds is None:
         return
-    low, high = COUNT_BOUNDS[name]
+    low, high = bounds
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{where}: parameter {name!r} = {value!r} is outside its allowed range: "
+        notebook = f" in notebook {stem}" if name in NOTEBOOK_BOUNDS.get(stem, {}) else ""
+        raise ValueError(f"{where}: parameter {name!r} = {value!r} is outside its allowed range{notebook}: "
                          f"an integer from {low:,} to {high:,}")
 
 
@@ -172,7 +193,7 @@ def merge_params(
                 f"{where}: notebook {nb.stem} has no parameter {name!r}; its parameters are: "
                 f"{_describe(declared[nb.stem])}"
             )
-        merged[nb.stem][name] = _coerce(name, value, declared[nb.stem][name], where)
+        merged[nb.stem][name] = _coerce(name, value, declared[nb.stem][name], where, nb.stem)
 
     def put_common(name: str, value: Any, where: str, others_ok: bool) -> None:
         _check_name_and_value(name, value, where)

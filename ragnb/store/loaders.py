@@ -179,6 +179,19 @@ def _stable_id(*parts: Any) -> str:
     return hashlib.sha1("\x1f".join("" if p is None else str(p) for p in parts).encode()).hexdigest()[:16]
 
 
+def _check_required(value: Any, where: str, field: str, names: str) -> None:
+    """A required text field: a string with something in it. A number (or any other JSON value) there is named
+    as such — "missing or empty" would send the user looking for a value that is there."""
+    if isinstance(value, str) and value.strip():
+        return
+    if isinstance(value, str) or _missing(value):
+        raise ValueError(f"{where}: field '{field}' (column {names}) is missing or empty; every row needs it")
+    what = ("true/false" if isinstance(value, bool) else "a number" if isinstance(value, numbers.Number)
+            else f"a {type(value).__name__}")
+    raise ValueError(f"{where}: field '{field}' (column {names}) holds {what} ({value!r}) where text is expected; "
+                     "write it as text (in quotes, in JSON), or --map the field to the column that holds the text")
+
+
 def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = None,
                       date_format: str | None = None, warnings: list[str] | None = None) -> list[dict]:
     """Validate every row of ``path`` into the table's fields; raise on the first bad row. ``date_format``:
@@ -201,9 +214,7 @@ def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = No
     for where, rec in records:
         row = {f: _pick(rec, f, aliases, mapping) for f in aliases}
         for field in REQUIRED[kind]:
-            if not isinstance(row[field], str) or not row[field].strip():
-                names = mapping.get(field) or " / ".join(aliases[field])
-                raise ValueError(f"{where}: field '{field}' (column {names}) is missing or empty; every row needs it")
+            _check_required(row[field], where, field, mapping.get(field) or " / ".join(aliases[field]))
         for name in ("id", "user_id", "session_id"):
             if name in row:
                 _check_id(row[name], where, name)

@@ -94,7 +94,8 @@ def embed_table(
     previous blocks (:mod:`ragnb.store.encode_pipeline`): to the disk cache, and to the database in
     transactions of their own once ``WRITE_ROWS`` rows or ``WRITE_SECONDS`` have piled up (and before an error
     propagates), so an interrupted run keeps what it finished. Rows with empty text count as errors and get no vector.
-    ``replace`` drops this model's vectors first (to re-embed it with other prompts or dimensions).
+    ``replace`` re-embeds every row of this model (other prompts or dimensions): its old vectors are dropped in
+    the transaction that stores the new ones, after every row is encoded, so they survive any failure.
     ``progress``: report ``embedding chunks (model): n/N rows`` through :mod:`ragnb.progress` (shown only
     where someone listens: ``ragnb``'s stderr, or the runner of the notebook).
     """
@@ -120,19 +121,15 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
     text_col = table.c.text if which == "chunks" else table.c.question
     emb = table.c.embedding
     where = qualified(table)
-    if replace:
-        with db.engine.begin() as conn:
-            conn.execute(sa.update(table).values(embedding=None))
-            conn.execute(sa.delete(t.meta).where(t.meta.c.table_name == where))
-            conn.execute(sa.text(f"ALTER TABLE {_qt(db, table)} ALTER COLUMN {_q(db, emb.name)} TYPE vector"))
-    else:
+    if not replace:
         check_space(db, table, encoder)
 
     with db.engine.connect() as conn:
         total = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
-    todo, cached = _rows_or_cached(db, table, text_col, encoder, which, f" WHERE {_q(db, emb.name)} IS NULL")
+    missing = "" if replace else f" WHERE {_q(db, emb.name)} IS NULL"  # replace: every row again
+    todo, cached = _rows_or_cached(db, table, text_col, encoder, which, missing)
     stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - rows_to_go(todo, cached), 0)
-    if not rows_to_go(todo, cached) and total:
+    if not replace and not rows_to_go(todo, cached) and total:
         _record_space(db, t, table, encoder)
 
     def write(ids: list[str], vecs: np.ndarray) -> None:
@@ -142,8 +139,37 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
                 _record_space(db, t, table, encoder, conn)
             _write_vectors(db, table, ids, vecs, conn)
 
-    encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, write, cached)
+    if not replace:
+        encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, write, cached)
+        return stats
+    new = _Gathered()
+    encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, new, cached)
+    with db.engine.begin() as conn:  # the old vectors go in the transaction that stores the new ones
+        conn.execute(sa.update(table).values(embedding=None))
+        conn.execute(sa.delete(t.meta).where(t.meta.c.table_name == where))
+        conn.execute(sa.text(f"ALTER TABLE {_qt(db, table)} ALTER COLUMN {_q(db, emb.name)} "
+                             f"TYPE vector({int(encoder.dim)})"))
+        _record_space(db, t, table, encoder, conn)
+        if new.ids:
+            _write_vectors(db, table, new.ids, new.matrix(), conn)
     return stats
+
+
+class _Gathered:
+    """The ``write`` of a ``replace``: keeps every encoded block for one final transaction that drops the old
+    vectors and stores the new ones, so a failure anywhere before it (a damaged cache, the model, the endpoint)
+    leaves the model's old vectors as they were. The price: the new vectors are held in memory until then."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.blocks: list[np.ndarray] = []
+
+    def __call__(self, ids: list[str], vecs: np.ndarray) -> None:
+        self.ids += ids
+        self.blocks.append(vecs)
+
+    def matrix(self) -> np.ndarray:
+        return self.blocks[0] if len(self.blocks) == 1 else np.concatenate(self.blocks)
 
 
 def _rows_to_embed(db: Database, table: sa.Table, text_col: sa.Column, where: str = "", params: tuple = ()
@@ -273,7 +299,15 @@ def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, bat
                 register(conn)
             _insert_vectors(store, loc.sql_table, ids, vecs, conn)
 
-    encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, write, cached)
+    if not replace:
+        encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, write, cached)
+        return stats
+    new = _Gathered()
+    encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, new, cached)
+    with store.engine.begin() as conn:  # drop, recreate and fill in one transaction (see _Gathered)
+        register(conn)
+        if new.ids:
+            _insert_vectors(store, loc.sql_table, new.ids, new.matrix(), conn)
     return stats
 
 
@@ -293,8 +327,8 @@ def _prepare_vector_table(db: Database, table: sa.Table, encoder: Encoder, repla
                           ) -> tuple[ModelVectors, Any, bool]:
     """``(location, register, registered)`` of the model's vector table. ``register(conn)`` (re)creates the table
     and catalogues it; it has run already (``registered``) for a model with vectors, and is left to the first
-    write otherwise (a new model, or ``replace``) — so an embedding that fails before any vector is written
-    leaves no model behind, and ``replace`` keeps the old vectors until new ones arrive. An existing table made
+    write otherwise (a new model, or ``replace``: its one final write) — so an embedding that fails before any
+    vector is written leaves no model behind, and ``replace`` keeps the old vectors until new ones arrive. An existing table made
     with another dimension or fingerprint is an error naming the fix."""
     from sqlalchemy.dialects.postgresql import insert
 

@@ -22,6 +22,7 @@ from ragnb.io import check_unique, iter_json_records, read_text
 from ragnb.metrics.fallback import OFFLINE_LABEL, agreement_note, agreement_rows, mark_trust
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.metrics.stats import aggregate
+from ragnb.spec import by_stem
 from ragnb.tiers.result import TierResult
 
 RAGAS_METRICS = ("faithfulness", "context_precision", "context_recall", "context_entity_recall",
@@ -171,8 +172,9 @@ def _llm_metric(name: str, models: list[str], aggregate_how: str, language: str,
     from ragnb.llm.judges import JudgeConfig, get_llm_metric
 
     config = JudgeConfig(models=list(models), aggregate=aggregate_how, language=language)
-    # The suite's "noise_sensitivity" is the registered noise_sensitivity_relevant (ragas' default mode).
-    registered = "noise_sensitivity_relevant" if name == "noise_sensitivity" else name
+    # The suite's "noise_sensitivity" is the registered noise_sensitivity_relevant (ragas' default mode): the
+    # tier's alias, which also gives the name its direction in comparisons and gates.
+    registered = by_stem("rag_metrics").aliases.get(name, name)
     metric = get_llm_metric(registered, **({"encoder": encoder} if name == "response_relevancy" else {}))
 
     async def evaluate(sample: dict, client: Any):
