@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragnb.datasets.label_plan import MIX, Sheet, design_probabilities, read_sheet
+from ragnb.datasets.label_plan import MIX, Sheet, check_sheet, design_probabilities, read_sheet
 from ragnb.metrics.ppi import check_labels, fill_failed, judge_only_arrays
 from ragnb.metrics.ppi_active import active_arrays
 from ragnb.metrics.ppi_items import Estimates, estimates, unknown_ids
@@ -61,6 +61,7 @@ def estimate_from_sheets(frame: pd.DataFrame, score: str, sheet_paths: Sequence[
     sheets, labels = read_rounds(sheet_paths, binary, len(judge))
     for sheet in sheets:
         unknown_ids(judge, sheet.pi, sheet.path)
+        check_sheet(sheet, score, binary)
     report = {"design": " + ".join(s.design["text"] for s in sheets), "sheets": len(sheets),
               "rows": sum(len(s.pi) for s in sheets), "labelled": len(labels),
               "left_empty": sum(len(s.empty) for s in sheets)}

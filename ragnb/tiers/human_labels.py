@@ -83,20 +83,30 @@ def _sheets_by_metric(paths: list[str], table: pd.DataFrame) -> dict[str, list[s
 
 def _same_answers(sheets: list, labels: dict[str, float], table: pd.DataFrame) -> None:
     """ValueError when a labelled item's answer in this run is not the one its reviewer labelled (a label of
-    another answer says nothing about this one); checked where the sheet and the table both show the answer."""
+    another answer says nothing about this one), or when only one of sheet and table shows the answer (then
+    nothing could tell): every tier that takes labels keeps its answers in the per-item table."""
     from ragnb.datasets.label_plan import ANSWER_COLUMNS, cell_text
 
     column = next((c for c in ANSWER_COLUMNS if c in table.columns), None)
-    if column is None:
-        return
-    now = dict(zip(table["id"].astype(str), table[column]))
     for sheet in sheets:
-        changed = [i for i, text in sheet.answers.items()
-                   if i in labels and " ".join(text.split()) != " ".join(cell_text(now.get(i)).split())]
+        mine = [i for i in sheet.labels if i in labels]
+        if column is None and sheet.answers:
+            raise ValueError(f"human_labels: {sheet.path} shows the answers its reviewer labelled, but this per-item "
+                             f"table has no {' or '.join(ANSWER_COLUMNS)} column to check them against; give the "
+                             "per-item table of the run the sheet was made from")
+        if column is None:
+            continue
+        if not sheet.answers:
+            raise ValueError(f"human_labels: {sheet.path} does not show the answers its {len(mine)} label(s) are "
+                             f"of, so nothing tells whether this run's {column}s are the same; make a new plan on "
+                             "this run's per-item table (`ragnb dataset label-plan`) and label that sheet")
+        now = dict(zip(table["id"].astype(str), table[column]))
+        changed = [i for i in mine if " ".join(sheet.answers.get(i, "").split())
+                   != " ".join(cell_text(now.get(i)).split())]
         if changed:
-            raise ValueError(f"human_labels: {sheet.path}: the {column} of {len(changed)} labelled item(s) differs "
-                             f"from the one the reviewer labelled, e.g. {changed[0]!r}; labels are of one run's "
-                             "answers — make a new plan on this run's per-item table and label those")
+            raise ValueError(f"human_labels: {sheet.path}: the {column} of {len(changed)} of {len(mine)} labelled "
+                             f"item(s) differs from the one the reviewer labelled, e.g. {changed[0]!r}; labels are of "
+                             "one run's answers — make a new plan on this run's per-item table and label those")
 
 
 def estimate_labelled(table: pd.DataFrame, human_labels: str, alpha: float = 0.05
