@@ -137,6 +137,19 @@ def test_sheet_of_another_metric_is_refused(planned, tmp_path):
     assert "labels 'context_precision' (its 'metric' column) but the estimate is of 'faithfulness'" in r.output
 
 
+def test_dataset_ppi_refuses_labels_of_another_answer(planned, tmp_path):
+    path, sheet = planned
+    rows = _fill(sheet, tmp_path / "edited.csv", "1")
+    rows[2][rows[0].index("answer")] = "a different answer"
+    with open(tmp_path / "edited.csv", "w", encoding="utf-8-sig", newline="") as f:
+        csv.writer(f).writerows(rows)
+    r = _cli("dataset", "ppi", "--scores", str(path), "--score", "faithfulness", "--labels",
+             str(tmp_path / "edited.csv"))
+    assert r.exit_code == 2
+    assert f"the answer of 1 of 10 labelled item(s) differs from the one the reviewer labelled, e.g. {rows[2][0]!r}" \
+        in r.output
+
+
 def test_filled_sheet_is_never_overwritten(planned, tmp_path):
     path, sheet = planned
     _fill(sheet, sheet, "1")

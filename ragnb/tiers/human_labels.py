@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from ragnb.datasets.label_plan import ANSWER_COLUMNS
 from ragnb.io import comma_list
 from ragnb.metrics.ppi import PPIResult
 from ragnb.metrics.ppi_items import LABEL_SUFFIX, PPI_SUFFIX, Estimates
@@ -81,34 +82,6 @@ def _sheets_by_metric(paths: list[str], table: pd.DataFrame) -> dict[str, list[s
     return groups
 
 
-def _same_answers(sheets: list, labels: dict[str, float], table: pd.DataFrame) -> None:
-    """ValueError when a labelled item's answer in this run is not the one its reviewer labelled (a label of
-    another answer says nothing about this one), or when only one of sheet and table shows the answer (then
-    nothing could tell): every tier that takes labels keeps its answers in the per-item table."""
-    from ragnb.datasets.label_plan import ANSWER_COLUMNS, cell_text
-
-    column = next((c for c in ANSWER_COLUMNS if c in table.columns), None)
-    for sheet in sheets:
-        mine = [i for i in sheet.labels if i in labels]
-        if column is None and sheet.answers:
-            raise ValueError(f"human_labels: {sheet.path} shows the answers its reviewer labelled, but this per-item "
-                             f"table has no {' or '.join(ANSWER_COLUMNS)} column to check them against; give the "
-                             "per-item table of the run the sheet was made from")
-        if column is None:
-            continue
-        if not sheet.answers:
-            raise ValueError(f"human_labels: {sheet.path} does not show the answers its {len(mine)} label(s) are "
-                             f"of, so nothing tells whether this run's {column}s are the same; make a new plan on "
-                             "this run's per-item table (`ragnb dataset label-plan`) and label that sheet")
-        now = dict(zip(table["id"].astype(str), table[column]))
-        changed = [i for i in mine if " ".join(sheet.answers.get(i, "").split())
-                   != " ".join(cell_text(now.get(i)).split())]
-        if changed:
-            raise ValueError(f"human_labels: {sheet.path}: the {column} of {len(changed)} of {len(mine)} labelled "
-                             f"item(s) differs from the one the reviewer labelled, e.g. {changed[0]!r}; labels are of "
-                             "one run's answers — make a new plan on this run's per-item table and label those")
-
-
 def estimate_labelled(table: pd.DataFrame, human_labels: str, alpha: float = 0.05
                       ) -> list[tuple[LabelledMetric, dict[str, float]]]:
     """Each labelled metric of a per-item ``table`` (an ``id`` column and the metrics' columns) with its labels by
@@ -126,9 +99,11 @@ def estimate_labelled(table: pd.DataFrame, human_labels: str, alpha: float = 0.0
     for metric, group in _sheets_by_metric(paths, table).items():
         frame = pd.DataFrame({"id": table["id"].astype(str).to_numpy(),
                               metric: pd.to_numeric(table[metric], errors="coerce").to_numpy(dtype=float)})
+        shown = next((c for c in ANSWER_COLUMNS if c in table.columns), None)
+        if shown is not None:  # the answers the labels must be of (checked by estimate_from_sheets)
+            frame[shown] = table[shown].to_numpy()
         est, report = estimate_from_sheets(frame, metric, group, binary=None, alpha=alpha)
-        sheets, labels = read_rounds(group, None, len(frame))
-        _same_answers(sheets, labels, table)
+        labels = read_rounds(group, None, len(frame))[1]
         out.append((LabelledMetric(metric, est, {**report, "label_sheets": group}), labels))
     return out
 
