@@ -132,7 +132,8 @@ def test_sheet_of_another_metric_is_refused(planned, tmp_path):
         r[rows[0].index("metric")] = "context_precision"
     with open(tmp_path / "other.csv", "w", encoding="utf-8-sig", newline="") as f:
         csv.writer(f).writerows(rows)
-    r = _cli("dataset", "ppi", "--scores", str(path), "--score", "faithfulness", "--labels", str(tmp_path / "other.csv"))
+    r = _cli("dataset", "ppi", "--scores", str(path), "--score", "faithfulness", "--labels",
+             str(tmp_path / "other.csv"))
     assert r.exit_code == 2
     assert "labels 'context_precision' (its 'metric' column) but the estimate is of 'faithfulness'" in r.output
 

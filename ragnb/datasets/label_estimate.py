@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragnb.datasets.label_plan import ANSWER_COLUMNS, MIX, Sheet, cell_text, check_sheet, design_probabilities, read_sheet
+from ragnb.datasets.label_plan import (ANSWER_COLUMNS, MIX, Sheet, cell_text, check_sheet, design_probabilities,
+                                      read_sheet)
 from ragnb.metrics.ppi import check_labels, fill_failed, judge_only_arrays
 from ragnb.metrics.ppi_active import active_arrays
 from ragnb.metrics.ppi_items import Estimates, estimates, unknown_ids

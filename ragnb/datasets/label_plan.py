@@ -15,7 +15,8 @@ mark, comma-separated (read back with ``;``/tab too), one row per item, an empty
 ``human_label`` (binary: true/false, yes/no, 1/0, any case; continuous: a number) and may write ``notes``; the
 other columns (``judge_score``, ``inclusion_probability``, ``design``, ``metric`` — the score column the plan labels —,
 the item's texts) are to be left as they are. ``--labelled`` sheets of earlier rounds leave their labelled items
-out of the draw (π over the others; ``labelled=K`` in the design; :mod:`ragnb.datasets.label_estimate`).
+out of the draw (π over the others; ``labelled=K`` in the design; :mod:`ragnb.datasets.label_estimate`). A sheet
+that holds a reviewer's work is never written over (:func:`refuse_filled`).
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def score_range(score: str, scores: np.ndarray) -> tuple[float, float, str]:
 
 
 def registered_range(score: str) -> tuple[float, float] | None:
-    """The registry's finite value_range of the metric a score column names (:func:`ragnb.metrics.registry.resolve`)."""
+    """The registry's finite value_range of the metric a score column names (None: unregistered or unbounded)."""
     from ragnb.metrics.registry import resolve
 
     metric = resolve(score)
@@ -164,7 +165,7 @@ def registered_range(score: str) -> tuple[float, float] | None:
 
 
 def planned_widths(scores: np.ndarray, pi: np.ndarray, n: int, score: str, alpha: float = 0.05) -> dict[str, Any]:
-    """Expected interval widths after ``n`` labels, never below what the labels allow (docs/ppi.md, Planning).
+    """Expected interval widths after ``n`` labels, never below what the labels allow (docs/ppi.md, A labelling plan).
     Scores are scaled to [0, 1] by :func:`score_range`. The labels' variance is p(1 − p), p the judge's mean — the
     variance of 0/1 labels, and an upper bound for labels in [0, 1] of that mean; a constant judge (or none that
     scored) says nothing of p, so the worst case 0.25. PPI's width comes from the rectifier Y − s: for a soft judge
@@ -191,7 +192,8 @@ def planned_widths(scores: np.ndarray, pi: np.ndarray, n: int, score: str, alpha
         why = (f"label variance p(1 − p) with p = {p:.3f} (judge mean); PPI from the rectifier variance of a "
                "calibrated judge, E[(Y − s)² | s] = s(1 − s)")
     return {"ppi": ppi, "human_only": human,
-            "assumption": f"scores scaled to [0, 1] from {source} [{lo:g}, {hi:g}]; {why}; a planning figure, not a guarantee"}
+            "assumption": f"scores scaled to [0, 1] from {source} [{lo:g}, {hi:g}]; {why}; a planning figure, "
+                          "not a guarantee"}
 
 
 def cell_text(value: Any) -> str:

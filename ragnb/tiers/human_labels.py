@@ -12,7 +12,9 @@ metric :func:`add_human_labels` puts into the notebook's result
 * a note saying which estimate to quote.
 
 ``<metric>`` itself stays the judge's own aggregate; the run record's grading and ``ragnb compare`` read the PPI
-estimate in its place (:func:`ragnb.runs.record.ppi_view`). Without labels nothing changes.
+estimate in its place (:func:`ragnb.runs.record.ppi_view`). Without labels nothing changes. A label is of the
+answer its reviewer read: a sheet whose answers differ from the table's ``answer``/``response`` column is refused
+(:func:`ragnb.datasets.label_estimate.same_answers`).
 """
 
 from __future__ import annotations
