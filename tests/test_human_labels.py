@@ -168,11 +168,9 @@ def test_bad_label_sheets_are_clear_errors(labelled_runs, tmp_path):
         add_human_labels(res, str(tmp_path / "other.csv"))
     # a label is of the answer the reviewer read: a run whose answer changed cannot use it
     rows = list(csv.reader(open(sheet, encoding="utf-8-sig", newline="")))
-    rows[1][rows[0].index("answer")] = "Somewhere else entirely."
-    with open(tmp_path / "changed.csv", "w", encoding="utf-8", newline="") as f:
-        csv.writer(f).writerows(rows)
+    res.per_item.loc[res.per_item["id"] == rows[1][0], "answer"] = "Somewhere else entirely."
     with pytest.raises(ValueError, match=f"answer of 1 of 8 labelled item.*'{rows[1][0]}'.*make a new plan"):
-        add_human_labels(res, str(tmp_path / "changed.csv"))
+        add_human_labels(res, str(sheet))
     assert "judge_faithfulness_ppi" not in res.summary
 
 

@@ -140,12 +140,18 @@ def test_sheet_of_another_metric_is_refused(planned, tmp_path):
 
 def test_dataset_ppi_refuses_labels_of_another_answer(planned, tmp_path):
     path, sheet = planned
-    rows = _fill(sheet, tmp_path / "edited.csv", "1")
-    rows[2][rows[0].index("answer")] = "a different answer"
-    with open(tmp_path / "edited.csv", "w", encoding="utf-8-sig", newline="") as f:
+    rows = _fill(sheet, tmp_path / "filled.csv", "1")
+    # a spreadsheet that reformats the answer's text leaves its fingerprint: accepted
+    rows[3][rows[0].index("answer")] = "03.03.2025"
+    with open(tmp_path / "filled.csv", "w", encoding="utf-8-sig", newline="") as f:
         csv.writer(f).writerows(rows)
-    r = _cli("dataset", "ppi", "--scores", str(path), "--score", "faithfulness", "--labels",
-             str(tmp_path / "edited.csv"))
+    args = ("dataset", "ppi", "--score", "faithfulness", "--labels", str(tmp_path / "filled.csv"), "--scores")
+    assert _cli(*args, str(path)).exit_code == 0
+    # the run's answer to one labelled item changed: refused, with the count
+    table = pd.read_parquet(path)
+    table.loc[table["item_id"] == rows[2][0], "answer"] = "a different answer"
+    table.to_parquet(tmp_path / "rerun.parquet")
+    r = _cli(*args, str(tmp_path / "rerun.parquet"))
     assert r.exit_code == 2
     assert f"the answer of 1 of 10 labelled item(s) differs from the one the reviewer labelled, e.g. {rows[2][0]!r}" \
         in r.output

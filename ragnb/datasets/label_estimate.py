@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragnb.datasets.label_plan import (ANSWER_COLUMNS, MIX, Sheet, cell_text, check_sheet, design_probabilities,
+from ragnb.datasets.label_plan import (ANSWER_COLUMNS, MIX, Sheet, answer_hash, check_sheet, design_probabilities,
                                       read_sheet)
 from ragnb.metrics.ppi import check_labels, fill_failed, judge_only_arrays
 from ragnb.metrics.ppi_active import active_arrays
@@ -123,8 +123,7 @@ def same_answers(sheets: list[Sheet], table: pd.DataFrame) -> None:
                              f"of, so nothing tells whether this run's {column}s are the same; make a new plan on "
                              "this run's per-item table (`ragnb dataset label-plan`) and label that sheet")
         now = dict(zip(table["id"].astype(str), table[column]))
-        changed = [i for i in mine if " ".join(sheet.answers.get(i, "").split())
-                   != " ".join(cell_text(now.get(i)).split())]
+        changed = [i for i in mine if sheet.answers.get(i) != answer_hash(now.get(i))]
         if changed:
             raise ValueError(f"{sheet.path}: the {column} of {len(changed)} of {len(mine)} labelled "
                              f"item(s) differs from the one the reviewer labelled, e.g. {changed[0]!r}; labels are of "

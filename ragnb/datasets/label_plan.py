@@ -22,6 +22,7 @@ that holds a reviewer's work is never written over (:func:`refuse_filled`).
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 import re
@@ -41,6 +42,9 @@ SHEET_COLUMNS = ("id", LABEL, "notes", "judge_score", "inclusion_probability", "
 SHOW = ("question", "answer", "response", "contexts", "context", "knowledge", "ground_truth", "ground_truth_answer")
 ID_COLUMNS = ("item_id", "id")
 ANSWER_COLUMNS = ("answer", "response")  # what a label is about: a later run's labels must be of the same text
+# the answer's fingerprint beside its text: a spreadsheet may reformat the text (a date, a number, a cell cut at
+# 32,767 characters), the prefixed hex it leaves alone
+ANSWER_HASH = "answer_sha256"
 _DESIGN = re.compile(r"^(?P<kind>uniform|active) budget=(?P<budget>\d+) N=(?P<N>\d+) seed=(?P<seed>-?\d+)"
                      r"(?: mix=(?P<mix>[0-9.]+))?(?: labelled=(?P<labelled>\d+))?$")
 
@@ -133,6 +137,9 @@ def plan(frame: pd.DataFrame, score: str, budget: int, *, seed: int = 0, active:
                           "inclusion_probability": pi, "design": design, "metric": score})
     for c in show:
         sheet[c] = frame[c].map(cell_text)
+    answer = next((c for c in ANSWER_COLUMNS if c in frame.columns), None)
+    if answer is not None:
+        sheet[ANSWER_HASH] = frame[answer].map(answer_hash)
     # the labelled items count as drawn with certainty: they are in the estimate whatever this round draws
     widths = planned_widths(scores, np.where(done, 1.0, pi), budget + N - free, score, alpha)
     report = {"design": design, "items": N, "already_labelled": N - free, "budget": budget,
@@ -194,6 +201,11 @@ def planned_widths(scores: np.ndarray, pi: np.ndarray, n: int, score: str, alpha
     return {"ppi": ppi, "human_only": human,
             "assumption": f"scores scaled to [0, 1] from {source} [{lo:g}, {hi:g}]; {why}; a planning figure, "
                           "not a guarantee"}
+
+
+def answer_hash(value: Any) -> str:
+    """``sha256:`` and 16 hex digits of an answer's text, whitespace runs as one space (a spreadsheet may rewrap)."""
+    return "sha256:" + hashlib.sha256(" ".join(cell_text(value).split()).encode("utf-8")).hexdigest()[:16]
 
 
 def cell_text(value: Any) -> str:
@@ -260,7 +272,7 @@ class Sheet:
     empty: list[str]  # "file:line (id 'x')" of rows without a label
     metric: str | None = None  # the score column the plan was made from (older sheets: None)
     path: str = ""
-    answers: dict[str, str] = field(default_factory=dict)  # the answer each row's reviewer saw, when the sheet shows it
+    answers: dict[str, str] = field(default_factory=dict)  # id → answer_hash of what its reviewer saw, when shown
     where: dict[str, str] = field(default_factory=dict)  # id → "file:line (id 'x')" of each labelled row
 
 
@@ -333,8 +345,10 @@ def read_sheet(path: str | Path, binary: bool | None) -> Sheet:
             raise ValueError(f"{where} column 'inclusion_probability': {cells[col['inclusion_probability']]!r} is "
                              "not a number; leave the column as label-plan wrote it") from None
         shown = next((c for c in ANSWER_COLUMNS if c in col), None)
-        if shown is not None:
-            sheet.answers[item] = cells[col[shown]]
+        if ANSWER_HASH in col:
+            sheet.answers[item] = cells[col[ANSWER_HASH]].strip()
+        elif shown is not None:  # an older sheet: the text itself
+            sheet.answers[item] = answer_hash(cells[col[shown]])
         value = _label(cells[col[LABEL]], binary, where)
         if value is None:
             sheet.empty.append(where)
