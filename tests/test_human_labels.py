@@ -169,11 +169,9 @@ def test_bad_label_sheets_are_clear_errors(labelled_runs, tmp_path):
         add_human_labels(res, str(tmp_path / "other.csv"))
     # a label is of the answer the reviewer read: a run whose answer changed cannot use it
     rows = list(csv.reader(open(sheet, encoding="utf-8-sig", newline="")))
-    rows[1][rows[0].index("answer")] = "Somewhere else entirely."
-    with open(tmp_path / "changed.csv", "w", encoding="utf-8", newline="") as f:
-        csv.writer(f).writerows(rows)
-    with pytest.raises(ValueError, match=f"answer of 1 labelled item.*'{rows[1][0]}'.*make a new plan"):
-        add_human_labels(res, str(tmp_path / "changed.csv"))
+    res.per_item.loc[res.per_item["id"] == rows[1][0], "answer"] = "Somewhere else entirely."
+    with pytest.raises(ValueError, match=f"answer of 1 of 8 labelled item.*'{rows[1][0]}'.*make a new plan"):
+        add_human_labels(res, str(sheet))
     assert "judge_faithfulness_ppi" not in res.summary
 
 
@@ -246,7 +244,11 @@ def test_tier2_notebook_with_human_labels(tmp_path):
     from ragnb.runs.runner import run_notebooks
 
     ids = [it.id for it in demo.dataset("ru").items[:8]]
-    frame = pd.DataFrame({"id": ids, "fallback_faithfulness": np.zeros(8)})
+    params = {"corpus": "demo", "max_questions": 8, "consistency_runs": 1, "n_boot": 100}
+    # the sheet is planned on a first run's per-item table, so it shows (and binds its labels to) those answers
+    first = run_notebooks(["tier2_generation"], params, outputs=tmp_path / "first", log=lambda *_: None)
+    frame = pd.read_csv(first.run_dir / "tier2_generation.per_item.csv", dtype={"id": str})
+    assert sorted(frame["id"]) == sorted(ids)
     sheet = write_sheet(plan(frame, "fallback_faithfulness", 4, seed=5), tmp_path / "labels.csv")
     rows = list(csv.reader(open(sheet, encoding="utf-8-sig", newline="")))
     truth = {i: float(k % 2) for k, i in enumerate(ids)}
@@ -254,9 +256,8 @@ def test_tier2_notebook_with_human_labels(tmp_path):
         r[1] = "1" if truth[r[0]] else "0"
     with open(sheet, "w", encoding="utf-8-sig", newline="") as f:
         csv.writer(f).writerows(rows)
-    run = run_notebooks(["tier2_generation"], {"corpus": "demo", "max_questions": 8, "consistency_runs": 1,
-                                               "n_boot": 100, "human_labels": str(sheet)},
-                        outputs=tmp_path / "out", log=lambda *_: None)
+    run = run_notebooks(["tier2_generation"], {**params, "human_labels": str(sheet)}, outputs=tmp_path / "out",
+                        log=lambda *_: None)
     assert run.failures == []
     m = json.loads((run.run_dir / "tier2_generation.metrics.json").read_text(encoding="utf-8"))
     per_item = pd.read_csv(run.run_dir / "tier2_generation.per_item.csv")

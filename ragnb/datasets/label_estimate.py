@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragnb.datasets.label_plan import MIX, Sheet, design_probabilities, read_sheet
+from ragnb.datasets.label_plan import (ANSWER_COLUMNS, MIX, Sheet, answer_hash, check_sheet, design_probabilities,
+                                      read_sheet)
 from ragnb.metrics.ppi import check_labels, fill_failed, judge_only_arrays
 from ragnb.metrics.ppi_active import active_arrays
 from ragnb.metrics.ppi_items import Estimates, estimates, unknown_ids
@@ -56,11 +57,15 @@ def estimate_from_sheets(frame: pd.DataFrame, score: str, sheet_paths: Sequence[
                          strata: str | None = None) -> tuple[Estimates, dict[str, Any]]:
     """Judge-only, human-only and PPI++ estimates (:class:`ragnb.metrics.ppi_items.Estimates`) from the per-item
     table (``id`` and ``score`` columns) and the filled sheets, by their design (module docstring); plus a report
-    of counts. ``binary``: True yes/no labels, False numbers, None either."""
+    of counts. ``binary``: True yes/no labels, False numbers, None either. Refuses a sheet of another metric, a
+    label outside the score's registered range (:func:`ragnb.datasets.label_plan.check_sheet`) and labels of other
+    answers than the table's (:func:`same_answers`)."""
     judge = dict(zip(frame["id"], frame[score].to_numpy(dtype=float)))
     sheets, labels = read_rounds(sheet_paths, binary, len(judge))
     for sheet in sheets:
         unknown_ids(judge, sheet.pi, sheet.path)
+        check_sheet(sheet, score, binary)
+    same_answers(sheets, frame)
     report = {"design": " + ".join(s.design["text"] for s in sheets), "sheets": len(sheets),
               "rows": sum(len(s.pi) for s in sheets), "labelled": len(labels),
               "left_empty": sum(len(s.empty) for s in sheets)}
@@ -98,3 +103,28 @@ def _weighted(frame: pd.DataFrame, score: str, sheets: list[Sheet], labels: dict
     ppi, human = active_arrays(y, fill_failed(scores)[1][0], np.where(earlier, 1.0, pi), drawn, alpha,
                                n_failed=n_failed)
     return Estimates(judge_only_arrays(scores, alpha, n_labelled=int(drawn.sum())), human, ppi)
+
+
+def same_answers(sheets: list[Sheet], table: pd.DataFrame) -> None:
+    """ValueError when a labelled item's answer in this run is not the one its reviewer labelled (a label of
+    another answer says nothing about this one), or when only one of sheet and table shows the answer (then
+    nothing could tell): every tier that takes labels keeps its answers in the per-item table."""
+    column = next((c for c in ANSWER_COLUMNS if c in table.columns), None)
+    for sheet in sheets:
+        mine = list(sheet.labels)
+        if column is None and sheet.answers:
+            raise ValueError(f"{sheet.path} shows the answers its reviewer labelled, but this per-item "
+                             f"table has no {' or '.join(ANSWER_COLUMNS)} column to check them against; give the "
+                             "per-item table of the run the sheet was made from")
+        if column is None:
+            continue
+        if not sheet.answers:
+            raise ValueError(f"{sheet.path} does not show the answers its {len(mine)} label(s) are "
+                             f"of, so nothing tells whether this run's {column}s are the same; make a new plan on "
+                             "this run's per-item table (`ragnb dataset label-plan`) and label that sheet")
+        now = dict(zip(table["id"].astype(str), table[column]))
+        changed = [i for i in mine if sheet.answers.get(i) != answer_hash(now.get(i))]
+        if changed:
+            raise ValueError(f"{sheet.path}: the {column} of {len(changed)} of {len(mine)} labelled "
+                             f"item(s) differs from the one the reviewer labelled, e.g. {changed[0]!r}; labels are of "
+                             "one run's answers — make a new plan on this run's per-item table and label those")

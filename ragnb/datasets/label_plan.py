@@ -15,12 +15,14 @@ mark, comma-separated (read back with ``;``/tab too), one row per item, an empty
 ``human_label`` (binary: true/false, yes/no, 1/0, any case; continuous: a number) and may write ``notes``; the
 other columns (``judge_score``, ``inclusion_probability``, ``design``, ``metric`` — the score column the plan labels —,
 the item's texts) are to be left as they are. ``--labelled`` sheets of earlier rounds leave their labelled items
-out of the draw (π over the others; ``labelled=K`` in the design; :mod:`ragnb.datasets.label_estimate`).
+out of the draw (π over the others; ``labelled=K`` in the design; :mod:`ragnb.datasets.label_estimate`). A sheet
+that holds a reviewer's work is never written over (:func:`refuse_filled`).
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 import re
@@ -40,6 +42,9 @@ SHEET_COLUMNS = ("id", LABEL, "notes", "judge_score", "inclusion_probability", "
 SHOW = ("question", "answer", "response", "contexts", "context", "knowledge", "ground_truth", "ground_truth_answer")
 ID_COLUMNS = ("item_id", "id")
 ANSWER_COLUMNS = ("answer", "response")  # what a label is about: a later run's labels must be of the same text
+# the answer's fingerprint beside its text: a spreadsheet may reformat the text (a date, a number, a cell cut at
+# 32,767 characters), the prefixed hex it leaves alone
+ANSWER_HASH = "answer_sha256"
 _DESIGN = re.compile(r"^(?P<kind>uniform|active) budget=(?P<budget>\d+) N=(?P<N>\d+) seed=(?P<seed>-?\d+)"
                      r"(?: mix=(?P<mix>[0-9.]+))?(?: labelled=(?P<labelled>\d+))?$")
 
@@ -132,14 +137,75 @@ def plan(frame: pd.DataFrame, score: str, budget: int, *, seed: int = 0, active:
                           "inclusion_probability": pi, "design": design, "metric": score})
     for c in show:
         sheet[c] = frame[c].map(cell_text)
+    answer = next((c for c in ANSWER_COLUMNS if c in frame.columns), None)
+    if answer is not None:
+        sheet[ANSWER_HASH] = frame[answer].map(answer_hash)
     # the labelled items count as drawn with certainty: they are in the estimate whatever this round draws
-    widths = expected_widths(scores, np.where(done, 1.0, pi), budget + N - free, alpha)
+    widths = planned_widths(scores, np.where(done, 1.0, pi), budget + N - free, score, alpha)
     report = {"design": design, "items": N, "already_labelled": N - free, "budget": budget,
               "rows": int(drawn.sum()), "judge_failed": int(np.isnan(scores).sum()),
               "expected_ci_width_ppi": round(widths["ppi"], 4),
               "expected_ci_width_human_only": round(widths["human_only"], 4),
-              "assumption": "a calibrated judge (E[(Y − s)² | s] = s(1 − s)); a planning figure, not a guarantee"}
+              "assumption": widths["assumption"]}
     return LabelPlan(sheet[drawn].reset_index(drop=True), report)
+
+
+def score_range(score: str, scores: np.ndarray) -> tuple[float, float, str]:
+    """(low, high, where from) of a score column: the registry's value_range of the metric it names, else [0, 1]
+    when the scores lie there, else the scores' own span (stated: the labels may reach beyond it)."""
+    registered = registered_range(score)
+    if registered is not None:
+        return (*registered, f"{score}'s registered range")
+    valid = scores[~np.isnan(scores)]
+    if valid.size == 0 or (valid.min() >= 0.0 and valid.max() <= 1.0):
+        return 0.0, 1.0, "the default range"
+    lo, hi = float(valid.min()), float(valid.max())
+    return lo, (hi if hi > lo else lo + 1.0), "the judge scores' own span (no registered range)"
+
+
+def registered_range(score: str) -> tuple[float, float] | None:
+    """The registry's finite value_range of the metric a score column names (None: unregistered or unbounded)."""
+    from ragnb.metrics.registry import resolve
+
+    metric = resolve(score)
+    return metric.value_range if metric is not None and all(map(math.isfinite, metric.value_range)) else None
+
+
+def planned_widths(scores: np.ndarray, pi: np.ndarray, n: int, score: str, alpha: float = 0.05) -> dict[str, Any]:
+    """Expected interval widths after ``n`` labels, never below what the labels allow (docs/ppi.md, A labelling plan).
+    Scores are scaled to [0, 1] by :func:`score_range`. The labels' variance is p(1 − p), p the judge's mean — the
+    variance of 0/1 labels, and an upper bound for labels in [0, 1] of that mean; a constant judge (or none that
+    scored) says nothing of p, so the worst case 0.25. PPI's width comes from the rectifier Y − s: for a soft judge
+    assumed calibrated, E[(Y − s)²] = mean s(1 − s) (:func:`ragnb.metrics.ppi_active.expected_widths`); a hard
+    0/1 or constant judge's error rate is unknown before labels, so PPI++ is planned as no better than human-only
+    (its tuned λ falls back to that), never as the zero error a hard verdict would imply."""
+    from ragnb.metrics.ppi import z_value
+
+    lo, hi, source = score_range(score, scores)
+    s = np.clip((scores - lo) / (hi - lo), 0.0, 1.0)
+    valid = s[~np.isnan(s)]
+    constant = valid.size == 0 or float(valid.max() - valid.min()) == 0.0
+    p = math.nan if constant else float(valid.mean())
+    var_y = 0.25 if constant else max(p * (1 - p), 0.0)
+    human = 2 * z_value(alpha) * math.sqrt(var_y / n) * (hi - lo)
+    hard = constant or bool(np.all((valid == 0.0) | (valid == 1.0)))
+    if hard:
+        ppi = human
+        why = ("the judge is constant (or never scored): p unknown, worst case p(1 − p) = 0.25; planned as "
+               "human-only" if constant else f"label variance p(1 − p) with p = {p:.3f} (judge mean); a hard 0/1 "
+               "judge's error rate is unknown before labels: PPI planned as human-only (no gain assumed)")
+    else:
+        ppi = min(expected_widths(s, pi, n, alpha)["ppi"] * (hi - lo), human)
+        why = (f"label variance p(1 − p) with p = {p:.3f} (judge mean); PPI from the rectifier variance of a "
+               "calibrated judge, E[(Y − s)² | s] = s(1 − s)")
+    return {"ppi": ppi, "human_only": human,
+            "assumption": f"scores scaled to [0, 1] from {source} [{lo:g}, {hi:g}]; {why}; a planning figure, "
+                          "not a guarantee"}
+
+
+def answer_hash(value: Any) -> str:
+    """``sha256:`` and 16 hex digits of an answer's text, whitespace runs as one space (a spreadsheet may rewrap)."""
+    return "sha256:" + hashlib.sha256(" ".join(cell_text(value).split()).encode("utf-8")).hexdigest()[:16]
 
 
 def cell_text(value: Any) -> str:
@@ -161,9 +227,32 @@ def sheet_csv(sheet: pd.DataFrame) -> str:
     return "\ufeff" + buf.getvalue()
 
 
+def refuse_filled(path: str | Path) -> None:
+    """ValueError when ``path`` exists and holds a reviewer's work (a human_label or a note), or cannot be read as
+    a label sheet: a new plan written over it would lose labels that cost hours."""
+    from ragnb.datasets.annotation_csv import open_csv
+
+    p = Path(path)
+    if not p.is_file() or p.stat().st_size == 0:
+        return  # nothing there to lose (a folder is refused by resolve_output)
+    fix = "choose another --output, or move that file away first if it is no longer needed"
+    try:
+        header, reader = open_csv(p, "label sheet", fix)
+    except ValueError as exc:
+        raise ValueError(f"{p}: exists and cannot be read as a label sheet ({exc}); {fix}") from None
+    if LABEL not in header:
+        raise ValueError(f"{p}: exists and is not a label sheet (no {LABEL!r} column); {fix}")
+    kept = [header.index(c) for c in (LABEL, "notes") if c in header]
+    for cells in reader:
+        if any(k < len(cells) and cells[k].strip() for k in kept):
+            raise ValueError(f"{p}: exists and holds human labels (row {reader.line_num}); a new sheet would "
+                             f"overwrite them — {fix}")
+
+
 def write_sheet(plan_: LabelPlan, path: str | Path) -> Path:
     from ragnb.io import atomic_write_text
 
+    refuse_filled(path)
     try:
         return atomic_write_text(path, sheet_csv(plan_.sheet))
     except OSError as exc:
@@ -183,7 +272,23 @@ class Sheet:
     empty: list[str]  # "file:line (id 'x')" of rows without a label
     metric: str | None = None  # the score column the plan was made from (older sheets: None)
     path: str = ""
-    answers: dict[str, str] = field(default_factory=dict)  # the answer each row's reviewer saw, when the sheet shows it
+    answers: dict[str, str] = field(default_factory=dict)  # id → answer_hash of what its reviewer saw, when shown
+    where: dict[str, str] = field(default_factory=dict)  # id → "file:line (id 'x')" of each labelled row
+
+
+def check_sheet(sheet: Sheet, score: str, binary: bool | None) -> None:
+    """ValueError when the sheet labels another metric than ``score``, or a label lies outside the registry's
+    value_range of ``score`` — a label of 2 on a 0–1 score is a typo, not a datum."""
+    if sheet.metric is not None and sheet.metric != score:
+        raise ValueError(f"{sheet.path}: the sheet labels {sheet.metric!r} (its 'metric' column) but the estimate is "
+                         f"of {score!r}; give the sheet made for {score!r}, or evaluate --score {sheet.metric}")
+    # an unregistered score's range is not known, so only a binary one's 0/1 is enforced (by the reader) there
+    lo, hi = registered_range(score) or (-math.inf, math.inf)
+    for item, value in sheet.labels.items():
+        if not lo <= value <= hi:
+            allowed = "0 or 1 (no/yes)" if binary else f"a number from {lo:g} to {hi:g} ({score}'s registered range)"
+            raise ValueError(f"{sheet.where[item]} column {LABEL!r}: {value:g} is outside {score!r}'s range; write "
+                             f"{allowed}, or leave the cell empty if the item was not labelled")
 
 
 def _label(cell: str, binary: bool | None, where: str) -> float | None:
@@ -240,13 +345,15 @@ def read_sheet(path: str | Path, binary: bool | None) -> Sheet:
             raise ValueError(f"{where} column 'inclusion_probability': {cells[col['inclusion_probability']]!r} is "
                              "not a number; leave the column as label-plan wrote it") from None
         shown = next((c for c in ANSWER_COLUMNS if c in col), None)
-        if shown is not None:
-            sheet.answers[item] = cells[col[shown]]
+        if ANSWER_HASH in col:
+            sheet.answers[item] = cells[col[ANSWER_HASH]].strip()
+        elif shown is not None:  # an older sheet: the text itself
+            sheet.answers[item] = answer_hash(cells[col[shown]])
         value = _label(cells[col[LABEL]], binary, where)
         if value is None:
             sheet.empty.append(where)
         else:
-            sheet.labels[item] = value
+            sheet.labels[item], sheet.where[item] = value, where
     if len(designs) != 1 or not _DESIGN.match(next(iter(designs))):
         raise ValueError(f"{p}: column 'design' must hold the one design label-plan wrote on every row; found "
                          f"{sorted(designs)[:3]}")

@@ -12,7 +12,9 @@ metric :func:`add_human_labels` puts into the notebook's result
 * a note saying which estimate to quote.
 
 ``<metric>`` itself stays the judge's own aggregate; the run record's grading and ``ragnb compare`` read the PPI
-estimate in its place (:func:`ragnb.runs.record.ppi_view`). Without labels nothing changes.
+estimate in its place (:func:`ragnb.runs.record.ppi_view`). Without labels nothing changes. A label is of the
+answer its reviewer read: a sheet whose answers differ from the table's ``answer``/``response`` column is refused
+(:func:`ragnb.datasets.label_estimate.same_answers`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from ragnb.datasets.label_plan import ANSWER_COLUMNS
 from ragnb.io import comma_list
 from ragnb.metrics.ppi import PPIResult
 from ragnb.metrics.ppi_items import LABEL_SUFFIX, PPI_SUFFIX, Estimates
@@ -81,24 +84,6 @@ def _sheets_by_metric(paths: list[str], table: pd.DataFrame) -> dict[str, list[s
     return groups
 
 
-def _same_answers(sheets: list, labels: dict[str, float], table: pd.DataFrame) -> None:
-    """ValueError when a labelled item's answer in this run is not the one its reviewer labelled (a label of
-    another answer says nothing about this one); checked where the sheet and the table both show the answer."""
-    from ragnb.datasets.label_plan import ANSWER_COLUMNS, cell_text
-
-    column = next((c for c in ANSWER_COLUMNS if c in table.columns), None)
-    if column is None:
-        return
-    now = dict(zip(table["id"].astype(str), table[column]))
-    for sheet in sheets:
-        changed = [i for i, text in sheet.answers.items()
-                   if i in labels and " ".join(text.split()) != " ".join(cell_text(now.get(i)).split())]
-        if changed:
-            raise ValueError(f"human_labels: {sheet.path}: the {column} of {len(changed)} labelled item(s) differs "
-                             f"from the one the reviewer labelled, e.g. {changed[0]!r}; labels are of one run's "
-                             "answers — make a new plan on this run's per-item table and label those")
-
-
 def estimate_labelled(table: pd.DataFrame, human_labels: str, alpha: float = 0.05
                       ) -> list[tuple[LabelledMetric, dict[str, float]]]:
     """Each labelled metric of a per-item ``table`` (an ``id`` column and the metrics' columns) with its labels by
@@ -116,9 +101,11 @@ def estimate_labelled(table: pd.DataFrame, human_labels: str, alpha: float = 0.0
     for metric, group in _sheets_by_metric(paths, table).items():
         frame = pd.DataFrame({"id": table["id"].astype(str).to_numpy(),
                               metric: pd.to_numeric(table[metric], errors="coerce").to_numpy(dtype=float)})
+        shown = next((c for c in ANSWER_COLUMNS if c in table.columns), None)
+        if shown is not None:  # the answers the labels must be of (checked by estimate_from_sheets)
+            frame[shown] = table[shown].to_numpy()
         est, report = estimate_from_sheets(frame, metric, group, binary=None, alpha=alpha)
-        sheets, labels = read_rounds(group, None, len(frame))
-        _same_answers(sheets, labels, table)
+        labels = read_rounds(group, None, len(frame))[1]
         out.append((LabelledMetric(metric, est, {**report, "label_sheets": group}), labels))
     return out
 

@@ -151,7 +151,10 @@ def offline_metrics(samples: list[dict], encoder: Any, language: str = "auto") -
     rows = []
     for s in samples:
         f = faithfulness_fallback(s["response"], s["retrieved_contexts"], encoder=encoder, language=language)
-        rows.append({"id": s["id"], "fallback_faithfulness": f["score"], "fallback_faithfulness_method": f["method"],
+        # the question and response ride along so a label sheet shows what was judged and binds each human label
+        # to this answer (ragnb.tiers.human_labels refuses a label of another answer)
+        rows.append({"id": s["id"], "question": s["user_input"], "response": s["response"],
+                     "fallback_faithfulness": f["score"], "fallback_faithfulness_method": f["method"],
                      "hallucination_rate": hallucination_rate(f["score"]),
                      "context_utilization": context_utilization(s["response"], s["retrieved_contexts"])})
     frame = pd.DataFrame(rows).set_index("id")
