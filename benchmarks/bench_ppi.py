@@ -13,9 +13,10 @@ every response has a human label; the truth is the mean human label over all of 
   calibrated judge, the case active selection is designed for (not a judge a team has: it saw every label).
 
 Per judge and budget n ∈ {25, 50, 100, 200}: ``--draws`` draws (seeded) of n labelled items, uniformly without
-replacement (the rest unlabelled): coverage of the truth by the 95% PPI++ and human-only intervals, their median
-widths, median λ and effective n; and at equal expected budget the active design (ragnb.metrics.ppi_active:
-π from the judge's uncertainty, Poisson sampling) vs uniform. The judge-only mean's bias is exact (all labels known).
+replacement (the rest unlabelled): coverage of the truth by the 95% PPI++ and human-only intervals (ragnb's
+finite-sample intervals, and the authors' normal ones on the same draws), their median widths, median λ and
+effective n; stratified PPI++ over three bins of the judge's score (labels allocated in proportion); and at equal
+expected budget the active design (ragnb.metrics.ppi_active: π from the judge's uncertainty, Poisson sampling). The judge-only mean's bias is exact (all labels known).
 
 Usage: PYTHONPATH=$PWD python benchmarks/bench_ppi.py [--draws 2000] [--out benchmarks/results/ppi.json]
 """
@@ -34,8 +35,9 @@ import numpy as np
 from ragnb.io import atomic_write_text
 from ragnb.metrics.fallback import word_overlap_faithfulness
 from ragnb.metrics.fallback_agreement import begin_set
-from ragnb.metrics.ppi import classical_arrays, fill_failed, judge_only_arrays, ppi_arrays
+from ragnb.metrics.ppi import BINARY, classical_arrays, fill_failed, judge_only_arrays, ppi_arrays
 from ragnb.metrics.ppi_active import active_arrays, inclusion_probabilities, uncertainty
+from ragnb.metrics.ppi_strata import ppi_stratified
 
 BUDGETS = (25, 50, 100, 200)
 OUT = Path(__file__).resolve().parent / "results" / "ppi.json"
@@ -62,24 +64,55 @@ def _covers(ci: tuple[float, float], truth: float) -> bool:
     return ci[0] <= truth <= ci[1]
 
 
+def _strata(f: np.ndarray, k: int = 3) -> np.ndarray:
+    """Strata by the judge's score: its k quantile bins (the stratification Fisch et al. propose), failed → own."""
+    ok = ~np.isnan(f)
+    cuts = np.unique(np.quantile(f[ok], np.linspace(0, 1, k + 1)[1:-1]))
+    return np.where(ok, np.searchsorted(cuts, np.nan_to_num(f), side="right"), k)
+
+
+def _stratified_draw(strata: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n labels split over the strata in proportion to their size (at least 2 each), drawn without replacement."""
+    mask = np.zeros(strata.size, dtype=bool)
+    keys, counts = np.unique(strata, return_counts=True)
+    alloc = np.maximum(2, np.floor(n * counts / strata.size).astype(int))
+    for i in np.argsort(-(n * counts / strata.size - np.floor(n * counts / strata.size)))[:max(0, n - alloc.sum())]:
+        alloc[i] += 1
+    for key, m in zip(keys, alloc):
+        members = np.flatnonzero(strata == key)
+        mask[rng.choice(members, min(m, members.size), replace=False)] = True
+    return mask
+
+
 def simulate(y_pop: np.ndarray, f_pop: np.ndarray, n: int, draws: int, seed: int) -> dict:
-    """Uniform and active designs at budget n over ``draws`` seeded draws. Each draw is a fresh sample of N items
-    from the population (drawn with replacement from BEGIN, whose mean label is the truth): the iid setting the
-    intervals are stated for. Failed (NaN) scores are imputed as the product does (ragnb.metrics.ppi.fill_failed)."""
+    """Uniform, stratified and active designs at budget n over ``draws`` seeded draws. Each draw is a fresh sample
+    of N items from the population (drawn with replacement from BEGIN, whose mean label is the truth): the iid
+    setting the intervals are stated for. Failed (NaN) scores are imputed as the product does
+    (ragnb.metrics.ppi.fill_failed). Every interval is ragnb's finite-sample one (labels 0/1); ``ppi_normal`` and
+    ``human_normal`` are the authors' normal intervals on the same draws, for comparison."""
     truth, N = float(y_pop.mean()), y_pop.size
     rng = np.random.default_rng(seed)
-    rows = {k: [] for k in ("ppi", "human", "judge_only", "active", "active_human")}
+    keys = ("ppi", "ppi_normal", "human", "human_normal", "judge_only", "stratified", "active", "active_human")
+    rows = {k: [] for k in keys}
     for _ in range(draws):
         pick = rng.integers(0, N, size=N)
         y, (f,) = y_pop[pick], fill_failed(f_pop[pick])[1]
         pi = inclusion_probabilities(uncertainty(f_pop[pick]), n)
         mask = np.zeros(N, dtype=bool)
         mask[rng.choice(N, n, replace=False)] = True
-        rows["ppi"].append(ppi_arrays(y[mask], f[mask], f[~mask]))
-        rows["human"].append(classical_arrays(y[mask], N=N))
+        rows["ppi"].append(ppi_arrays(y[mask], f[mask], f[~mask], bounds=BINARY))
+        rows["ppi_normal"].append(ppi_arrays(y[mask], f[mask], f[~mask], finite=False))
+        rows["human"].append(classical_arrays(y[mask], N=N, bounds=BINARY))
+        rows["human_normal"].append(classical_arrays(y[mask], N=N, finite=False))
         rows["judge_only"].append(judge_only_arrays(f_pop[pick]))
+        strata = _strata(f_pop[pick])
+        smask = _stratified_draw(strata, n, rng)
+        ids = [str(i) for i in range(N)]
+        rows["stratified"].append(ppi_stratified(dict(zip(ids, f_pop[pick])),
+                                                 {ids[i]: y[i] for i in np.flatnonzero(smask)},
+                                                 dict(zip(ids, strata.astype(str))), binary=True).ppi)
         drawn = rng.uniform(size=N) < pi
-        a, h = active_arrays(y, f, pi, drawn)
+        a, h = active_arrays(y, f, pi, drawn, bounds=BINARY)
         rows["active"].append(a)
         rows["active_human"].append(h)
     out = {}
@@ -87,8 +120,10 @@ def simulate(y_pop: np.ndarray, f_pop: np.ndarray, n: int, draws: int, seed: int
         ok = [r for r in rs if np.isfinite(r.se)]
         out[k] = {"coverage": float(np.mean([_covers(r.ci, truth) for r in ok])),
                   "median_width": float(np.median([r.width for r in ok])),
-                  "median_lambda": float(np.nanmedian([r.lam for r in ok])) if k in ("ppi", "active") else None,
-                  "median_effective_n": float(np.nanmedian([r.effective_n for r in ok])),
+                  "median_lambda": (float(np.nanmedian([r.lam for r in ok]))
+                                    if k in ("ppi", "stratified", "active") else None),
+                  "median_effective_n": (float(np.nanmedian([r.effective_n for r in ok]))
+                                         if np.isfinite([r.effective_n for r in ok]).any() else None),
                   "mean_labels": float(np.mean([r.n for r in ok])), "draws_with_interval": len(ok)}
     return out
 
@@ -103,18 +138,18 @@ def main(argv: list[str]) -> None:
     result = {"data": "BEGIN dev (ragnb/data/begin_groundedness), generic rows dropped", "N": int(y.size),
               "truth": float(y.mean()), "draws": args.draws, "alpha": 0.05, "judges": {}}
     print(f"N = {y.size}, truth (mean human label) = {y.mean():.4f}, {args.draws} draws per cell")
-    print("judge             n   judge bias  PPI cover  human cover  PPI width  human width  ratio  λ     n_eff  "
-          "active cover  active width")
+    print("judge               n  bias    cover: PPI (normal)  human (normal)  strat  active | width: PPI  human  "
+          "strat  active")
     for j, (name, f) in enumerate(js.items()):
         bias = float(np.nanmean(f) - y.mean())
         cells = {}
         for n in BUDGETS:
             c = cells[n] = simulate(y, f, n, args.draws, seed=1000 * j + n)
-            print(f"{name:16} {n:4}   {bias:+.4f}     {c['ppi']['coverage']:.3f}      {c['human']['coverage']:.3f}"
-                  f"        {c['ppi']['median_width']:.4f}     {c['human']['median_width']:.4f}     "
-                  f"{c['ppi']['median_width'] / c['human']['median_width']:.2f}  {c['ppi']['median_lambda']:.2f}  "
-                  f"{c['ppi']['median_effective_n']:6.1f}  {c['active']['coverage']:.3f}         "
-                  f"{c['active']['median_width']:.4f}")
+            cov = {k: c[k]["coverage"] for k in c}
+            wid = {k: c[k]["median_width"] for k in c}
+            print(f"{name:18} {n:4}  {bias:+.3f}  {cov['ppi']:.3f} ({cov['ppi_normal']:.3f})  {cov['human']:.3f} "
+                  f"({cov['human_normal']:.3f})  {cov['stratified']:.3f}  {cov['active']:.3f} | {wid['ppi']:.4f} "
+                  f"{wid['human']:.4f} {wid['stratified']:.4f} {wid['active']:.4f}")
         result["judges"][name] = {"judge_mean": float(np.nanmean(f)), "judge_only_bias": bias,
                                   "n_failed": int(np.isnan(f).sum()),
                                   "budgets": {str(n): c for n, c in cells.items()}}

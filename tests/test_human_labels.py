@@ -132,7 +132,7 @@ def test_tier2_ppi_block_equals_ppi_mean_on_the_per_item_table(labelled_runs, tm
     for key, value in (("estimate", expect.estimate), ("ci_low", expect.ci[0]), ("ci_high", expect.ci[1]),
                        ("lambda", expect.lam), ("n_eff", expect.effective_n)):
         assert block[key] == pytest.approx(value, rel=1e-12), key
-    human = classical_mean(y)
+    human = classical_mean(y, binary=True)  # 0/1 labels: Wilson's interval
     assert block["human_only"]["estimate"] == pytest.approx(np.mean(y))
     assert block["human_only"]["ci_high"] == pytest.approx(human.ci[1])
     assert block["judge_only"]["estimate"] == pytest.approx(np.nanmean(s)) == pytest.approx(judge_mean(s).estimate)

@@ -105,7 +105,7 @@ def test_active_plan_round_trip_from_a_spreadsheet(items, tmp_path):
     pi = inclusion_probabilities(uncertainty(s), 60)
     drawn = frame["item_id"].isin(ids).to_numpy()
     y = np.array([truth[i] for i in frame["item_id"]])
-    ppi, human = active_arrays(y, fill_failed(s)[1][0], pi, drawn)
+    ppi, human = active_arrays(y, fill_failed(s)[1][0], pi, drawn, bounds=(0.0, 1.0))  # --binary: 0/1 labels
     assert out["ppi"]["method"] == "active_ppi++" and out["ppi"]["ci"] == pytest.approx(list(ppi.ci))
     assert out["human_only"]["estimate"] == pytest.approx(human.estimate)
     # an active sheet with a drawn row left empty cannot be weighted: an error naming the row
@@ -195,6 +195,7 @@ def test_a_second_round_leaves_out_the_labelled_items(items, tmp_path):
     out = json.loads(r.output)
     drawn = np.isin(ids_all, first + active_ids)
     y = np.array([truth[i] for i in ids_all])
-    ppi, _ = active_arrays(y, fill_failed(s)[1][0], np.where(free, expect_pi, 1.0), drawn)
+    ppi, _ = active_arrays(y, fill_failed(s)[1][0], np.where(free, expect_pi, 1.0), drawn,
+                          bounds=(0.0, 1.0))  # 0/1 labels
     assert out["ppi"]["method"] == "active_ppi++" and out["ppi"]["ci"] == pytest.approx(list(ppi.ci))
     assert out["labelled"] == 40 + len(active_ids)

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from ragnb.datasets.label_plan import (ANSWER_COLUMNS, MIX, Sheet, answer_hash, check_sheet, design_probabilities,
-                                      read_sheet)
-from ragnb.metrics.ppi import check_labels, fill_failed, judge_only_arrays
+                                      read_sheet, registered_range)
+from ragnb.metrics.ppi import BINARY, check_labels, fill_failed, judge_only_arrays
 from ragnb.metrics.ppi_active import active_arrays
 from ragnb.metrics.ppi_items import Estimates, estimates, unknown_ids
 
@@ -69,18 +69,22 @@ def estimate_from_sheets(frame: pd.DataFrame, score: str, sheet_paths: Sequence[
     report = {"design": " + ".join(s.design["text"] for s in sheets), "sheets": len(sheets),
               "rows": sum(len(s.pi) for s in sheets), "labelled": len(labels),
               "left_empty": sum(len(s.empty) for s in sheets)}
+    # the labels' range for the finite-sample interval: 0/1 (yes/no labels, or numbers that are all 0 or 1), else
+    # the metric's registered range (every label was checked to lie in it), else unknown
+    zero_one = bool(labels) and all(v in (0.0, 1.0) for v in labels.values())
+    bounds = BINARY if binary or zero_one else registered_range(score)
     if all(s.design["kind"] == "uniform" for s in sheets):
         if strata:
             from ragnb.metrics.ppi_strata import ppi_stratified
 
             return ppi_stratified(judge, labels, dict(zip(frame["id"], frame[strata].astype(str))), alpha,
-                                  binary=bool(binary)), report
-        return estimates(judge, labels, alpha, binary=bool(binary)), report
-    return _weighted(frame, score, sheets, labels, alpha, others, bool(binary)), report
+                                  binary=bool(binary), bounds=bounds), report
+        return estimates(judge, labels, alpha, binary=bool(binary), bounds=bounds), report
+    return _weighted(frame, score, sheets, labels, alpha, others, bool(binary), bounds), report
 
 
 def _weighted(frame: pd.DataFrame, score: str, sheets: list[Sheet], labels: dict[str, float], alpha: float,
-              others: tuple[str, ...], binary: bool) -> Estimates:
+              others: tuple[str, ...], binary: bool, bounds: tuple[float, float] | None) -> Estimates:
     """The last round's design, the earlier labels at π = 1 (module docstring)."""
     last = sheets[-1]
     if last.empty:
@@ -101,7 +105,7 @@ def _weighted(frame: pd.DataFrame, score: str, sheets: list[Sheet], labels: dict
     y = np.array([labels.get(i, 0.0) for i in frame["id"]])
     n_failed = int(np.isnan(scores).sum())
     ppi, human = active_arrays(y, fill_failed(scores)[1][0], np.where(earlier, 1.0, pi), drawn, alpha,
-                               n_failed=n_failed)
+                               n_failed=n_failed, bounds=bounds)
     return Estimates(judge_only_arrays(scores, alpha, n_labelled=int(drawn.sum())), human, ppi)
 
 

@@ -92,6 +92,13 @@ def design_text(kind: str, budget: int, N: int, seed: int, mix: float | None = N
             + (f" labelled={labelled}" if labelled else ""))
 
 
+# What BENCHMARKS §15 measured of active selection, said with every active plan: it is offered, not advised.
+ACTIVE_NOTE = ("active selection measured narrower than uniform only for a judge whose scores are calibrated "
+               "probabilities (12% at 100 labels); with the three uncalibrated judges of BENCHMARKS §15 its interval "
+               "was wider than uniform's at every budget — keep the uniform default unless your judge's scores are "
+               "calibrated")
+
+
 def design_probabilities(frame: pd.DataFrame, score: str, budget: int, *, active: bool, others: tuple[str, ...] = (),
                          mix: float = MIX, labelled: np.ndarray | None = None) -> np.ndarray:
     """π_i of every row of ``frame``: 0 for the rows already ``labelled`` (a bool mask; they are not drawn again),
@@ -147,6 +154,8 @@ def plan(frame: pd.DataFrame, score: str, budget: int, *, seed: int = 0, active:
               "expected_ci_width_ppi": round(widths["ppi"], 4),
               "expected_ci_width_human_only": round(widths["human_only"], 4),
               "assumption": widths["assumption"]}
+    if active:
+        report["design_note"] = ACTIVE_NOTE
     return LabelPlan(sheet[drawn].reset_index(drop=True), report)
 
 

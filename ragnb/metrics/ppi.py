@@ -24,6 +24,22 @@ as the oracle. Where their code has no answer ragnb decides, and says so in ``no
 
 Effective sample size: n_eff = n · se²_classical / se²_PPI = var₀(Y) / se²_PPI — the number of human labels a
 human-only interval would need to be as narrow as the PPI interval.
+
+The interval ragnb quotes (``finite=True``, the default) is built for the 25–100 labels a team has, where the normal
+interval above covers the truth only 0.89–0.93 of the time (BENCHMARKS §15). The point estimate and λ are the
+authors' exactly; the interval differs in three ways that vanish as n grows:
+
+    se² = λ²·var₁(Ŷᵘ)/Nᵤ + v/n,   v = ((n − 1)·var₁(Y − λŶ) + s²/2) / (n + 1),   CI = θ̂ ± t_{n−1, 1−α/2}·se
+
+* t_{n−1} instead of z, and divisor n − 1 (var₁): the variance is estimated from n labels;
+* for labels in a known range of width s (0/1 labels: s = 1), two pseudo-observations at r̄ ± s/2 are added to
+  the rectifier r = Y − λŶ (the idea of Agresti–Coull's "add two successes and two failures"): a small sample that
+  happens to look uniform, or all 25 labels equal, no longer yields a near-zero or zero width;
+* the interval is clipped to the labels' range, and a human-only interval of 0/1 labels (λ = 0) is Wilson's score
+  interval, which keeps its coverage near 95% at small n and is never of width 0.
+
+``finite=False`` gives the authors' normal interval (the oracle the tests compare with). Below :data:`MIN_LABELS`
+labels ``note`` says that no interval of so few labels can be trusted.
 """
 
 from __future__ import annotations
@@ -39,6 +55,11 @@ from statistics import NormalDist
 import numpy as np
 
 from ragnb.metrics.registry import register
+
+# Fewer labels than this: the interval is still computed, but its note says no interval of so few can be trusted.
+MIN_LABELS = 10
+BINARY = (0.0, 1.0)  # the range of 0/1 labels
+PSEUDO = 4  # pseudo-observations, half at each side of the mean rectifier (Agresti–Coull's z² ≈ 4)
 
 ArrayLike = Sequence[float] | np.ndarray
 
@@ -84,9 +105,52 @@ def z_value(alpha: float) -> float:
     return NormalDist().inv_cdf(1.0 - alpha / 2.0)  # stdlib (Wichura's AS241, ~1e-16): no scipy at import
 
 
-def interval(estimate: float, se: float, alpha: float) -> tuple[float, float]:
-    z = z_value(alpha)
-    return (estimate - z * se, estimate + z * se)
+def interval(estimate: float, se: float, alpha: float, df: float | None = None,
+             bounds: tuple[float, float] | None = None) -> tuple[float, float]:
+    """estimate ± q·se with q = z (``df`` None) or Student's t with ``df`` degrees of freedom; clipped to
+    ``bounds`` (the labels' range) when given."""
+    q = z_value(alpha) if df is None else t_value(alpha, df)
+    lo, hi = estimate - q * se, estimate + q * se
+    if bounds is not None and math.isfinite(lo) and math.isfinite(hi):
+        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
+    return (lo, hi)
+
+
+def t_value(alpha: float, df: float) -> float:
+    """t_{df, 1−α/2}, the two-sided Student quantile; z when df is infinite."""
+    z_value(alpha)  # checks α
+    if not df > 0:
+        return math.nan
+    from scipy.stats import t  # lazily: scipy is heavy and only intervals need it
+
+    return float(t.ppf(1.0 - alpha / 2.0, df))
+
+
+def span_of(bounds: tuple[float, float] | None) -> float | None:
+    return None if bounds is None else float(bounds[1] - bounds[0])
+
+
+def rectifier_variance(r: np.ndarray, span: float | None) -> float:
+    """v = var₁(r), or with the labels' range width ``span`` known, ((n − 1)·var₁(r) + span²/2)/(n + 1): the
+    variance once two pseudo-observations r̄ ± span/2 join the sample (module docstring)."""
+    n = r.size
+    v = float(np.var(r, ddof=1)) if n >= 2 else math.nan
+    return v if span is None else ((n - 1) * v + PSEUDO * span ** 2 / 4.0) / (n - 1 + PSEUDO)
+
+
+def wilson(y: np.ndarray, alpha: float, bounds: tuple[float, float]) -> tuple[float, float]:
+    """Wilson's score interval for the mean of labels that take only the two values of ``bounds``:
+    (p̂ + z²/2n ± z·√(p̂(1 − p̂)/n + z²/4n²)) / (1 + z²/n), mapped back onto the bounds."""
+    lo_b, hi_b = bounds
+    n, z = y.size, z_value(alpha)
+    p = float(np.mean((y - lo_b) / (hi_b - lo_b)))
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (lo_b + (hi_b - lo_b) * max(centre - half, 0.0), lo_b + (hi_b - lo_b) * min(centre + half, 1.0))
+
+
+def two_valued(y: np.ndarray, bounds: tuple[float, float] | None) -> bool:
+    return bounds is not None and bool(np.all((y == bounds[0]) | (y == bounds[1])))
 
 
 # --------------------------------------------------------------------------- input checks
@@ -143,9 +207,11 @@ def power_tuning(y: np.ndarray, yhat: np.ndarray, yhat_unlabelled: np.ndarray) -
 
 
 def ppi_arrays(y: np.ndarray, yhat: np.ndarray, yhat_unlabelled: np.ndarray, alpha: float = 0.05,
-               lam: float | None = None, n_failed: int = 0) -> PPIResult:
+               lam: float | None = None, n_failed: int = 0, *, bounds: tuple[float, float] | None = None,
+               finite: bool = True) -> PPIResult:
     """PPI++ on disjoint labelled (``y``, ``yhat``) and unlabelled (``yhat_unlabelled``) parts, NaN-free (the
-    authors' setting); ``lam`` fixes λ (1 = plain PPI, 0 = classical), None tunes it."""
+    authors' setting); ``lam`` fixes λ (1 = plain PPI, 0 = classical), None tunes it. ``bounds``: the labels'
+    range ((0, 1) for 0/1 labels), for the finite-sample interval; ``finite=False``: the authors' normal one."""
     n, n_u = y.size, yhat_unlabelled.size
     if n == 0:
         return no_labels("ppi++", alpha, n_u, n_failed)
@@ -153,24 +219,31 @@ def ppi_arrays(y: np.ndarray, yhat: np.ndarray, yhat_unlabelled: np.ndarray, alp
     imputed = lam * float(yhat_unlabelled.mean()) if n_u else 0.0
     rect = y - lam * yhat
     est = imputed + float(rect.mean())
-    se = math.sqrt((lam ** 2 * float(np.var(yhat_unlabelled)) / n_u if n_u else 0.0) + float(np.var(rect)) / n)
-    note = _note(n, y, yhat_unlabelled, yhat)
+    note = _note(n, y, yhat_unlabelled, yhat, finite)
+    if not finite:
+        se = math.sqrt((lam ** 2 * float(np.var(yhat_unlabelled)) / n_u if n_u else 0.0) + float(np.var(rect)) / n)
+        ci = interval(est, se, alpha)
+    else:
+        judge_var = lam ** 2 * float(np.var(yhat_unlabelled, ddof=1)) / n_u if n_u >= 2 else 0.0
+        se = math.sqrt(judge_var + rectifier_variance(rect, span_of(bounds)) / n) if n >= 2 else math.nan
+        ci = (wilson(y, alpha, bounds) if lam == 0.0 and n >= 2 and two_valued(y, bounds)
+              else interval(est, se, alpha, n - 1, bounds))
     if n < 2:
-        se = math.nan
-    return PPIResult("ppi++", est, interval(est, se, alpha), se, alpha, n, n + n_u, lam,
-                     _effective_n(float(np.var(y)), se, n), n_failed, note)
+        se, ci = math.nan, (math.nan, math.nan)
+    return PPIResult("ppi++", est, ci, se, alpha, n, n + n_u, lam, _effective_n(float(np.var(y)), se, n), n_failed,
+                     note)
 
 
-def classical_arrays(y: np.ndarray, alpha: float = 0.05, N: int | None = None, n_failed: int = 0) -> PPIResult:
-    """Human-only: Ȳ ± z·sd₀(Y)/√n (ppi-python's ``classical_mean_ci``); effective n = n."""
+def classical_arrays(y: np.ndarray, alpha: float = 0.05, N: int | None = None, n_failed: int = 0, *,
+                     bounds: tuple[float, float] | None = None, finite: bool = True) -> PPIResult:
+    """Human-only: Ȳ ± z·sd₀(Y)/√n (ppi-python's ``classical_mean_ci``, ``finite=False``); by default the
+    finite-sample interval of the module docstring with λ = 0 (Wilson's for 0/1 labels); effective n = n."""
     n = y.size
     if n == 0:
         return no_labels("classical", alpha, N or 0, n_failed)
-    se = float(np.std(y)) / math.sqrt(n) if n >= 2 else math.nan
-    note = _note(n, y)
-    est = float(y.mean())
-    return PPIResult("classical", est, interval(est, se, alpha), se, alpha, n, N if N is not None else n,
-                     math.nan, float(n), n_failed, note)
+    r = ppi_arrays(y, y, np.empty(0), alpha, lam=0.0, n_failed=n_failed, bounds=bounds, finite=finite)
+    return PPIResult("classical", r.estimate, r.ci, r.se, alpha, n, N if N is not None else n, math.nan, float(n),
+                     n_failed, _note(n, y, finite=finite))
 
 
 def judge_only_arrays(scores: np.ndarray, alpha: float = 0.05, n_labelled: int = 0) -> PPIResult:
@@ -193,13 +266,19 @@ def no_labels(method: str, alpha: float, N: int, n_failed: int) -> PPIResult:
                      "ragnb dataset label-plan)")
 
 
-def _note(n: int, y: np.ndarray, yhat_unlabelled: np.ndarray | None = None, yhat: np.ndarray | None = None) -> str:
+def _note(n: int, y: np.ndarray, yhat_unlabelled: np.ndarray | None = None, yhat: np.ndarray | None = None,
+          finite: bool = True) -> str:
     notes = []
     if n < 2:
         notes.append(f"only {n} label: no interval (needs at least 2)")
     elif np.all(y == y[0]):
-        notes.append(f"all {n} labels are {y[0]:g}: the normal interval of the labels has zero width and says "
-                     "nothing about how far the rate may be from it")
+        notes.append(f"all {n} labels are {y[0]:g}: " + (
+            "the interval rests on the labels' range alone (two pseudo-labels, or Wilson's bound for 0/1 labels)"
+            if finite else "the normal interval of the labels has zero width and says nothing about how far the "
+                           "rate may be from it"))
+    if 2 <= n < MIN_LABELS:
+        notes.append(f"only {n} labels: too few for any interval to be trusted (label at least {MIN_LABELS}; "
+                     "25 or more for the 95% to hold, BENCHMARKS §15)")
     if yhat is not None and yhat_unlabelled is not None:
         all_scores = np.concatenate([yhat, yhat_unlabelled])
         if all_scores.size and np.all(all_scores == all_scores[0]):
@@ -233,13 +312,14 @@ def remove_labelled(judge_all: np.ndarray, judge_labeled: np.ndarray) -> np.ndar
 
 @register("ppi_mean", "ppi", kind="estimator", value_range=(-math.inf, math.inf), higher_is_better=True)
 def ppi_mean(judge_all: ArrayLike, judge_labeled: ArrayLike, human_labeled: ArrayLike, alpha: float = 0.05, *,
-             binary: bool = False, lam: float | None = None) -> PPIResult:
+             binary: bool = False, lam: float | None = None, finite: bool = True) -> PPIResult:
     """Prediction-powered mean (PPI++): θ̂ = λ·mean(Ŷᵘ) + mean(Y − λŶ), se² = λ²var₀(Ŷᵘ)/Nᵤ + var₀(Y − λŶ)/n,
     CI = θ̂ ± z_{1−α/2}·se, λ = clip(cov₀(Y, Ŷ)/((1 + n/Nᵤ)·var₁(Ŷ ∪ Ŷᵘ)), 0, 1).
 
     ``judge_all``: the judge's score of every item, the labelled ones included (NaN = failed verdict);
     ``judge_labeled``, ``human_labeled``: the judge's score and the human label of each labelled item, aligned.
-    The unlabelled part Ŷᵘ is ``judge_all`` less the labelled scores. ``binary``: labels must be 0/1.
+    The unlabelled part Ŷᵘ is ``judge_all`` less the labelled scores. ``binary``: labels must be 0/1 (and the
+    interval uses that range). ``finite=False``: the authors' normal interval instead of the finite-sample one.
     """
     y = check_labels(human_labeled, binary)
     all_s = check_scores(judge_all, binary, "judge_all")
@@ -254,12 +334,16 @@ def ppi_mean(judge_all: ArrayLike, judge_labeled: ArrayLike, human_labeled: Arra
     if int(np.isnan(lab_s).sum()) > n_failed:
         raise ValueError("judge_labeled has more failed (NaN) scores than judge_all: judge_all must hold every item")
     _, (all_f, lab_f) = fill_failed(all_s, lab_s)
-    return ppi_arrays(y, lab_f, remove_labelled(all_f, lab_f), alpha, lam=lam, n_failed=n_failed)
+    return ppi_arrays(y, lab_f, remove_labelled(all_f, lab_f), alpha, lam=lam, n_failed=n_failed,
+                      bounds=BINARY if binary else None, finite=finite)
 
 
-def classical_mean(human_labeled: ArrayLike, alpha: float = 0.05, *, binary: bool = False) -> PPIResult:
-    """Human-only mean and its normal interval, Ȳ ± z·sd₀(Y)/√n."""
-    return classical_arrays(check_labels(human_labeled, binary), alpha)
+def classical_mean(human_labeled: ArrayLike, alpha: float = 0.05, *, binary: bool = False,
+                   finite: bool = True) -> PPIResult:
+    """Human-only mean and its interval: Wilson's for 0/1 labels, else Ȳ ± t_{n−1}·sd₁(Y)/√n (``finite=False``:
+    the normal Ȳ ± z·sd₀(Y)/√n)."""
+    return classical_arrays(check_labels(human_labeled, binary), alpha, bounds=BINARY if binary else None,
+                            finite=finite)
 
 
 def judge_mean(judge_all: ArrayLike, alpha: float = 0.05) -> PPIResult:

@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from ragnb.metrics.ppi import PPIResult, interval, z_value
+from ragnb.metrics.ppi import PSEUDO, PPIResult, interval, z_value
 
 MIX = 0.5  # τ: the uniform design's share of every π_i
 
@@ -67,9 +67,12 @@ def inclusion_probabilities(u: np.ndarray, budget: float, mix: float = MIX) -> n
 
 
 def active_arrays(y: np.ndarray, f: np.ndarray, pi: np.ndarray, drawn: np.ndarray, alpha: float = 0.05,
-                  n_failed: int = 0, lam: float | None = None) -> tuple[PPIResult, PPIResult]:
+                  n_failed: int = 0, lam: float | None = None, *, bounds: tuple[float, float] | None = None,
+                  finite: bool = True) -> tuple[PPIResult, PPIResult]:
     """(active PPI++, 1/π-weighted human-only) over all N items: ``f`` judge scores (NaN-free), ``pi`` inclusion
-    probabilities, ``drawn`` ξ (bool), ``y`` labels (read where drawn; anything elsewhere)."""
+    probabilities, ``drawn`` ξ (bool), ``y`` labels (read where drawn; anything elsewhere). ``finite`` (default):
+    se from var₁(T), Student's t with n − 1 degrees of freedom (n labels drawn) and, with ``bounds`` (the labels'
+    range), two pseudo-labels as in :mod:`ragnb.metrics.ppi`; ``finite=False``: sd₀(T)/√N and z."""
     N, n = f.size, int(drawn.sum())
     if n == 0:
         from ragnb.metrics.ppi import no_labels
@@ -87,10 +90,20 @@ def active_arrays(y: np.ndarray, f: np.ndarray, pi: np.ndarray, drawn: np.ndarra
     out = []
     for method, t, lam_k in (("active_ppi++", a + lam * b, lam), ("ipw_classical", a, math.nan)):
         est = float(t.mean())
-        se = float(np.std(t)) / math.sqrt(N) if n >= 2 else math.nan
+        if finite:
+            # two pseudo-labels at ±span/2 from the mean rectifier, weighted as an average drawn item (1/π̄):
+            # they add span²·w̄²/2 to the sum of squares of T (for the uniform design, the same as in ppi_arrays)
+            k = 0 if bounds is None else PSEUDO
+            extra = k * (0.0 if bounds is None else (bounds[1] - bounds[0])) ** 2 * float(np.mean(w[drawn])) ** 2 / 4.0
+            ss = float(np.sum((t - est) ** 2))
+            se = math.sqrt((ss + extra) / (N - 1 + k) / N) if n >= 2 else math.nan
+            ci = interval(est, se, alpha, n - 1, bounds)
+        else:
+            se = float(np.std(t)) / math.sqrt(N) if n >= 2 else math.nan
+            ci = interval(est, se, alpha)
         eff = var_y / se ** 2 if n >= 2 and se > 0 and var_y > 0 else math.nan
         note = "" if n >= 2 else f"only {n} label: no interval (needs at least 2)"
-        out.append(PPIResult(method, est, interval(est, se, alpha), se, alpha, n, N, lam_k, eff, n_failed, note))
+        out.append(PPIResult(method, est, ci, se, alpha, n, N, lam_k, eff, n_failed, note))
     return out[0], out[1]
 
 

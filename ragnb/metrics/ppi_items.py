@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ragnb.metrics.ppi import (PPIResult, check_labels, check_scores, classical_arrays, fill_failed,
-                               judge_only_arrays, ppi_arrays)
+from ragnb.metrics.ppi import (BINARY, MIN_LABELS, PPIResult, check_labels, check_scores, classical_arrays,
+                               fill_failed, judge_only_arrays, ppi_arrays)
 from ragnb.metrics.registry import register
 
 if TYPE_CHECKING:
@@ -82,8 +82,10 @@ class Estimates:
         if math.isfinite(self.ppi.se):
             worth = (f", worth {self.ppi.effective_n:.0f} human labels" if math.isfinite(self.ppi.effective_n)
                      else "")
+            few = (f"; only {self.ppi.n} labels: too few for any interval to be trusted"
+                   if self.ppi.n < MIN_LABELS else "")
             return self.ppi.method, (f"PPI: valid whatever the judge's bias, from {self.ppi.n} labels and {self.ppi.N} "
-                             f"judged items{worth}")
+                             f"judged items{worth}{few}")
         if self.human_only.n:
             return self.human_only.method, "the human labels (too few for PPI's interval)"
         return self.judge_only.method, ("the judge's mean, unchecked: no human label bounds its bias (label items: "
@@ -107,14 +109,16 @@ class Estimates:
 
 
 def estimates(judge: Mapping[str, float], human: Mapping[str, float], alpha: float = 0.05, *,
-              binary: bool = False) -> Estimates:
+              binary: bool = False, bounds: tuple[float, float] | None = None) -> Estimates:
     """The three estimates for items keyed by id: ``judge`` id → score over every item (NaN/None = failed),
-    ``human`` id → label over the labelled ones (every id must be judged)."""
+    ``human`` id → label over the labelled ones (every id must be judged). ``bounds``: the labels' range for the
+    finite-sample interval (default (0, 1) when ``binary``; see :mod:`ragnb.metrics.ppi`)."""
     a = align(judge, human, binary)
     N = len(a.raw_scores)
+    bounds = BINARY if bounds is None and binary else bounds
     return Estimates(judge_only_arrays(a.raw_scores, alpha, n_labelled=len(a.ids)),
-                     classical_arrays(a.y, alpha, N=N, n_failed=a.n_failed),
-                     ppi_arrays(a.y, a.yhat, a.yhat_u, alpha, n_failed=a.n_failed))
+                     classical_arrays(a.y, alpha, N=N, n_failed=a.n_failed, bounds=bounds),
+                     ppi_arrays(a.y, a.yhat, a.yhat_u, alpha, n_failed=a.n_failed, bounds=bounds))
 
 
 @register("ppi_mean_difference", "ppi", kind="estimator", value_range=(-math.inf, math.inf), higher_is_better=True)
@@ -139,7 +143,8 @@ def ppi_paired_difference(judge_a: Mapping[str, float], judge_b: Mapping[str, fl
     sb = dict(zip(judge_b, check_scores([_num(v) for v in judge_b.values()], binary, "judge_b")))
     diff_judge = {i: sb[i] - sa[i] for i in judge_a}
     diff_human = {i: yb[i] - ya[i] for i in human_a}
-    return estimates(diff_judge, diff_human, alpha, binary=False)
+    # the difference of two 0/1 labels lies in [−1, 1]
+    return estimates(diff_judge, diff_human, alpha, binary=False, bounds=(-1.0, 1.0) if binary else None)
 
 
 def estimates_from_frame(frame: "pd.DataFrame", score: str, label: str, *, id_column: str = "id",
