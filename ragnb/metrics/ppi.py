@@ -228,10 +228,24 @@ def ppi_arrays(y: np.ndarray, yhat: np.ndarray, yhat_unlabelled: np.ndarray, alp
         se = math.sqrt(judge_var + rectifier_variance(rect, span_of(bounds)) / n) if n >= 2 else math.nan
         ci = (wilson(y, alpha, bounds) if lam == 0.0 and n >= 2 and two_valued(y, bounds)
               else interval(est, se, alpha, n - 1, bounds))
+        if bounds is None and n >= 2 and _no_spread(rect, judge_var):
+            # labels of unknown range that leave the rectifier constant (all 25 labels 1 with binary=False, or all
+            # 0.4): nothing measures how far the mean may be, so no interval rather than a zero-width one
+            ci = (math.nan, math.nan)
+            note = "; ".join(x for x in (note, _UNDEFINED) if x)
     if n < 2:
         se, ci = math.nan, (math.nan, math.nan)
     return PPIResult("ppi++", est, ci, se, alpha, n, n + n_u, lam, _effective_n(float(np.var(y)), se, n), n_failed,
                      note)
+
+
+_UNDEFINED = ("no interval: the labels leave no spread to measure and their range is unknown (pass binary=True for "
+              "0/1 labels: Wilson's interval)")
+
+
+def _no_spread(rect: np.ndarray, judge_var: float) -> bool:
+    """The rectifier is constant and the judge's part adds no variance: se would be 0 (up to rounding)."""
+    return judge_var == 0.0 and bool(np.all(rect == rect[0]))
 
 
 def classical_arrays(y: np.ndarray, alpha: float = 0.05, N: int | None = None, n_failed: int = 0, *,
@@ -242,8 +256,11 @@ def classical_arrays(y: np.ndarray, alpha: float = 0.05, N: int | None = None, n
     if n == 0:
         return no_labels("classical", alpha, N or 0, n_failed)
     r = ppi_arrays(y, y, np.empty(0), alpha, lam=0.0, n_failed=n_failed, bounds=bounds, finite=finite)
+    note = _note(n, y, finite=finite)
+    if _UNDEFINED in r.note:  # said by ppi_arrays; the human-only note is rebuilt without the judge's parts
+        note = "; ".join(x for x in (note, _UNDEFINED) if x)
     return PPIResult("classical", r.estimate, r.ci, r.se, alpha, n, N if N is not None else n, math.nan, float(n),
-                     n_failed, _note(n, y, finite=finite))
+                     n_failed, note)
 
 
 def judge_only_arrays(scores: np.ndarray, alpha: float = 0.05, n_labelled: int = 0) -> PPIResult:

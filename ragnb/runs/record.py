@@ -162,6 +162,8 @@ def ppi_view(name: str, value: Any, block: dict) -> Any:
             "estimator": ppi.get("method"), "judge_only": value}
     if "few_items" in value:  # too few items says nothing, whatever the estimator ("constant" is the judge's)
         view["few_items"] = value["few_items"]
+    if ppi["ci_low"] == ppi["ci_high"]:  # a zero-width interval (an older record's all-equal labels) says nothing
+        view["constant"] = True
     return view
 
 
