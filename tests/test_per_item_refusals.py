@@ -18,9 +18,9 @@ def _compare(out):
 
 
 def _only_csv(out, run_id: str, edit) -> str:
-    """B's per-item table as a CSV only (its parquet gone), edited by ``edit(frame)``; returns its path."""
+    """B's per-item table as a CSV only (no older parquet beside it), edited by ``edit(frame)``; its path."""
     folder = out / "runs" / run_id
-    (folder / "tier1_retrieval.per_item.parquet").unlink()
+    (folder / "tier1_retrieval.per_item.parquet").unlink(missing_ok=True)
     path = folder / "tier1_retrieval.per_item.csv"
     frame = pd.read_csv(path, dtype=object)
     edit(frame)
