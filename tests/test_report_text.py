@@ -64,3 +64,20 @@ def test_dashboard_runs_table_leaves_git_empty_outside_a_checkout():
                         {"id": "b", "git_branch": "dev", "git_commit_hash": "fedcba9876543210"}])
     git = table.set_index("run_id")["git"]
     assert git["b"] == "dev @ fedcba9876" and git.isna()["a"]  # an empty cell, not "— @ —"
+
+
+def test_compared_corpora_are_named_by_database_and_by_server_only_where_that_is_the_difference():
+    from ragnb.runs.comparability import corpora_texts
+
+    def prov(url, n):
+        return {"corpora": [{"database": url, "n_chunks": n, "n_embedded": n, "chunks_md5": "f0b68623cc01aa",
+                             "model": "e5"}]}
+
+    here = "postgresql+psycopg://postgres:@/ragnb?host=/tmp/x/pgdata"
+    there = "postgresql+psycopg://team@db.internal:5432/ragnb"
+    a, b = corpora_texts(prov(here, 120), prov(here, 150))
+    assert a == "database ragnb (120 chunks, 120 embedded, md5 f0b68623cc01, e5)" and "150 chunks" in b
+    assert "postgresql" not in a + b
+    # the same name and counts on two servers: only the server tells them apart, so it is shown
+    a, b = corpora_texts(prov(here, 120), prov(there, 120))
+    assert a.startswith(here) and b.startswith(there)

@@ -32,6 +32,7 @@ from typing import Any
 
 import pandas as pd
 
+from ragnb.config import url_database_name
 from ragnb.metrics.retrieval import RELEVANT_PAGES
 from ragnb.runs.history import Alignment, align
 from ragnb.spec import label_of
@@ -63,10 +64,19 @@ def describe_datasets(p: dict | None) -> str:
     return "; ".join(f"{d.get('name')} ({d.get('n_items')} items, sha256 {str(d.get('sha256'))[:12]})" for d in ds) or "—"
 
 
-def describe_corpora(p: dict | None) -> str:
+def describe_corpora(p: dict | None, full: bool = False) -> str:
+    """The corpora of a provenance block as a reader names them: ``database ragnb (120 chunks, …)``; ``full``:
+    with the (password-free) connection URL, for two corpora that differ only in their server."""
     cs = (p or {}).get("corpora") or []
-    return "; ".join(f"{c.get('database')} ({c.get('n_chunks')} chunks, {c.get('n_embedded')} embedded, md5 "
+    return "; ".join(f"{c.get('database') if full else 'database ' + url_database_name(c.get('database'))} "
+                     f"({c.get('n_chunks')} chunks, {c.get('n_embedded')} embedded, md5 "
                      f"{str(c.get('chunks_md5'))[:12]}, {c.get('model') or 'model not recorded'})" for c in cs) or "—"
+
+
+def corpora_texts(pa: dict | None, pb: dict | None) -> tuple[str, str]:
+    """How two runs' corpora are shown side by side: by database name, or with the server where only it differs."""
+    a, b = describe_corpora(pa), describe_corpora(pb)
+    return (a, b) if a != b else (describe_corpora(pa, full=True), describe_corpora(pb, full=True))
 
 
 def block_comparability(key: str, block_a: dict, block_b: dict, only_a: list[str] | None = None,
@@ -84,7 +94,8 @@ def block_comparability(key: str, block_a: dict, block_b: dict, only_a: list[str
         if dataset_keys(pa) != dataset_keys(pb):
             reasons.append(f"{label}: different datasets — A: {describe_datasets(pa)}; B: {describe_datasets(pb)}")
         if corpus_keys(pa) != corpus_keys(pb):
-            reasons.append(f"{label}: different corpora — A: {describe_corpora(pa)}; B: {describe_corpora(pb)}")
+            shown_a, shown_b = corpora_texts(pa, pb)
+            reasons.append(f"{label}: different corpora — A: {shown_a}; B: {shown_b}")
     if only_a or only_b:
         parts = [f"{len(ids)} only in run {side} ({_shown(ids)})"
                  for side, ids in (("A", only_a), ("B", only_b)) if ids]
@@ -162,8 +173,8 @@ def differences(a: dict, b: dict, blocks_a: dict, blocks_b: dict) -> pd.DataFram
         stem = (blocks_a.get(key) or blocks_b.get(key))[0] or key
         if describe_datasets(prov_a) != describe_datasets(prov_b):
             rows.append(("dataset", f"{stem}: dataset", describe_datasets(prov_a), describe_datasets(prov_b)))
-        if describe_corpora(prov_a) != describe_corpora(prov_b):
-            rows.append(("database", f"{stem}: corpus", describe_corpora(prov_a), describe_corpora(prov_b)))
+        if describe_corpora(prov_a, full=True) != describe_corpora(prov_b, full=True):
+            rows.append(("database", f"{stem}: corpus", *corpora_texts(prov_a, prov_b)))
     return pd.DataFrame(rows, columns=["kind", "name", "run A", "run B"])
 
 
