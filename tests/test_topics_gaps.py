@@ -162,8 +162,10 @@ def helpdesk_db(tmp_path_factory, e5):
 def helpdesk_run(helpdesk_db, tmp_path_factory):
     from ragnb.runs.runner import run_notebooks
 
+    # the folder the wiki was loaded from: the topics name their pages by its front-matter titles
+    wiki = hd.write_wiki(tmp_path_factory.mktemp("wiki"))
     params = {"corpus": "db", "embedding_model": E5, "n_topics": 8, "top_k": 3, "n_boot": 50,
-              "topics.source": "log"}
+              "topics.source": "log", "pages_dir": str(wiki)}
     result = run_notebooks(["topic_coverage", "domain_analysis"], params, outputs=tmp_path_factory.mktemp("out"),
                            log=lambda *_: None)
     assert result.failures == [], result.reports
@@ -289,8 +291,10 @@ def test_topics_notebooks_name_topics_by_cited_pages_and_check_them(helpdesk_run
         assert a["nmi"]["value"] == pytest.approx(normalized_mutual_info_score(*zip(*cited)), abs=1e-12)
         assert a["ari"]["value"] == pytest.approx(adjusted_rand_score(*zip(*cited)), abs=1e-12)
         assert m["topical_structure"]["has_structure"] is True
+        # the wiki's own titles ("Доступ к VPN", …); the cited pages missing from it (the gaps) by their URL
+        titles = {body.splitlines()[0][2:] for _, body in hd.PAGES.values()} | {"Canteen", "Insurance"}
         for e in m[key]:
-            assert e["top_pages"] and all(" (" in p for p in e["top_pages"])
+            assert e["top_pages"] and all(p.rsplit(" (", 1)[0] in titles for p in e["top_pages"]), e["top_pages"]
             assert not [w for w in e["top_terms"] if w in LABEL_STOPWORDS or not any(c.isalpha() for c in w)]
         page = html_lib.unescape((helpdesk_run[0].run_dir / f"{stem}.html").read_text(encoding="utf-8"))
         assert "Agreement of the topics with the pages" in page and "chosen by silhouette" in page
@@ -326,3 +330,26 @@ def test_gap_signals_excuse_follow_ups_of_well_answered_turns_only():
         gap_signals(questions, [5] * 5, [0.9] * 5, log=log)
     with pytest.raises(ValueError, match="log has 4 rows for 5 questions"):
         gap_signals(questions, [5] * 5, [0.9] * 5, log=log.iloc[:4], chunk_urls=chunk_urls)
+
+
+def test_page_titles_of_a_wiki_folder_follow_the_loaders_urls(tmp_path):
+    from ragnb.analysis.topic_pages import top_pages, wiki_titles
+    from ragnb.store.markdown import folder_titles
+
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "vpn.md").write_text("---\nurl: https://wiki.example.com/display/OPS/VPN\ntitle: VPN access\n"
+                                             "---\n# Ignored heading\ntext", encoding="utf-8")
+    (tmp_path / "ops" / "2fa.md").write_text("intro\n# Two-factor sign-in\ntext", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("no heading at all", encoding="utf-8")
+    # without a template a page without front-matter url is its relative path, as `ragnb load chunks` stores it
+    assert folder_titles(tmp_path) == {"https://wiki.example.com/display/OPS/VPN": "VPN access",
+                                       "ops/2fa.md": "Two-factor sign-in", "notes.txt": "notes"}
+    templated = folder_titles(tmp_path, "https://kb.example.com/{path}")
+    assert templated["https://kb.example.com/ops/2fa"] == "Two-factor sign-in"
+    titles = wiki_titles(str(tmp_path))
+    urls = ["https://wiki.example.com/display/OPS/VPN", "https://wiki.example.com/display/OPS/VPN/", "ops/2fa.md"]
+    assert top_pages([0, 0, 1], urls, titles) == {0: ["VPN access (2)"], 1: ["Two-factor sign-in (1)"]}
+    assert top_pages([0, 0, 1], urls) == {0: ["VPN (2)"], 1: ["2fa (1)"]}  # without the folder: from the URLs
+    assert wiki_titles("") is None
+    with pytest.raises(ValueError, match="not a folder"):
+        folder_titles(tmp_path / "missing")

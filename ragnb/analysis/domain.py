@@ -132,13 +132,15 @@ def domain_analysis(
     centre_languages: bool = True,
     n_terms: int = 5,
     n_topics_rule: str = "silhouette",
+    titles: Mapping[str, str] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Topics of the real questions with their user scores and knowledge-gap candidates.
 
     ``scores``: user score per question (1–5 or None); ``top1_scores``: cosine similarity of each question's
     best retrieved chunk; ``hits`` (optional): per-question page hit from :func:`page_hits` (NaN = no label);
     ``log`` (optional): the question-log rows in the same order (``url``, ``session_id``, ``created_at``) and
-    ``chunk_urls`` — they give the URL signals and the follow-up rule (:func:`ragnb.analysis.gaps.gap_signals`).
+    ``chunk_urls`` — they give the URL signals and the follow-up rule (:func:`ragnb.analysis.gaps.gap_signals`);
+    ``titles`` (optional): page id → title naming the topics' pages (:func:`ragnb.analysis.topic_pages.top_pages`).
 
     Returns (per-question frame indexed by id: ``question``, ``language``, ``topic_id``, ``score``,
     ``top1_score``, ``page_hit``, one column per gap signal, ``follow_up``, ``follow_up_exempt``, ``n_signals``,
@@ -159,7 +161,8 @@ def domain_analysis(
     # a log of the wrong length is refused by gap_signals, with its fix; the topics then go without pages
     urls = log["url"].tolist() if log is not None and "url" in log and len(log) == n else None
     found = find_topics(questions, vectors, n_topics, seed, n_init, centre_languages, n_terms, urls=urls,
-                        n_topics_rule=n_topics_rule, n_boot=n_boot, page_source="cited (the log's url)")
+                        n_topics_rule=n_topics_rule, n_boot=n_boot, page_source="cited (the log's url)",
+                        titles=titles)
     cl = found.clustering
     signals, gap_summary = gap_signals(questions, score_list, top1, hit, log, chunk_urls, gap_threshold,
                                        gap_quantile)

@@ -41,6 +41,22 @@ def page_title(url: str | None) -> str | None:
     return re.sub(r"[-_+\s]+", " ", last).strip() or last
 
 
+def titles_by_page(url_titles: Mapping[str, str]) -> dict[str, str]:
+    """page id (:func:`ragnb.tiers.real_users.page_of`) → title, from url → title (e.g.
+    :func:`ragnb.store.markdown.folder_titles`): the keys :func:`top_pages` reads."""
+    return {pid: title for url, title in url_titles.items() if (pid := page_of(url)) is not None}
+
+
+def wiki_titles(pages_dir: str, url_template: str = "") -> dict[str, str] | None:
+    """page id → title of the wiki folder ``pages_dir`` was loaded from (front-matter title or first heading,
+    :func:`ragnb.store.markdown.folder_titles`); None for "" (the pages are then named from their URLs)."""
+    if not pages_dir:
+        return None
+    from ragnb.store.markdown import folder_titles
+
+    return titles_by_page(folder_titles(pages_dir, url_template or None))
+
+
 def question_pages(urls: Sequence[str | None]) -> list[str | None]:
     """The page id (:func:`ragnb.tiers.real_users.page_of`) of each question's URL; None without one."""
     return [page_of(u) for u in urls]

@@ -41,6 +41,8 @@ gap_threshold: float = 0.0  # absolute top-1 cosine below which a question is a 
 gap_quantile: float = 0.1  # gap threshold: this quantile of the top-1 similarities of questions whose cited page was retrieved
 centre_languages: bool = True  # subtract each language's mean vector before KMeans (False: plain KMeans)
 n_terms: int = 5  # top terms (c-TF-IDF) that label each topic
+pages_dir: str = ""  # the wiki folder the corpus was loaded from: topics name their pages by front-matter title or first heading; "": by URL
+pages_url_template: str = ""  # the --url-template the folder was loaded with ("": front-matter url, else the relative path)
 backend: str = "memory"  # "memory" (exact, in-process) or "pgvector" (search in the database)
 index_mode: str = "auto"  # pgvector only: "auto", "exact" or "hnsw"
 seed: int = 0  # KMeans random_state and bootstrap seed
@@ -60,7 +62,7 @@ from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.domain import domain_analysis, page_hits, signal_table, topic_table
 from ragnb.analysis.topics import clustering_note, language_centred
-from ragnb.analysis.topic_pages import agreement_note, selection_note
+from ragnb.analysis.topic_pages import agreement_note, selection_note, wiki_titles
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
 from ragnb.datasets.corpus import open_corpus
 from ragnb.datasets.demo import simulated_scores
@@ -79,7 +81,7 @@ per_question, summary = domain_analysis(
     [s[0] if len(s) else float("nan") for s in retrieval.scores], n_topics=n_topics, hits=hits,
     gap_threshold=gap_threshold or None, gap_quantile=gap_quantile, seed=seed, n_init=n_init, n_boot=n_boot,
     max_listed=max_listed, log=log, chunk_urls=chunks.urls, centre_languages=centre_languages, n_terms=n_terms,
-    n_topics_rule=n_topics_rule)
+    n_topics_rule=n_topics_rule, titles=wiki_titles(pages_dir, pages_url_template))
 table = topic_table(summary)
 structured = summary["topical_structure"]["has_structure"]
 

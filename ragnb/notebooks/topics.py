@@ -47,6 +47,8 @@ n_representatives: int = 3  # questions closest to each topic centroid, shown as
 low_coverage_factor: float = 0.5  # flag large topics below this share of the median distinct chunks per question
 centre_languages: bool = True  # subtract each language's mean vector before KMeans (False: plain KMeans)
 n_terms: int = 5  # top terms (c-TF-IDF) that label each topic
+pages_dir: str = ""  # the wiki folder the corpus was loaded from: topics name their pages by front-matter title or first heading; "": by URL
+pages_url_template: str = ""  # the --url-template the folder was loaded with ("": front-matter url, else the relative path)
 n_boot: int = 1000  # bootstrap resamples for the CIs of the page agreement (NMI, ARI)
 embedding_model: str = ""  # "": RAGNB_EMBEDDING_MODEL or the bundled all-MiniLM-L6-v2
 output_dir: str = ""  # folder for the metrics JSON and the per-question table; "": $RAGNB_OUTPUTS/latest, else outputs/latest of the project
@@ -61,7 +63,7 @@ from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import load_questions, open_chunks
 from ragnb.analysis.topics import clustering_note, language_centred, topic_coverage, topics_frame
-from ragnb.analysis.topic_pages import agreement_note, selection_note
+from ragnb.analysis.topic_pages import agreement_note, selection_note, wiki_titles
 from ragnb.datasets.corpus import open_corpus
 from ragnb.datasets.demo import simulated_scores
 from ragnb.tiers.result import analysis_result
@@ -75,7 +77,8 @@ per_question, summary = topic_coverage(questions.ids, questions.texts, questions
                                        n_representatives=n_representatives, low_coverage_factor=low_coverage_factor,
                                        centre_languages=centre_languages, n_terms=n_terms,
                                        question_urls=None if questions.log is None else questions.log["url"].tolist(),
-                                       n_topics_rule=n_topics_rule, n_boot=n_boot)
+                                       n_topics_rule=n_topics_rule, n_boot=n_boot,
+                                       titles=wiki_titles(pages_dir, pages_url_template))
 topics = topics_frame(summary)
 structured = summary["topical_structure"]["has_structure"]
 

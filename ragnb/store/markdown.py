@@ -113,13 +113,34 @@ def page_url(rel: Path, meta: dict, body: str, template: str | None) -> str:
     if template is None:
         return rel.as_posix()
     path = rel.with_suffix("").as_posix()
-    heading = _HEADING.search(body)
-    title = str(meta["title"]).strip() if meta.get("title") is not None else (
-        heading.group(1).strip() if heading else rel.stem)
-    values = {"path": path, "relpath": rel.as_posix(), "stem": rel.stem, "name": rel.name, "title": title,
+    values = {"path": path, "relpath": rel.as_posix(), "stem": rel.stem, "name": rel.name,
+              "title": page_heading(rel, meta, body),
               "id": str(meta["id"]).strip() if meta.get("id") is not None else path}
     # Percent-encoded so that spaces and Cyrillic make a valid URL; matching decodes both sides again.
     return template.format(**{k: quote(v, safe="/") for k, v in values.items()})
+
+
+def page_heading(rel: Path, meta: dict, body: str) -> str:
+    """A page's title: front-matter ``title``, else its first '# ' heading, else the file's stem."""
+    if meta.get("title") is not None:
+        return str(meta["title"]).strip()
+    heading = _HEADING.search(body)
+    return heading.group(1).strip() if heading else rel.stem
+
+
+def folder_titles(folder: str | Path, url_template: str | None = None) -> dict[str, str]:
+    """url → title of every page under ``folder``, the url as ``ragnb load chunks`` gives it with the same
+    ``url_template`` (:func:`page_url`) and the title by :func:`page_heading` — for reports that name pages."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: not a folder of Markdown/text pages; give the folder the wiki was loaded from")
+    template = check_url_template(url_template or None)
+    titles = {}
+    for f in page_files(folder):
+        rel = f.relative_to(folder)
+        meta, body = split_front_matter(read_text(f, "text file"), f)
+        titles[page_url(rel, meta, body, template)] = page_heading(rel, meta, body)
+    return titles
 
 
 def page_files(folder: Path) -> list[Path]:
