@@ -222,7 +222,7 @@ def grade_of(bounds: tuple[float, float] | None, value: Any) -> Grade:
     (docs/metrics.md, Thresholds and Baselines):
 
     1. no threshold or no value → not graded; an aggregate of the offline judge that is near chance on held-out
-       data of its kind (``offline_trust``: :func:`ragnb.metrics.fallback.offline_trust`) → not graded, with why;
+       data of its kind (``offline_trust``: :func:`ragnb.metrics.fallback_trust.offline_trust`) → not graded, with why;
        an aggregate whose judge the same run's Tier Judge found at chance on the team's labels (``judge_trust``:
        :func:`ragnb.runs.judge_trust.mark_record`) → not graded, with why ("judge unvalidated: …");
     2. an aggregate that says nothing here (constant, or fewer than 10 valid items:

@@ -11,6 +11,7 @@ import pytest
 
 from ragnb import spec
 from ragnb.metrics import fallback as fb
+from ragnb.metrics import fallback_trust as fbt
 from ragnb.metrics import fallback_agreement as fa
 from ragnb.runs.record import ungraded_degenerate
 from conftest import SHARED
@@ -77,7 +78,7 @@ def test_the_chain_uses_the_method_chosen_on_tuning_data():
     assert fb.OFFLINE_THRESHOLD == {r["method"]: r["threshold"] for r in TABLE["tuning"]
                                     if r["kind"] == "answer_grounding"}
     for kind in ("answer_grounding", "claim_support"):
-        rows = fb.agreement_rows(kind)
+        rows = fbt.agreement_rows(kind)
         assert [r["chosen"] for r in rows].count(True) == 1
         assert {r["data (held-out)"] for r in rows} == {fa.KIND_LABEL[kind]}
 
@@ -100,7 +101,7 @@ def test_a_report_quotes_the_agreement_of_the_kind_of_score_it_shows_and_no_othe
     # a kind with no held-out measurement is said to have none, with no figure
     note = fb.agreement_note("legal_citations")
     assert "no held-out measurement exists for legal citations data" in note and "ROC-AUC" not in note
-    assert fb.agreement_rows("legal_citations") == []
+    assert fbt.agreement_rows("legal_citations") == []
 
 
 def test_every_held_out_row_names_its_data_split_baseline_and_kappa():
@@ -159,7 +160,7 @@ def test_an_uninformative_offline_judge_gets_no_grade_and_a_plain_note():
     assert spec.grade_of(bounds, value).status == "excellent"
     summary = {"fallback_faithfulness": dict(value), "hallucination_rate": {**value, "mean": 0.1}}
     # a kind of data with no held-out measurement: not informative, so not graded
-    note = fb.mark_trust(summary, ("fallback_faithfulness", "hallucination_rate"), kind="legal_citations")
+    note = fbt.mark_trust(summary, ("fallback_faithfulness", "hallucination_rate"), kind="legal_citations")
     assert note == ("The offline judge (word overlap) was not measured on held-out legal_citations data: its "
                     "scores are not graded.")
     grade = spec.grade_of(bounds, summary["fallback_faithfulness"])
@@ -174,7 +175,7 @@ def test_an_uninformative_offline_judge_gets_no_grade_and_a_plain_note():
     assert ("not graded: the offline judge is near chance on held-out data of this kind — Tier 2 (generation): "
             "fallback_faithfulness, hallucination_rate") in lines[-1]
     # on answer grounding (what the tiers score) it is informative: the aggregate keeps its grade
-    assert fb.mark_trust(summary, ("fallback_faithfulness",)) is None
+    assert fbt.mark_trust(summary, ("fallback_faithfulness",)) is None
     assert summary["fallback_faithfulness"]["offline_trust"] == {"kind": "answer_grounding", "method": "word_overlap",
                                                                  "informative": True, "reason": ""}
     assert spec.grade_of(bounds, summary["fallback_faithfulness"]).status == "excellent"
@@ -184,7 +185,7 @@ def test_a_measured_near_chance_row_gives_the_plain_note():
     row = {"kind": "claim_support", "method": "word_overlap", "n": 571, "threshold": 0.8, "roc_auc": 0.71,
            "roc_auc_ci95": [0.66, 0.76], "accuracy": 0.69, "majority_class": 0.68, "informative": False,
            "reason": "accuracy 0.690 does not beat always answering 'not supported' (0.680) beyond chance"}
-    trust = fb.offline_trust("claim_support", rows=(row,))
+    trust = fbt.offline_trust("claim_support", rows=(row,))
     assert trust["informative"] is False
     assert trust["note"] == (
         "On held-out claim support data the offline judge (word overlap) is near chance — accuracy 0.690 does not "

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import SHARED
 from ragnb.metrics import fallback as fb
+from ragnb.metrics import fallback_trust as fbt
 from ragnb.metrics.registry import REGISTRY, names
 
 BEGIN = SHARED / "begin_groundedness" / "begin_dev.jsonl.gz"
@@ -162,7 +163,7 @@ def test_the_chain_uses_the_method_that_agrees_best_with_human_labels(encoder):
     # The stored held-out table (benchmarks/measure_fallback_agreement.py; tests/test_fallback_agreement.py checks
     # it against the data) and the choice agree, and the default chain uses it even with an encoder loaded.
     for kind in ("answer_grounding", "claim_support"):
-        by = {r["method"]: r for r in fb.agreement_rows(kind)}
+        by = {r["method"]: r for r in fbt.agreement_rows(kind)}
         assert set(fb.OFFLINE_METHODS) <= set(by)
         assert all(0.5 < r["roc_auc"] <= 1 and 0 < r["balanced_accuracy"] <= 1 and r["n"] > 300 for r in by.values())
     out = fb.faithfulness_fallback(PARAPHRASE_EN, [CONTEXT_EN], encoder=encoder)

@@ -19,7 +19,8 @@ from typing import Any
 import pandas as pd
 
 from ragnb.io import check_unique, iter_json_records, read_text
-from ragnb.metrics.fallback import OFFLINE_LABEL, agreement_note, agreement_rows, mark_trust
+from ragnb.metrics.fallback import OFFLINE_LABEL, agreement_note
+from ragnb.metrics.fallback_trust import agreement_rows, mark_trust
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.metrics.stats import aggregate
 from ragnb.spec import by_stem

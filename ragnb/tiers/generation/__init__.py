@@ -47,8 +47,8 @@ from ragnb.datasets.schema import Dataset
 from ragnb.io import comma_list
 from ragnb.llm import run_sync
 from ragnb.progress import reporter
-from ragnb.metrics.fallback import (OFFLINE_LABEL, OFFLINE_METHOD, agreement_note, agreement_rows, mark_trust,
-                                   split_sentences)
+from ragnb.metrics.fallback import OFFLINE_LABEL, OFFLINE_METHOD, agreement_note, split_sentences
+from ragnb.metrics.fallback_trust import agreement_rows, mark_trust
 from ragnb.rag.system import BaselineSystem
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.tiers.generation.aggregation import JUDGED, LLM_ONLY, faithfulness_key, per_item_frame, summary_of
