@@ -5,8 +5,8 @@ The LLM level lives with the judge (``ragnb.llm``); its caller passes the LLM sc
 Without it, :func:`faithfulness_fallback` uses :data:`OFFLINE_METHOD` — word overlap, chosen on the tuning parts of
 two human-labelled sets and reported on their held-out parts (:data:`AGREEMENT`;
 :func:`ragnb.metrics.fallback_trust.offline_trust`) — and every result names the ``method`` that produced it
-("llm" | "embedding" | "word_overlap"): a fallback score is never an LLM judgement. Embedding similarity is used only when asked for
-(``method="embedding"``) with an encoder.
+("llm" | "embedding" | "word_overlap"): a fallback score is never an LLM judgement. Embedding similarity is used
+only when asked for (``method="embedding"``) with an encoder.
 
 Calibration of the embedding method (all-MiniLM-L6-v2, the default encoder; see :data:`SIGMOID_CENTER`)
     Cosines of English paraphrases are ~0.95, related-but-different facts ("Paris is the capital of
