@@ -162,7 +162,7 @@ def structure_note(verdict: Mapping) -> str:
             "per-topic figures (scores, coverage) say nothing about subjects.")
 
 
-def agreement_note(agreement: Mapping) -> str:
+def page_agreement_note(agreement: Mapping) -> str:
     """One sentence for a report: NMI and ARI with their CIs beside the chance level, and what they were
     measured on."""
     nmi, ari = agreement["nmi"], agreement["ari"]

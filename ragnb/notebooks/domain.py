@@ -62,7 +62,7 @@ from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.domain import domain_analysis, page_hits, signal_table, topic_table
 from ragnb.analysis.topics import clustering_note, language_centred
-from ragnb.analysis.topic_pages import agreement_note, selection_note, wiki_titles
+from ragnb.analysis.topic_pages import page_agreement_note, selection_note, wiki_titles
 from ragnb.analysis.inputs import count_unembedded, load_log, open_chunks
 from ragnb.datasets.corpus import open_corpus
 from ragnb.datasets.demo import simulated_scores
@@ -108,7 +108,7 @@ print(f"Mean user score {ms['mean']:.2f} (95% CI {ms['ci95'][0]:.2f}–{ms['ci95
       f"{signals['any']['n_flagged']} of {signals['any']['n']} questions flagged by at least one signal.")
 print(clustering_note(summary["clustering"]))
 print(selection_note(summary["topic_selection"]))
-print(agreement_note(summary["page_agreement"]))
+print(page_agreement_note(summary["page_agreement"]))
 print(summary["topical_structure"]["note"])
 report.show_table(table, max_rows=max(n_topics, 1), max_chars=400)
 

@@ -63,7 +63,7 @@ from ragnb.reports import report
 from ragnb.analysis import source_charts
 from ragnb.analysis.inputs import load_questions, open_chunks
 from ragnb.analysis.topics import clustering_note, language_centred, topic_coverage, topics_frame
-from ragnb.analysis.topic_pages import agreement_note, selection_note, wiki_titles
+from ragnb.analysis.topic_pages import page_agreement_note, selection_note, wiki_titles
 from ragnb.datasets.corpus import open_corpus
 from ragnb.datasets.demo import simulated_scores
 from ragnb.tiers.result import analysis_result
@@ -95,7 +95,7 @@ print(f"{summary['total_questions']} questions in {summary['n_topics']} topics; 
       f"Silhouette (cosine) = {summary['silhouette']:.3f} (−1…1; near 0 = overlapping topics).")
 print(clustering_note(summary["clustering"]))
 print(selection_note(summary["topic_selection"]))
-print(agreement_note(summary["page_agreement"]))
+print(page_agreement_note(summary["page_agreement"]))
 print(summary["topical_structure"]["note"])
 flagged = summary["low_coverage_topics"]
 print(f"Low-coverage topics: {flagged if flagged else 'none'}")
