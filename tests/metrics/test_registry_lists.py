@@ -57,3 +57,86 @@ def test_every_registered_name_is_defined_in_docs_metrics(name):
     names = (name, *REGISTRY[name].aliases)
     assert any(re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", code) for n in names), (
         f"{name} is registered but docs/metrics.md never names it as code (`{name}`); define it there")
+
+
+# --------------------------------------------------------------------------- the default list, declared once
+
+# The 14 chunk-level metrics Tier 1 reported when it kept its own copy of the list (ragnb/tiers/tier1.py).
+TIER1_BEFORE = ["hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "recall@1", "recall@3", "recall@5", "recall@10",
+                "precision@1", "precision@3", "precision@5", "precision@10", "ndcg@5", "ndcg@10"]
+
+# A metric written as CONTRIBUTING.md, "Adding a metric", says, in a module of its own.
+RECIPE_MODULE = '''
+import numpy as np
+
+from ragnb.metrics.ranked_gains import RankedGains
+from ragnb.metrics.registry import register
+
+FAMILY = "retrieval"
+
+
+@register("x_recipe_first_hit", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, default=True)
+def x_recipe_first_hit(t: RankedGains, k: None = None) -> np.ndarray:
+    """1 if the first retrieved doc is relevant, else 0.
+
+    first_hit = 𝟙[ rel_1 > 0 ]
+    """
+    return np.where(t.n_rel > 0, (t.first_rel == 1).astype(float), np.nan)
+'''
+
+
+def test_the_default_retrieval_list_is_the_registrys():
+    from ragnb.metrics import retrieval
+
+    assert retrieval.default_metrics() == TIER1_BEFORE == registry.default_names("retrieval")
+    assert retrieval.DEFAULT_METRICS == TIER1_BEFORE  # the old name reads the registry
+    assert registry.default_names("embedding") == []
+
+
+def test_default_is_checked_at_registration():
+    def one(t, k=None):
+        """v = 1"""
+
+    for needs_k, default, fix in ((True, True, "default=.5, 10."), (True, (0,), "default=.5, 10."),
+                                  (False, (5,), "True or False")):
+        with pytest.raises(ValueError, match=fix):
+            registry.register("x_default", "test", kind="ranking", value_range=(0, 1), higher_is_better=True,
+                              needs_k=needs_k, default=default)(one)
+    assert "x_default" not in REGISTRY
+
+
+def test_a_metric_registered_outside_the_metric_packages_is_refused():
+    def one(t, k=None):
+        """v = 1"""
+
+    one.__module__ = "ragnb.tiers.tier1"  # load_all() would never import it
+    with pytest.raises(ValueError, match="outside the metric packages.*Register it in ragnb/metrics/"):
+        registry.register("x_elsewhere", "test", kind="ranking", value_range=(0, 1), higher_is_better=True)(one)
+    assert "x_elsewhere" not in REGISTRY
+
+
+def test_a_metric_added_by_the_recipe_is_in_the_tier1_report(tmp_path, encoder):
+    import importlib.util
+
+    from ragnb.datasets.schema import Dataset, DatasetItem
+    from ragnb.rag.retrieval import MemoryRetriever
+    from ragnb.tiers.tier1 import run_tier1
+
+    path = tmp_path / "recipe_metric.py"
+    path.write_text(RECIPE_MODULE, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("recipe_metric", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    try:
+        assert registry.default_names("retrieval") == [*TIER1_BEFORE, "x_recipe_first_hit"]
+        ds = Dataset(name="t", type="manual", items=[
+            DatasetItem(id="q1", question="octopus legs", chunk_id="c1", relevant_chunk_ids=["c1"]),
+            DatasetItem(id="q2", question="how many legs has a table", chunk_id="c1", relevant_chunk_ids=["c1"])])
+        vectors = encoder.encode(["an octopus has eight legs", "tables have four legs"])
+        result = run_tier1(ds, encoder, MemoryRetriever(["c1", "c2"], vectors, model=encoder.name), top_k=2,
+                           latency_sample=0, n_boot=10)
+        # q1 finds c1 first, q2 finds c2 first: the new metric equals hit_rate@1, by hand 1/2
+        assert result.per_item["x_recipe_first_hit"].tolist() == [1.0, 0.0]
+        assert result.summary["x_recipe_first_hit"]["mean"] == result.summary["hit_rate@1"]["mean"] == 0.5
+    finally:
+        del REGISTRY["x_recipe_first_hit"]
+    assert registry.default_names("retrieval") == TIER1_BEFORE
