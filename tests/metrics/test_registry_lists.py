@@ -4,11 +4,13 @@
 * every threshold key of :mod:`ragnb.spec` names a registered metric whose direction matches its bounds (the grade
   rule calls a value above ``excellent_above`` excellent, so a graded metric is higher-is-better) and whose range
   holds both bounds — the run comparison reads the direction from the registry alone;
-* every registered name (or one of its aliases) appears as code in docs/metrics.md, where it is defined.
+* every registered name has a row in docs/metrics.md's index, generated from the registry (kind, direction, range,
+  the docstring's formula), and the index names nothing else.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -47,16 +49,26 @@ def test_every_metric_the_tiers_name_is_registered(key):
     assert registry.resolve(key) is not None, f"{key} (ragnb.spec) names no registered metric"
 
 
-def _code_spans(text: str) -> str:
-    return "\n".join(re.findall(r"`([^`\n]+)`", text))
+def _index_rows() -> dict[str, str]:
+    """Base name → its row in docs/metrics.md's generated index (scripts/gen_reference.py writes it)."""
+    text = DOC.read_text(encoding="utf-8")
+    block = text.split("<!-- BEGIN GENERATED: metric-index -->", 1)[1].split("<!-- END GENERATED: metric-index -->")[0]
+    return {m.group(1): line for line in block.splitlines() if (m := re.match(r"^\| `([a-z0-9_]+)(?:@k)?`", line))}
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
-def test_every_registered_name_is_defined_in_docs_metrics(name):
-    code = _code_spans(DOC.read_text(encoding="utf-8"))
-    names = (name, *REGISTRY[name].aliases)
-    assert any(re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", code) for n in names), (
-        f"{name} is registered but docs/metrics.md never names it as code (`{name}`); define it there")
+def test_every_registered_name_has_a_definition_row_in_docs_metrics(name):
+    # A row, not a mention anywhere: the index is generated from the registration (tests/test_reference_docs.py
+    # fails when it is stale), so the row holds the docstring's formula, the range and the direction.
+    row = _index_rows().get(name)
+    assert row is not None, f"{name} is registered but has no row in docs/metrics.md's index; run " \
+                            "python scripts/gen_reference.py"
+    metric = REGISTRY[name]
+    assert f"| {metric.kind} | {'↑' if metric.higher_is_better else '↓'} |" in row, row
+
+
+def test_the_index_has_no_row_for_an_unregistered_name():
+    assert not set(_index_rows()) - set(REGISTRY), set(_index_rows()) - set(REGISTRY)
 
 
 # --------------------------------------------------------------------------- the default list, declared once
@@ -140,3 +152,43 @@ def test_a_metric_added_by_the_recipe_is_in_the_tier1_report(tmp_path, encoder):
     finally:
         del REGISTRY["x_recipe_first_hit"]
     assert registry.default_names("retrieval") == TIER1_BEFORE
+
+
+# What registers a metric: these functions, imported from their modules or called through them.
+_REGISTERING = {"ragnb.metrics.registry": {"register", "declare"}, "ragnb.llm.judges.base": {"register_metric"}}
+
+
+def registering_lines(source: str) -> list[int]:
+    """Lines of ``source`` that import a registering function or call one through its module
+    (``registry.register(...)``, ``base.register_metric(...)``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and _REGISTERING.get(node.module or "", set()) & {a.name for a in node.names}:
+            found.append(node.lineno)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+              and any(node.func.value.id == m.rsplit(".", 1)[1] and node.func.attr in names
+                      for m, names in _REGISTERING.items())):
+            found.append(node.lineno)
+    return found
+
+
+def test_nothing_outside_the_metric_packages_registers():
+    # load_all() imports only the metric packages: a registration elsewhere would run only when something happened
+    # to import its module, so it is refused here even where no test imports that module.
+    package = Path(registry.__file__).resolve().parents[1]
+    inside = tuple(package.parent.joinpath(*p.split(".")) for p in registry.METRIC_PACKAGES)
+    found = [f"{path.relative_to(package.parent)}:{line}" for path in sorted(package.rglob("*.py"))
+             if not any(path.is_relative_to(d) for d in inside)
+             for line in registering_lines(path.read_text(encoding="utf-8"))]
+    assert not found, f"registers a metric outside {registry.METRIC_PACKAGES} (move it to ragnb/metrics/): {found}"
+
+
+@pytest.mark.parametrize("source, lines", [
+    ("from ragnb.metrics.registry import register\n", [1]),
+    ("from ragnb.metrics.registry import parse_name, declare\n", [1]),
+    ("from ragnb.metrics import registry\nregistry.register('x', 'f')(f)\n", [2]),
+    ("from ragnb.llm.judges import base\nbase.register_metric(m)\n", [2]),
+    ("def register(conn):\n    pass\nregister(c)\natexit.register(f)\n", []),
+])
+def test_the_scan_finds_registrations(source, lines):
+    assert registering_lines(source) == lines
