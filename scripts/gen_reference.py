@@ -129,9 +129,10 @@ def metric_index(_key: str = "") -> str:
         if metric.aliases:
             name += " (also " + ", ".join(f"`{a}`" for a in metric.aliases) + ")"
         low, high = metric.value_range
-        span = ("[" if math.isfinite(low) else "(") + f"{_bound(low)}, {_bound(high)}" + ("]" if math.isfinite(high) else ")")
-        rows.append(f"| {name} | [{metric.family}](#{anchor}) | {metric.kind} | {'↑' if metric.higher_is_better else '↓'} "
-                    f"| {span} | {formula(metric.doc)} |")
+        span = f"{'[' if math.isfinite(low) else '('}{_bound(low)}, {_bound(high)}{']' if math.isfinite(high) else ')'}"
+        better = "↑" if metric.higher_is_better else "↓"
+        rows.append(f"| {name} | [{metric.family}](#{anchor}) | {metric.kind} | {better} | {span} "
+                    f"| {formula(metric.doc)} |")
     return "\n".join(rows) + "\n"
 
 

@@ -43,7 +43,8 @@ def _words(line: str) -> list[str]:
 
 
 def _options(command, ctx) -> set[str]:
-    names = {n for p in command.get_params(ctx) if p.param_type_name == "option" for n in (*p.opts, *p.secondary_opts)}
+    options = [p for p in command.get_params(ctx) if p.param_type_name == "option"]
+    names = {n for p in options for n in (*p.opts, *p.secondary_opts)}
     return names | set(ctx.help_option_names)
 
 

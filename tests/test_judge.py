@@ -220,7 +220,8 @@ def test_reasoned_mode_sends_another_prompt_and_keeps_the_reasoning(llm_server):
 def test_russian_prompt_is_sent_and_the_score_stays_a_number(llm_server):
     route(llm_server, {"m1": reply(0.5, "Ответ частично подтверждается контекстом.")})
     judge = make_judge(llm_server, ["m1"], language="ru")
-    r = judge.sync.judge_faithfulness("Какая столица Франции?", "Париж.", "Париж — столица Франции.")
+    r = judge.sync.judge_faithfulness("Какая столица Франции?", "Париж.",
+                                      "Париж — столица Франции.")
     assert r.score == 0.5 and r.explanation == "Ответ частично подтверждается контекстом."
     assert r.details["language"] == "ru"
     system, user = llm_server.chat_requests[0].messages

@@ -173,7 +173,8 @@ def test_the_walk_finds_upward_imports(module, source, expected):
 
 
 def dynamic_imports(source: str) -> list[int]:
-    """Lines that import a module by name: ``importlib.import_module(…)``, ``import_module(…)``, ``__import__(…)``."""
+    """Lines that import a module by name: ``importlib.import_module(…)``, ``import_module(…)``,
+    ``__import__(…)``."""
     return [node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call) and (
         (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
         or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__")))]

@@ -35,7 +35,14 @@ Kinds and their calls (positional data inputs; options are keyword arguments wit
 The LLM-judged metrics register their objects from ``ragnb.llm.judges`` (:func:`load_all` imports those
 modules lazily). Other metrics computed in a layer above ``ragnb.metrics`` (the tiers, the analyses) are
 *declared* here with :func:`declare`, which names the function that computes them by its import path
-(metrics never imports those layers); the common test checks that the path resolves.
+(metrics never imports those layers); the common test checks that the path resolves. Only modules of
+:data:`METRIC_PACKAGES` register or declare: another ragnb module would register only when something happened to
+import it, so it is refused (and found unimported by ``tests/metrics/test_registry_lists.py``).
+
+Default lists
+    ``register(..., default=True)`` (a metric with a cut-off: ``default=(5, 10)``) puts a metric in its family's
+    default list, :func:`default_names` — for retrieval, what Tier 1 and ``ragnb.metrics.retrieval.evaluate``
+    report when given no list. It is the one list: nothing else enumerates a family's defaults.
 """
 
 from __future__ import annotations

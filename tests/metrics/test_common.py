@@ -155,8 +155,12 @@ def _text_args(metric, rng, perfect=False, undefined=False) -> tuple:
     names = [p.name for p in inspect.signature(metric.fn).parameters.values()][: _n_inputs(metric)]
     first = _sentence(rng) + " " + _sentence(rng)
     pairs = [(_sentence(rng), _sentence(rng)) for _ in range(5)]
-    responses = lambda: [first] if undefined else ([first] * 3 if perfect else [_sentence(rng) for _ in range(3)])  # noqa: E731
-    judged = lambda: math.nan if undefined else (1.0 if perfect else float(rng.uniform()))  # noqa: E731
+    def responses() -> list[str]:
+        return [first] if undefined else ([first] * 3 if perfect else [_sentence(rng) for _ in range(3)])
+
+    def judged() -> float:
+        return math.nan if undefined else (1.0 if perfect else float(rng.uniform()))
+
     make = {
         "text": lambda: "" if undefined else first,
         "prediction": lambda: "" if undefined else first,

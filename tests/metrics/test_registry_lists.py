@@ -163,12 +163,14 @@ def registering_lines(source: str) -> list[int]:
     (``registry.register(...)``, ``base.register_metric(...)``)."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and _REGISTERING.get(node.module or "", set()) & {a.name for a in node.names}:
-            found.append(node.lineno)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
-              and any(node.func.value.id == m.rsplit(".", 1)[1] and node.func.attr in names
-                      for m, names in _REGISTERING.items())):
-            found.append(node.lineno)
+        if isinstance(node, ast.ImportFrom):
+            if _REGISTERING.get(node.module or "", set()) & {a.name for a in node.names}:
+                found.append(node.lineno)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and isinstance(node.func.value, ast.Name)):
+            through = {m.rsplit(".", 1)[1]: names for m, names in _REGISTERING.items()}  # registry, base
+            if node.func.attr in through.get(node.func.value.id, set()):
+                found.append(node.lineno)
     return found
 
 
