@@ -6,8 +6,9 @@ demo:
 	bash scripts/setup.sh
 	.venv/bin/ragnb demo
 
-# Set up (with test tools and headless Chromium), then run the whole test suite.
+# Set up (with test tools and headless Chromium), then run the whole test suite; the slowest 15 tests are listed
+# at the end, so a test that grows slow is seen.
 test:
 	bash scripts/setup.sh dev
 	bash scripts/install_chromium.sh
-	.venv/bin/python -m pytest
+	.venv/bin/python -m pytest --durations=15

@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # the scripted server lives with
 from llm_server import FakeLLMServer, Reply, completion, completion_body, error_in_200, error_reply  # noqa: E402
 
 from ragnb.llm import LLMClient, LLMSettings  # noqa: E402
-from ragnb.llm.judges import ragas as ragnb_ragas  # noqa: E402
+from ragnb.llm.judges import evaluate_dataset  # noqa: E402
 
 SAMPLE = re.compile(r"[Ff]act A(\d+)")
 RIGHT = 0.5
@@ -122,8 +122,8 @@ def run_ragnb(base_url: str, n: int, warm_up: bool = False) -> dict:
                     "retrieved_contexts": ["Warm-up context."]}]
     client = LLMClient(LLMSettings(base_url=base_url, api_key="sk-bench", cache_dir=None))
     t0 = time.perf_counter()
-    frame, _ = ragnb_ragas.evaluate_dataset("faithfulness", samples, client, {"models": ["bench-judge"]},
-                                            concurrency=16, n_boot=10)
+    frame, _ = evaluate_dataset("faithfulness", samples, client, {"models": ["bench-judge"]},
+                                concurrency=16, n_boot=10)
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "scores": [None if math.isnan(s) else float(s) for s in frame["score"]]}
 

@@ -9,13 +9,17 @@ What is generated, each between ``<!-- BEGIN GENERATED: KEY -->`` and ``<!-- END
 * docs/notebooks.md, ``parameters NAME``: one notebook's parameters — name, type, default and comment as its
   ``parameters`` cell declares them (what ``ragnb run --list`` and papermill read);
 * docs/configuration.md, ``environment``: every environment variable, from :data:`ragnb.envvars.ENV_VARS`;
-* docs/commands.md, ``cli``: every ``ragnb`` command with its options and help, from the command objects.
+* docs/commands.md, ``cli``: every ``ragnb`` command with its options and help, from the command objects;
+* docs/metrics.md, ``metric-index``: every registered metric — name, family, kind, direction, range and the
+  formula its docstring states — from :mod:`ragnb.metrics.registry` (the prose sections below it are kept by hand).
 
 ``tests/test_reference_docs.py`` regenerates them in memory and fails when a file differs.
 """
 
 from __future__ import annotations
 
+import inspect
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -87,10 +91,56 @@ def cli_reference(_key: str = "") -> str:
     return "\n".join(_command_lines(group, "ragnb", ctx)).rstrip("\n") + "\n"
 
 
+# Where each family's prose definitions are, in docs/metrics.md (a heading of that page; the link test checks it).
+FAMILY_SECTIONS = {
+    "retrieval": "Retrieval", "embedding": "Embedding geometry", "text": "Text and answer metrics",
+    "groundedness": "Faithfulness", "llm": "Ragas-style suite", "judge": "LLM judge scores",
+    "nvidia": "NVIDIA-style metrics", "classification": "Classification and judge calibration", "ux": "Tier UX",
+    "analysis": "Analytics", "latency": "Other Tier 1 numbers", "ppi": "Prediction-powered estimates",
+}
+_FORMULA = ("=", "Σ", "/", "·", "max_", "min_")  # what tests/metrics/test_common.py accepts as a formula
+
+
+def formula(doc: str) -> str:
+    """The definition a docstring states, on one line: its first paragraph, and the first paragraph that holds
+    a formula when that is another one."""
+    paragraphs = [p for p in inspect.cleandoc(doc).split("\n\n") if p.strip()] or [""]
+    with_formula = next((p for p in paragraphs if any(sym in p for sym in _FORMULA)), paragraphs[0])
+    shown = paragraphs[:1] + ([with_formula] if with_formula is not paragraphs[0] else [])
+    return cell(" — ".join(shown))
+
+
+def _bound(value: float) -> str:
+    return "∞" if value == math.inf else "−∞" if value == -math.inf else f"{value:g}"
+
+
+def metric_index(_key: str = "") -> str:
+    """One row per registered metric, by family: the registry's own declaration of it."""
+    from ragnb.metrics.registry import load_all
+
+    rows = ["| metric | family | kind | better | range | definition (its docstring) |", "|---|---|---|---|---|---|"]
+    for metric in sorted(load_all().values(), key=lambda m: (m.family, m.name)):
+        if metric.family not in FAMILY_SECTIONS:
+            raise ValueError(f"metric family {metric.family!r} ({metric.name}) has no section in docs/metrics.md; "
+                             "add it to FAMILY_SECTIONS in scripts/gen_reference.py")
+        section = FAMILY_SECTIONS[metric.family]
+        anchor = re.sub(r"[^\w\- ]", "", section.lower()).replace(" ", "-")
+        name = f"`{metric.name}@k`" if metric.needs_k else f"`{metric.name}`"
+        if metric.aliases:
+            name += " (also " + ", ".join(f"`{a}`" for a in metric.aliases) + ")"
+        low, high = metric.value_range
+        span = f"{'[' if math.isfinite(low) else '('}{_bound(low)}, {_bound(high)}{']' if math.isfinite(high) else ')'}"
+        better = "↑" if metric.higher_is_better else "↓"
+        rows.append(f"| {name} | [{metric.family}](#{anchor}) | {metric.kind} | {better} | {span} "
+                    f"| {formula(metric.doc)} |")
+    return "\n".join(rows) + "\n"
+
+
 GENERATORS: dict[str, tuple[str, Callable[[str], str]]] = {
     "parameters": ("notebooks.md", lambda key: parameters_table(key.split(" ", 1)[1])),
     "environment": ("configuration.md", environment_table),
     "cli": ("commands.md", cli_reference),
+    "metric-index": ("metrics.md", metric_index),
 }
 
 

@@ -66,7 +66,7 @@ def requests_of(server, model):
 def test_three_models_scores_and_aggregates(llm_server, how, expected):
     route(llm_server, {"m1": reply(0.5, "half"), "m2": reply(1.0, "all"), "m3": reply(0.0, "none")})
     judge = make_judge(llm_server, ["m1", "m2", "m3"], aggregate=how, max_tokens=321)
-    r = judge.sync.faithfulness(Q, ANS, CTX)
+    r = judge.sync.judge_faithfulness(Q, ANS, CTX)
 
     # mean = (0.5 + 1 + 0) / 3 = 0.5; median of {0, 0.5, 1} = 0.5; majority: all values once → the smallest, 0.0
     assert r.score == pytest.approx(expected)
@@ -122,7 +122,7 @@ def test_each_metric_prompt_scale_and_score(llm_server):
 
 def test_context_list_is_sent_as_numbered_passages(llm_server):
     route(llm_server, {"m1": reply(1.0)})
-    make_judge(llm_server, ["m1"]).sync.faithfulness(Q, ANS, ["Paris is in France.", "  ", "It is the capital."])
+    make_judge(llm_server, ["m1"]).sync.judge_faithfulness(Q, ANS, ["Paris is in France.", "  ", "It is the capital."])
     user = llm_server.chat_requests[0].messages[1]["content"]
     assert "[1] Paris is in France.\n\n[2] It is the capital." in user
 
@@ -134,7 +134,7 @@ def test_context_list_is_sent_as_numbered_passages(llm_server):
 
 def test_out_of_range_then_valid_is_reasked_and_counted(llm_server):
     route(llm_server, {"m1": [reply(1.7), reply(0.8)], "m2": reply(0.6)})
-    r = make_judge(llm_server, ["m1", "m2"]).sync.faithfulness(Q, ANS, CTX)
+    r = make_judge(llm_server, ["m1", "m2"]).sync.judge_faithfulness(Q, ANS, CTX)
 
     assert r.status == "ok" and r.score == pytest.approx(0.7)  # (0.8 + 0.6) / 2
     m1, m2 = r.model_scores
@@ -157,7 +157,7 @@ def test_correctness_rejects_fractions_and_accepts_integers(llm_server):
 
 def test_model_failing_every_reask_is_failed_and_others_count(llm_server):
     route(llm_server, {"bad": reply(5), "good": reply(0.4, "partly")})
-    r = make_judge(llm_server, ["bad", "good"]).sync.faithfulness(Q, ANS, CTX)
+    r = make_judge(llm_server, ["bad", "good"]).sync.judge_faithfulness(Q, ANS, CTX)
 
     bad, good = r.model_scores
     assert bad.status == "failed" and math.isnan(bad.score)  # NaN, never 0
@@ -186,7 +186,7 @@ def test_all_models_failing_gives_nan_and_failed(llm_server):
 
 def test_blank_input_is_undefined_without_a_call(llm_server):
     judge = make_judge(llm_server, ["m1"])
-    r = judge.sync.faithfulness(Q, "   ", CTX)
+    r = judge.sync.judge_faithfulness(Q, "   ", CTX)
     assert (r.status, r.method) == ("undefined", "none") and math.isnan(r.score)
     assert "blank answer" in r.reason
     assert judge.sync.e2e_score(Q, ANS, "").reason == "blank reference: nothing to judge"
@@ -204,7 +204,7 @@ def test_reasoned_mode_sends_another_prompt_and_keeps_the_reasoning(llm_server):
     route(llm_server, {"m1": [reply(0.5, "short"),  # no reasoning → re-ask in reasoned mode
                               reply(1.0, "Fully supported.", reasoning="Step 1: Paris is in the context.")]})
     judge = make_judge(llm_server, ["m1"], mode="reasoned")
-    r = judge.sync.faithfulness(Q, ANS, CTX)
+    r = judge.sync.judge_faithfulness(Q, ANS, CTX)
     assert r.score == 1.0 and r.explanation == "Fully supported."
     assert r.model_scores[0].details["reasoning"] == "Step 1: Paris is in the context."
     assert r.model_scores[0].details["reasks"] == 1 and r.details["mode"] == "reasoned"
@@ -220,7 +220,8 @@ def test_reasoned_mode_sends_another_prompt_and_keeps_the_reasoning(llm_server):
 def test_russian_prompt_is_sent_and_the_score_stays_a_number(llm_server):
     route(llm_server, {"m1": reply(0.5, "Ответ частично подтверждается контекстом.")})
     judge = make_judge(llm_server, ["m1"], language="ru")
-    r = judge.sync.faithfulness("Какая столица Франции?", "Париж.", "Париж — столица Франции.")
+    r = judge.sync.judge_faithfulness("Какая столица Франции?", "Париж.",
+                                      "Париж — столица Франции.")
     assert r.score == 0.5 and r.explanation == "Ответ частично подтверждается контекстом."
     assert r.details["language"] == "ru"
     system, user = llm_server.chat_requests[0].messages
@@ -462,8 +463,8 @@ def test_judge_latency_hand_example_excludes_cache_hits():
 def test_cache_hits_send_nothing_and_are_left_out_of_latency(llm_server, tmp_path):
     route(llm_server, {"m1": reply(0.9)})
     judge = make_judge(llm_server, ["m1"], cache_dir=tmp_path)
-    first = judge.sync.faithfulness(Q, ANS, CTX)
-    second = judge.sync.faithfulness(Q, ANS, CTX)
+    first = judge.sync.judge_faithfulness(Q, ANS, CTX)
+    second = judge.sync.judge_faithfulness(Q, ANS, CTX)
     assert len(llm_server.chat_requests) == 1
     assert second.score == 0.9 and second.model_scores[0].calls == 0
     lat = judge_latency([first, second])

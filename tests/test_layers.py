@@ -3,7 +3,9 @@
 ``LAYERS`` is the one list of the layers, lowest first. A module belongs to the layer of the longest prefix that
 names it, and may import only modules of its own layer or of layers before it. Every import counts — at the top of
 a module, inside a function, under ``TYPE_CHECKING`` — because each is a dependency a contributor has to keep
-working. One import is allowed upwards: the dashboard notebook reads run records (``ALLOWED_UPWARD``).
+working. One import is allowed upwards: the dashboard notebook reads run records (``ALLOWED_UPWARD``). An import
+by name (``importlib.import_module``, ``__import__``) counts too: the modules that make one are listed in
+``DYNAMIC_IMPORTS`` with what they may import, and the ragnb module names they hold as text are checked against it.
 
 The package ``ragnb`` itself (its ``__init__``, the public API) is the top: it may name anything, and a module
 inside may take only ``__version__`` and ``__file__`` from it.
@@ -12,6 +14,7 @@ inside may take only ``__version__`` and ``__file__`` from it.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -48,6 +51,19 @@ ALLOWED_UPWARD = (
 )
 
 ROOT_NAMES = {"__version__", "__file__"}  # what a module may take from the package itself
+
+# (module, ragnb prefixes it may import *by name*, why): every module that imports through importlib
+# (``importlib.import_module``, ``__import__``), whose targets the import walk above cannot see. A module that
+# imports by name must be listed, and may name (as text) and import only its own layer, the layers before it and
+# the prefixes listed here — so an upward import cannot pass as a string.
+DYNAMIC_IMPORTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("ragnb", ("ragnb",), "the lazy public API: each public name is imported from its module on first use"),
+    ("ragnb.metrics.registry", ("ragnb.llm.judges", "ragnb.rag.retrieval", "ragnb.tiers", "ragnb.analysis"),
+     "load_all imports the metric packages (METRIC_PACKAGES); a declared metric's computed_by is imported on use"),
+    ("ragnb.runs.warmup", ("ragnb.analysis.umap_cache",), "the warm-up module a TierSpec names (spec.warm_up)"),
+    ("ragnb.rag.system", (), "the user's system, 'package.module:attribute' given by the user, never a ragnb one"),
+)
+_MODULE_TEXT = re.compile(r"^(ragnb(?:\.[a-z_][a-z0-9_]*)+)(?::[\w.]+)?$")
 
 
 def layer_of(module: str) -> int:
@@ -151,6 +167,82 @@ def test_the_allowed_upward_import_is_still_there():
 def test_the_walk_finds_upward_imports(module, source, expected):
     modules = set(package_modules())
     found = violations(module, source, False, modules)
+    assert len(found) == len(expected), found
+    for f, e in zip(found, expected):
+        assert e in f, f
+
+
+def dynamic_imports(source: str) -> list[int]:
+    """Lines that import a module by name: ``importlib.import_module(…)``, ``import_module(…)``,
+    ``__import__(…)``."""
+    return [node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+        or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__")))]
+
+
+def named_modules(source: str, modules: set[str]) -> list[tuple[int, str]]:
+    """(line, module) for every text constant of ``source`` that names a package module (``"ragnb.x.y"`` or
+    ``"ragnb.x.y:function"``): what an import by name may be given."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := _MODULE_TEXT.match(node.value)):
+            found += [(node.lineno, r) for r in resolve(m.group(1), (), modules) if r != "ragnb"]
+    return found
+
+
+def dynamic_violations(module: str, source: str, modules: set[str]) -> list[str]:
+    """An import by name in a module not listed in DYNAMIC_IMPORTS, and each module a listed one names that lies in
+    a later layer outside its allowed prefixes."""
+    listed = {m: prefixes for m, prefixes, _ in DYNAMIC_IMPORTS}
+    if module not in listed:
+        return [f"{module}:{line} imports a module by name; list it in DYNAMIC_IMPORTS (tests/test_layers.py) with "
+                "the ragnb modules it may import, or import normally" for line in dynamic_imports(source)]
+    own = layer_of(module)
+    return [f"{module}:{line} ({LAYERS[own][0]}) names {reached} ({LAYERS[layer_of(reached)][0]}) to import it by "
+            f"name, a later layer not in its DYNAMIC_IMPORTS entry"
+            for line, reached in named_modules(source, modules)
+            if layer_of(reached) > own and not any(reached == p or reached.startswith(p + ".") for p in listed[module])]
+
+
+def test_every_import_by_name_is_listed_and_points_backwards_or_where_listed():
+    modules = package_modules()
+    found = []
+    for name, path in modules.items():
+        found += dynamic_violations(name, path.read_text(encoding="utf-8"), set(modules))
+    assert not found, "imports by name (tests/test_layers.py, DYNAMIC_IMPORTS):\n" + "\n".join(found)
+
+
+def test_what_the_listed_modules_import_by_name_is_within_their_entries():
+    # The names these modules import come from data elsewhere (declared.py's computed_by, spec.py's warm_up).
+    from ragnb import spec
+    from ragnb.metrics import registry
+
+    allowed = {m: prefixes for m, prefixes, _ in DYNAMIC_IMPORTS}
+    given = {"ragnb.metrics.registry": [*registry.METRIC_PACKAGES[1:], *(m.computed_by.partition(":")[0]
+                                         for m in registry.load_all().values() if m.computed_by)],
+             "ragnb.runs.warmup": [t.warm_up for t in spec.TIERS if t.warm_up]}
+    for module, targets in given.items():
+        own = layer_of(module)
+        for target in targets:
+            assert layer_of(target) <= own or any(target == p or target.startswith(p + ".") for p in allowed[module]), \
+                (module, target)
+    # and each entry is still needed: an allowance nothing uses would let a later upward import through
+    modules = package_modules()
+    for module, prefixes, _ in DYNAMIC_IMPORTS:
+        assert dynamic_imports(modules[module].read_text(encoding="utf-8")), f"{module} no longer imports by name"
+        for p in prefixes[1:] if module == "ragnb" else prefixes:
+            assert any(t == p or t.startswith(p + ".") for t in given.get(module, [])), (module, p)
+
+
+@pytest.mark.parametrize("module, source, expected", [
+    ("ragnb.spec", "import importlib\nimportlib.import_module('ragnb.runs.record')\n", ["list it in DYNAMIC_IMPORTS"]),
+    ("ragnb.tiers.tier1", "m = __import__('ragnb.runs.record')\n", ["list it in DYNAMIC_IMPORTS"]),
+    ("ragnb.metrics.registry", "X = 'ragnb.runs.record:metric_value'\n", ["names ragnb.runs.record"]),
+    ("ragnb.metrics.registry", "X = ('ragnb.tiers.ux:run_tier_ux', 'ragnb.metrics.stats')\n", []),
+    ("ragnb.runs.warmup", "X = 'ragnb.cli.main'\n", ["names ragnb.cli.main"]),
+])
+def test_the_walk_finds_upward_imports_by_name(module, source, expected):
+    found = dynamic_violations(module, source, set(package_modules()))
     assert len(found) == len(expected), found
     for f, e in zip(found, expected):
         assert e in f, f

@@ -178,3 +178,34 @@ def test_the_llm_metric_api_is_public():
     assert ragnb.llm_metric_names() == METRICS
     assert all(getattr(ragnb, n).__doc__ for n in ("LLMMetric", "Sample", "JudgeConfig", "EvaluationResult",
                                                   "get_llm_metric", "llm_metric_names"))
+
+
+def test_the_old_names_warn_and_give_the_one_apis_objects():
+    # kept one release: the suite-level helpers and the Judge method whose name the ragas statement ratio holds
+    from ragnb.llm.judges import nvidia, ragas
+    from ragnb.llm.judges.scores import Judge
+
+    for module, name in ((ragas, "faithfulness"), (ragas, "noise_sensitivity_irrelevant"),
+                         (nvidia, "nv_answer_accuracy")):
+        with pytest.deprecated_call(match=r"get_metric is deprecated.*get_llm_metric"):
+            old, new = module.get_metric(name), get_llm_metric(name)
+            assert type(old) is type(new) and old.options() == new.options(), (old, new)
+    with pytest.deprecated_call(match="evaluate_dataset is deprecated"), pytest.raises(ValueError, match="nv_"):
+        nvidia.evaluate_dataset("faithfulness", [], None)  # still only its own suite's names
+    with pytest.deprecated_call(match="evaluate_dataset is deprecated"), pytest.raises(ValueError):
+        ragas.evaluate_dataset("faithfulness", [], None)
+    assert get_llm_metric("faithfulness").name == "faithfulness"  # the statement ratio
+    assert get_llm_metric("judge_faithfulness") is get_llm_metric("faithfulness_llm")
+    assert "faithfulness" in Judge.faithfulness.__doc__ and "Deprecated" in Judge.faithfulness.__doc__
+
+
+def test_the_old_judge_method_warns_and_scores_as_the_new_one(llm_server):
+    from ragnb.llm.judges.scores import Judge
+
+    llm_server.set_handler(lambda body: completion(json.dumps({"score": 0.5, "reason": "partly"})))
+    judge = Judge(LLMClient(LLMSettings(base_url=llm_server.base_url, api_key="sk-test", cache_dir=None)),
+                  JudgeConfig(models=["m1"]))
+    new = judge.sync.judge_faithfulness("q?", "an answer", "a context")
+    with pytest.deprecated_call(match="Judge.faithfulness is deprecated"):
+        old = judge.sync.faithfulness("q?", "an answer", "a context")
+    assert (old.score, old.metric) == (new.score, new.metric) == (0.5, "faithfulness")

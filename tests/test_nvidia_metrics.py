@@ -13,13 +13,12 @@ import pytest
 from llm_server import completion, error_reply
 
 from ragnb.llm import LLMClient, LLMPermanentError, LLMSettings
-from ragnb.llm.judges import nvidia
+from ragnb.llm.judges import evaluate_dataset, nvidia
 from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.judges.nvidia import (
     AnswerAccuracy,
     ContextRelevance,
     ResponseGroundedness,
-    evaluate_dataset,
     parse_rating,
 )
 from ragnb.metrics.registry import parse_name
@@ -462,6 +461,6 @@ def test_evaluate_dataset_validates_every_sample_before_calling(llm_server):
     with pytest.raises(ValueError, match="sample 2: .*response"):
         evaluate_dataset("nv_response_groundedness", samples, make_client(llm_server),
                          JudgeConfig(models=["judge-a"]))
-    with pytest.raises(ValueError, match="nv_answer_accuracy"):
-        evaluate_dataset("faithfulness", samples, make_client(llm_server), JudgeConfig(models=["a"]))
+    with pytest.raises(ValueError, match="nv_answer_accuracy"), pytest.deprecated_call():  # the old suite-level helper
+        nvidia.evaluate_dataset("faithfulness", samples, make_client(llm_server), JudgeConfig(models=["a"]))
     assert llm_server.request_count == 0

@@ -51,12 +51,26 @@ def _from_python_examples() -> list[str]:
     return [textwrap.dedent(block) for block in re.findall(r"```python\n(.*?)```", section, re.S)]
 
 
-def test_readme_from_python_examples_run(tmp_path):
+@pytest.fixture(scope="module")
+def readme_env(tmp_path_factory) -> dict:
+    """The environment of every README example: offline (no provider settings of this machine), one fresh
+    RAGNB_HOME made once for all of them, and the test session's embedding cache — vectors are bit-identical to a
+    fresh encoding (ragnb.rag.embedding_cache), so a text another test already embedded with the same model is
+    not embedded again, and the examples' own texts are embedded once per session."""
+    from ragnb.rag.embedding_cache import cache_dir
+
+    root = tmp_path_factory.mktemp("readme")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGNB_", "OPENAI_", "OPENROUTER_"))}
+    env.update(PYTHONPATH=str(REPO), RAGNB_HOME=str(root / "home"), RAGNB_OUTPUTS=str(root / "outputs"),
+               RAGNB_EMBEDDING_CACHE=str(cache_dir()))
+    return env
+
+
+def test_readme_from_python_examples_run(tmp_path, readme_env):
     blocks = _from_python_examples()
     assert len(blocks) >= 5
-    # one script, as a reader pastes them in order; offline: no provider settings of this machine
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGNB_", "OPENAI_", "OPENROUTER_"))}
-    env.update(PYTHONPATH=str(REPO), RAGNB_HOME=str(tmp_path / "home"), RAGNB_OUTPUTS=str(tmp_path / "outputs"))
+    # one script, as a reader pastes them in order
+    env = readme_env
     script = tmp_path / "from_python.py"
     script.write_text("\n".join(blocks), encoding="utf-8")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env)
@@ -72,12 +86,10 @@ def test_readme_from_python_examples_run(tmp_path):
     assert lines[-1].startswith("0 ") and lines[-1].endswith("index.html")
 
 
-def test_readme_llm_example_talks_to_an_endpoint(tmp_path, llm_server):
+def test_readme_llm_example_talks_to_an_endpoint(tmp_path, llm_server, readme_env):
     """The LLM example is skipped offline above; with an endpoint in the environment it asks it, once."""
     block = next(b for b in _from_python_examples() if "LLMSettings.from_env()" in b)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGNB_", "OPENAI_", "OPENROUTER_"))}
-    env.update(PYTHONPATH=str(REPO), RAGNB_HOME=str(tmp_path / "home"), RAGNB_LLM_BASE_URL=llm_server.base_url,
-               RAGNB_LLM_API_KEY="k-test")
+    env = {**readme_env, "RAGNB_LLM_BASE_URL": llm_server.base_url, "RAGNB_LLM_API_KEY": "k-test"}
     out = subprocess.run([sys.executable, "-c", "import ragnb\n" + block], capture_output=True, text=True,
                          cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -17,6 +17,7 @@ from llm_server import Reply, completion
 
 from ragnb.llm import LLMClient, LLMSettings
 from ragnb.llm.result import EvaluationResult
+from ragnb.llm.judges import evaluate_dataset
 from ragnb.llm.judges import ragas as rg
 from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.metrics.registry import REGISTRY
@@ -588,7 +589,7 @@ def test_evaluate_dataset_counts_failed_and_undefined(llm_server):
         {"id": "q2", "user_input": QUESTION, "response": "EMPTY", "retrieved_contexts": CONTEXTS},
         {"id": "q3", "user_input": QUESTION, "response": "BROKEN", "retrieved_contexts": CONTEXTS},
     ]
-    frame, summary = rg.evaluate_dataset("faithfulness", rows, make_client(llm_server), CFG, concurrency=2)
+    frame, summary = evaluate_dataset("faithfulness", rows, make_client(llm_server), CFG, concurrency=2)
 
     assert list(frame["sample"]) == [0, 1, 2] and list(frame["id"]) == ["q1", "q2", "q3"]
     assert list(frame["status"]) == ["ok", "undefined", "failed"]
@@ -609,7 +610,7 @@ def test_evaluate_dataset_counts_failed_and_undefined(llm_server):
 
     before = len(llm_server.chat_requests)
     with pytest.raises(ValueError, match=r"2 of 3 samples cannot be scored by faithfulness:\n  sample 1: .*response"):
-        rg.evaluate_dataset(rg.Faithfulness(), [rows[0], {"user_input": "q"}, {"response": "r"}],
+        evaluate_dataset(rg.Faithfulness(), [rows[0], {"user_input": "q"}, {"response": "r"}],
                             make_client(llm_server), CFG)
     assert len(llm_server.chat_requests) == before  # validated before any call
 
@@ -620,7 +621,7 @@ def test_evaluate_dataset_bounds_samples_in_flight(llm_server, concurrency):
         return completion(json.dumps(verdicts({1: 1, 2: 1, 3: 1})), delay_s=0.1)
     llm_server.set_handler(handle)
     rows = [P_SAMPLE] * 3
-    frame, _ = rg.evaluate_dataset("context_precision", rows, make_client(llm_server), {"models": ["m"]},
+    frame, _ = evaluate_dataset("context_precision", rows, make_client(llm_server), {"models": ["m"]},
                                    concurrency=concurrency)
     assert frame["score"].tolist() == [1.0, 1.0, 1.0]  # (1/1 + 2/2 + 3/3) / 3
     assert llm_server.max_in_flight == concurrency
@@ -632,7 +633,7 @@ def test_evaluate_dataset_accepts_a_dataframe(llm_server):
     llm_server.set_handler(lambda body: js(verdicts({1: 1, 2: 0, 3: 1})))
     df = pd.DataFrame({"question": ["q1", "q2"], "ground_truth": ["ref one", "ref two"],
                        "contexts": [["a", "b", "c"], ["d", "e", "f"]]}, index=["x", "y"])
-    frame, summary = rg.evaluate_dataset("context_precision", df, make_client(llm_server), {"models": ["m"]})
+    frame, summary = evaluate_dataset("context_precision", df, make_client(llm_server), {"models": ["m"]})
     assert list(frame["sample"]) == ["x", "y"]
     assert frame["score"].tolist() == pytest.approx([5 / 6, 5 / 6])  # (1/1 + 2/3) / 2 each
     assert summary["context_precision"]["mean"] == pytest.approx(5 / 6)

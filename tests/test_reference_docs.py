@@ -147,6 +147,7 @@ def test_readme_is_a_path_not_a_reference():
         assert heading in text, heading
     # the two commands .ci/run and the Makefile run, exactly
     assert "make demo    # set up .venv" in text and "make test    # set up .venv with test tools" in text
+    assert "\t.venv/bin/python -m pytest --durations=15\n" in (REPO / "Makefile").read_text(encoding="utf-8")
     for doc in ("commands", "notebooks", "configuration", "databases", "embeddings", "llm-judges", "datasets", "trec",
                 "development", "metrics"):
         assert f"(docs/{doc}.md)" in text, doc

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ragnb.metrics.ranked_gains import check_relevance_level
-from ragnb.metrics.retrieval import DEFAULT_METRICS, evaluate, trec_order
+from ragnb.metrics.retrieval import evaluate, trec_order
 from ragnb.io import atomic_write_text
 
 Run = Mapping[str, "list[str] | Mapping[str, float]"]
@@ -189,7 +189,7 @@ def write_qrels(qrels: Qrels, path: str | Path) -> Path:
     return atomic_write_text(path, "".join(lines))
 
 
-def evaluate_files(run_path: str | Path, qrels_path: str | Path, metrics: list[str] = DEFAULT_METRICS,
+def evaluate_files(run_path: str | Path, qrels_path: str | Path, metrics: list[str] | None = None,
                    n_boot: int = 1000, seed: int = 0, relevance_level: int = 1) -> dict:
     """Score a TREC run file against a qrels file: ``{metric: {mean, ci95, n, n_valid, n_failed}, "_info": …}``.
 

@@ -71,12 +71,6 @@ def page_id(url: str | None) -> str | None:
     return f"{parts.netloc}{parts.path}" or None
 
 
-def same_page(a: str | None, b: str | None) -> bool:
-    """True when both URLs are present and name the same page."""
-    pa, pb = page_id(a), page_id(b)
-    return pa is not None and pa == pb
-
-
 URL_FIX = ("make the chunk URLs real page URLs: reload the wiki folder with `ragnb load chunks DIR --url-template "
            "'https://wiki.example.com/{path}'` (placeholders {path}, {relpath}, {stem}, {name}, {title}, {id}) or "
            "put `url:` in each page's front matter; for a file, name its URL column with --map url=COLUMN. URLs are "

@@ -238,13 +238,6 @@ def _binary_metrics(t: np.ndarray, p: np.ndarray, n_total: int, n_boot: int, see
     return out
 
 
-def valid_pairs(y_true: Sequence, y_pred: Sequence) -> tuple[np.ndarray, np.ndarray]:
-    """(labels, verdicts) as 1.0 / 0.0 arrays over the items with a verdict (a failed one is left out)."""
-    t, p = _pair(y_true, y_pred)
-    ok = ~np.isnan(p)
-    return t[ok], p[ok]
-
-
 def binary_report(y_true: Sequence, y_pred: Sequence, n_boot: int = 1000, seed: int = 0,
                   labels: tuple[str, str] = ("positive", "negative")) -> dict[str, Any]:
     """Calibration report of binary judge verdicts against human labels.

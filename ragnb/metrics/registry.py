@@ -35,7 +35,14 @@ Kinds and their calls (positional data inputs; options are keyword arguments wit
 The LLM-judged metrics register their objects from ``ragnb.llm.judges`` (:func:`load_all` imports those
 modules lazily). Other metrics computed in a layer above ``ragnb.metrics`` (the tiers, the analyses) are
 *declared* here with :func:`declare`, which names the function that computes them by its import path
-(metrics never imports those layers); the common test checks that the path resolves.
+(metrics never imports those layers); the common test checks that the path resolves. Only modules of
+:data:`METRIC_PACKAGES` register or declare: another ragnb module would register only when something happened to
+import it, so it is refused (and found unimported by ``tests/metrics/test_registry_lists.py``).
+
+Default lists
+    ``register(..., default=True)`` (a metric with a cut-off: ``default=(5, 10)``) puts a metric in its family's
+    default list, :func:`default_names` — for retrieval, what Tier 1 and ``ragnb.metrics.retrieval.evaluate``
+    report when given no list. It is the one list: nothing else enumerates a family's defaults.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import inspect
 import math
 import pkgutil
 import re
+import sys
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Union, get_args
@@ -155,6 +163,7 @@ class Metric:
     doc: str
     aliases: tuple[str, ...] = ()
     computed_by: str | None = None  # import path of the computing function, for declared metrics
+    defaults: tuple[str, ...] = ()  # the full names its family reports by default (see :func:`default_names`)
 
     @property
     def direction(self) -> Direction:
@@ -213,22 +222,52 @@ def _add(metric: Metric) -> None:
     ALIASES.update({a: metric.name for a in metric.aliases})
 
 
+def _default_names(name: str, needs_k: bool, default: bool | Sequence[int]) -> tuple[str, ...]:
+    """The full names ``default`` asks for: ``(name,)`` for True, ``name@k`` per cut-off for a metric with one."""
+    if default is False or default is None:
+        return ()
+    if not needs_k:
+        if default is not True:
+            raise ValueError(f"metric {name!r} takes no cut-off: default must be True or False, got {default!r}")
+        return (name,)
+    cutoffs = () if isinstance(default, bool) else tuple(default)
+    if not cutoffs or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in cutoffs):
+        raise ValueError(f"metric {name!r} needs a cut-off: give default the cut-offs it is reported at, "
+                         f"e.g. default=(5, 10); got {default!r}")
+    return tuple(canonical_name(name, k) for k in cutoffs)
+
+
+def _check_home(name: str, module: str | None) -> None:
+    # load_all() imports only METRIC_PACKAGES: a ragnb module elsewhere would register only when something
+    # happened to import it, so lookups would depend on import order. (Code outside ragnb — a notebook, a
+    # test — registers on purpose and may.) tests/test_reference_docs.py also finds such a call unimported.
+    if module and module.partition(".")[0] == "ragnb" and not any(
+            module == p or module.startswith(p + ".") for p in METRIC_PACKAGES):
+        raise ValueError(f"metric {name!r} is registered by {module}, outside the metric packages "
+                         f"{METRIC_PACKAGES}: load_all() never imports it. Register it in ragnb/metrics/ "
+                         f"(or declare it there with declare(..., computed_by='{module}:function')).")
+
+
 def register(name: str, family: str, *, kind: Kind, value_range: tuple[float, float], higher_is_better: bool,
-             needs_k: bool = False, aliases: Sequence[str] = ()):
+             needs_k: bool = False, aliases: Sequence[str] = (), default: bool | Sequence[int] = False):
     """Decorator: register ``fn`` under the base ``name`` (without ``@k``; ``needs_k=True`` for cut-offs).
 
     ``kind`` (one of :data:`KINDS`, it fixes the call: see the module docstring), ``value_range`` (low, high)
     with ``math.inf`` for an unbounded end, and ``higher_is_better`` are required. The function's docstring
-    must state the formula.
+    must state the formula. ``default``: reported by default wherever its family's default list is read
+    (:func:`default_names`; for retrieval: Tier 1, ``ragnb.metrics.retrieval.evaluate``) — True, or for a metric
+    with a cut-off the cut-offs, e.g. ``default=(5, 10)``.
     """
     if kind not in KINDS:
         raise ValueError(f"metric {name!r}: kind must be one of {KINDS}, got {kind!r}")
     low_high = _check_range(name, value_range)
+    defaults = _default_names(name, needs_k, default)
 
     def wrap(fn):
+        _check_home(name, getattr(fn, "__module__", None))
         _check_arity(name, kind, fn)
         _add(Metric(name, family, kind, fn, bool(needs_k), bool(higher_is_better), low_high,
-                    (fn.__doc__ or "").strip(), tuple(aliases)))
+                    (fn.__doc__ or "").strip(), tuple(aliases), defaults=defaults))
         return fn
 
     return wrap
@@ -263,6 +302,7 @@ def declare(name: str, family: str, *, kind: Kind, value_range: tuple[float, flo
         raise ValueError(f"metric {name!r}: kind must be one of {KINDS}, got {kind!r}")
     if ":" not in computed_by:
         raise ValueError(f"metric {name!r}: computed_by must be 'module:function', got {computed_by!r}")
+    _check_home(name, sys._getframe(1).f_globals.get("__name__"))  # the declaring module
     metric = Metric(name, family, kind, _Deferred(computed_by, formula), bool(needs_k), bool(higher_is_better),
                     _check_range(name, value_range), formula.strip(), tuple(aliases), computed_by)
     _add(metric)
@@ -307,6 +347,13 @@ def get(name: str) -> Metric:
     if base not in REGISTRY:
         raise ValueError(f"unknown metric {name!r}; known metrics: {_known()}")
     return REGISTRY[base]
+
+
+def default_names(family: str) -> list[str]:
+    """The full names ``family`` reports by default (``["hit_rate@1", …, "ndcg@10"]`` for retrieval), in the
+    order they were registered: the one list, declared by ``register(..., default=...)``."""
+    load_all()
+    return [full for m in REGISTRY.values() if m.family == family for full in m.defaults]
 
 
 def names(family: str | None = None, kind: str | None = None) -> list[str]:

@@ -38,17 +38,26 @@ import pandas as pd
 from ragnb.metrics.ranked_gains import (  # noqa: F401  (trec_order and rank_gains are public here too)
     Qrels, RankedGains, Run, check_mapping, rank_gains, trec_order,
 )
-from ragnb.metrics.registry import canonical_name, parse_name, register
+from ragnb.metrics.registry import canonical_name, default_names, parse_name, register
 from ragnb.metrics.stats import aggregate
 
 FAMILY = "retrieval"
 
-DEFAULT_METRICS: list[str] = [
-    "hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr",
-    "recall@1", "recall@3", "recall@5", "recall@10",
-    "precision@1", "precision@3", "precision@5", "precision@10",
-    "ndcg@5", "ndcg@10",
-]  # fmt: skip
+
+
+def default_metrics() -> list[str]:
+    """The retrieval metrics reported by default (Tier 1, :func:`evaluate` without ``metrics``, the TREC
+    helpers): those registered with ``default=`` — ``hit_rate@1, @5, @10, mrr, recall@1, @3, @5, @10,
+    precision@1, @3, @5, @10, ndcg@5, @10`` — in registration order. Read at each call, so a metric registered
+    later (CONTRIBUTING.md, Adding a metric) is reported too."""
+    return default_names(FAMILY)
+
+
+def __getattr__(name: str) -> list[str]:
+    # DEFAULT_METRICS, the old constant, kept as a name: now the registry's list (default_metrics()).
+    if name == "DEFAULT_METRICS":
+        return default_metrics()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,7 +79,8 @@ def _dcg(g: np.ndarray, k: int) -> np.ndarray:
     return (g / np.log2(np.arange(2, g.shape[1] + 2))).sum(axis=1)
 
 
-@register("hit_rate", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True)
+@register("hit_rate", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True,
+          default=(1, 5, 10))
 def hit_rate(t: RankedGains, k: int) -> np.ndarray:
     """Hit rate@k (trec_eval ``success_k``): 1 if a relevant doc is in the top k, else 0.
 
@@ -79,7 +89,7 @@ def hit_rate(t: RankedGains, k: int) -> np.ndarray:
     return _defined(t, (_rel_in_top(t, k) > 0).astype(float))
 
 
-@register("mrr", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True)
+@register("mrr", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, default=True)
 def mrr(t: RankedGains, k: None = None) -> np.ndarray:
     """Reciprocal rank (trec_eval ``recip_rank``), no cut-off; its mean over queries is MRR.
 
@@ -89,7 +99,8 @@ def mrr(t: RankedGains, k: None = None) -> np.ndarray:
     return _defined(t, rr)
 
 
-@register("recall", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True)
+@register("recall", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True,
+          default=(1, 3, 5, 10))
 def recall(t: RankedGains, k: int) -> np.ndarray:
     """Recall@k (trec_eval ``recall_k``).
 
@@ -99,7 +110,8 @@ def recall(t: RankedGains, k: int) -> np.ndarray:
     return _defined(t, _rel_in_top(t, k) / np.maximum(t.n_rel, 1))
 
 
-@register("precision", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True)
+@register("precision", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True,
+          default=(1, 3, 5, 10))
 def precision(t: RankedGains, k: int) -> np.ndarray:
     """Precision@k (trec_eval ``P_k``).
 
@@ -109,7 +121,8 @@ def precision(t: RankedGains, k: int) -> np.ndarray:
     return _defined(t, _rel_in_top(t, k) / k)
 
 
-@register("ndcg", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True)
+@register("ndcg", FAMILY, kind="ranking", value_range=(0.0, 1.0), higher_is_better=True, needs_k=True,
+          default=(5, 10))
 def ndcg(t: RankedGains, k: int) -> np.ndarray:
     """nDCG@k (trec_eval ``ndcg_cut_k``), graded gains.
 
@@ -300,7 +313,7 @@ def _parse(names: list[str]) -> list[tuple[str, object, int | None]]:
             seen.add(canon)
             out.append((canon, metric, k))
     if not out:
-        raise ValueError("no metrics given; e.g. metrics=DEFAULT_METRICS")
+        raise ValueError("no metrics given; e.g. metrics=default_metrics(), or leave metrics out for those")
     return out
 
 
@@ -328,7 +341,7 @@ def _levels(parsed) -> dict[tuple[str, int | None], list]:
 def per_query(
     run: Run,
     qrels: Qrels,
-    metrics: list[str] = DEFAULT_METRICS,
+    metrics: Sequence[str] | None = None,
     *,
     chunk_to_doc: Mapping[str, str] | None = None,
     relevance_level: int = 1,
@@ -340,7 +353,7 @@ def per_query(
     the others on ``run`` and ``qrels`` as given. ``relevance_level``: the lowest grade that is relevant
     (trec_eval's ``-l``; see :func:`ragnb.metrics.ranked_gains.rank_gains`).
     """
-    parsed = _parse(metrics)
+    parsed = _parse(default_metrics() if metrics is None else metrics)  # None: the registry's defaults
     columns: dict[str, np.ndarray] = {}
     info: dict = {}
     index = None
@@ -363,7 +376,7 @@ def per_query(
 def evaluate(
     run: Run,
     qrels: Qrels,
-    metrics: list[str] = DEFAULT_METRICS,
+    metrics: Sequence[str] | None = None,
     *,
     chunk_to_doc: Mapping[str, str] | None = None,
     n_boot: int = 1000,

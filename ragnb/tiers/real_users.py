@@ -27,7 +27,6 @@ from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate, format_mean_ci
 from ragnb.rag.retrieval import RetrievalResult, Retriever
 from ragnb.tiers.result import TierResult
-from ragnb.tiers.tier1 import CHUNK_METRICS
 from ragnb.datasets.urls import page_id, url_match, url_match_warning
 
 DOC_METRICS = ("doc_hit_rate@1", "doc_hit_rate@3", "doc_hit_rate@5", "doc_hit_rate@10", "doc_mrr",
@@ -168,7 +167,7 @@ def run_real_users(
         raise ValueError(f"the retriever returned chunk {unknown[0]!r}, which chunk_urls does not list; "
                          "pass the urls of every searchable chunk (fetch_vectors(db, 'chunks'))")
 
-    metrics, dropped = usable_metrics(CHUNK_METRICS + DOC_METRICS, top_k)
+    metrics, dropped = usable_metrics(tuple(rm.default_metrics()) + DOC_METRICS, top_k)
     if dropped:
         notes.append(f"top_k = {top_k}: metrics with a larger cut-off were not computed ({', '.join(dropped)}).")
     evaluated = [q for q in qids if q in qrels]

@@ -18,8 +18,6 @@ from ragnb.rag.retrieval import (PgVectorRetriever, check_same_model, RetrievalR
 from ragnb.metrics.stats import latency_summary
 from ragnb.tiers.result import TierResult, encoder_meta
 
-CHUNK_METRICS = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "recall@1", "recall@3", "recall@5",
-                 "recall@10", "precision@1", "precision@3", "precision@5", "precision@10", "ndcg@5", "ndcg@10")
 COMPARED = ("hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr", "ndcg@10")  # paired between embedding models
 # Every chunk-level hit_rate, mrr and ndcg@10 has its page-level version: a re-chunking is gated on these
 # (ragnb.runs.gate).
@@ -80,7 +78,8 @@ def run_tier1(
     run = result.as_run(qids)
     qrels = dataset.qrels()
 
-    wanted = CHUNK_METRICS + (DOC_METRICS if chunk_urls is not None else ())
+    # the chunk-level metrics: the registry's default retrieval list, read now (a newly registered one included)
+    wanted = tuple(rm.default_metrics()) + (DOC_METRICS if chunk_urls is not None else ())
     metrics, dropped = _usable(wanted, top_k)
     # A chunk without a source URL is its own document.
     chunk_to_doc = None if chunk_urls is None else {c: (u or c) for c, u in chunk_urls.items()}

@@ -149,20 +149,30 @@ def _vectors(metric, rng, perfect=False, undefined=False) -> tuple:
     return a, (a.copy() if perfect else _matrix(rng))
 
 
-# Text-kind inputs by parameter name: (random, perfect given the first input, undefined).
+# Text-kind inputs by parameter name: (random, perfect given the first input, undefined). The names of the
+# registry's docstring (fn(text, reference), fn(texts), fn(score)) and those the metrics of ragnb.metrics use.
 def _text_args(metric, rng, perfect=False, undefined=False) -> tuple:
     names = [p.name for p in inspect.signature(metric.fn).parameters.values()][: _n_inputs(metric)]
     first = _sentence(rng) + " " + _sentence(rng)
     pairs = [(_sentence(rng), _sentence(rng)) for _ in range(5)]
+    def responses() -> list[str]:
+        return [first] if undefined else ([first] * 3 if perfect else [_sentence(rng) for _ in range(3)])
+
+    def judged() -> float:
+        return math.nan if undefined else (1.0 if perfect else float(rng.uniform()))
+
     make = {
+        "text": lambda: "" if undefined else first,
         "prediction": lambda: "" if undefined else first,
         "answer": lambda: "" if undefined else first,
         "reference": lambda: "" if undefined else (first if perfect else _sentence(rng)),
         "contexts": lambda: [] if undefined else ([first] if perfect else [_sentence(rng) for _ in range(3)]),
-        "responses": lambda: [first] if undefined else ([first] * 3 if perfect else [_sentence(rng) for _ in range(3)]),
+        "responses": responses,
+        "texts": responses,
         "predictions": lambda: [] if undefined else [p for p, _ in pairs],
         "references": lambda: [] if undefined else [p if perfect else r for p, r in pairs],
-        "faithfulness": lambda: math.nan if undefined else (1.0 if perfect else float(rng.uniform())),
+        "faithfulness": judged,
+        "score": judged,
     }
     unknown = [n for n in names if n not in make]
     if unknown:
@@ -389,3 +399,34 @@ def test_lookup_errors_name_the_fix():
         parse_name("mrr@5")
     for setting in ("top_k", "consistency_runs", "n_items", "k", "seed", "sample_size", "tau"):
         assert direction(setting) is None
+
+
+def _word_recall(text: str, reference: str) -> float:
+    """recall = |words(text) ∩ words(reference)| / |words(reference)|; NaN without reference words."""
+    ref = set(reference.split())
+    return len(set(text.split()) & ref) / len(ref) if ref else math.nan
+
+
+def _same_as_first(texts: list) -> float:
+    """rate = |{i > 1 : texts_i = texts_1}| / (n − 1); NaN for fewer than two texts."""
+    return sum(t == texts[0] for t in texts[1:]) / (len(texts) - 1) if len(texts) > 1 else math.nan
+
+
+def _doubt(score: float) -> float:
+    """doubt = 1 − score"""
+    return 1.0 - score
+
+
+@pytest.mark.parametrize("fn, higher", [(_word_recall, True), (_same_as_first, True), (_doubt, False)])
+def test_text_metrics_with_the_parameter_names_of_the_docs_pass_the_common_checks(fn, higher):
+    # registry.py's docstring writes the text kind as fn(text, reference), fn(texts), fn(score): a metric written
+    # that way is exercised like the registered ones, then taken out of the registry again.
+    name = "x_docs_" + fn.__name__.strip("_")
+    registry.register(name, "test", kind="text", value_range=(0.0, 1.0), higher_is_better=higher)(fn)
+    try:
+        for seed in SEEDS:
+            test_values_lie_in_range_or_are_nan(name, seed)
+        test_undefined_input_gives_nan_never_a_number(name)
+        test_perfect_input_scores_the_best_value(name)
+    finally:
+        del REGISTRY[name]

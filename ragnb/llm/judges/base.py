@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import warnings
 from collections.abc import Awaitable, Mapping
 from typing import Any, ClassVar
 
@@ -149,6 +150,13 @@ def pick_metric(metric: str | LLMMetric, catalogue: Mapping[str, LLMMetric], **o
     if not isinstance(metric, str) or metric not in catalogue:
         raise ValueError(f"metric {metric!r}: use one of {sorted(catalogue)} (or a metric object)")
     return type(catalogue[metric])(**options) if options else catalogue[metric]
+
+
+def warn_deprecated(old: str, new: str) -> None:
+    """The warning of a name kept for one release after the one LLM-metric API replaced it (its caller's caller is
+    the user's line)."""
+    warnings.warn(f"{old} is deprecated and will be removed in the next release; use {new}", DeprecationWarning,
+                  stacklevel=3)
 
 
 # --------------------------------------------------------------------------------------------

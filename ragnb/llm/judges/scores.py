@@ -17,8 +17,8 @@ config for the tiers and adds the pairwise judge. Typical use::
                                           client, config)
     items, summary = JudgeFaithfulness().evaluate_dataset(samples, client, config)  # frame + CIs
     judge = Judge(client, config)
-    r = judge.sync.faithfulness(question, answer, context)      # the same score, from its own arguments
-    r = await judge.faithfulness(question, answer, context)     # from async code
+    r = judge.sync.judge_faithfulness(question, answer, context)   # the same score, from its own arguments
+    r = await judge.judge_faithfulness(question, answer, context)  # from async code
     r.score, r.explanation, [(m.model, m.score) for m in r.model_scores]
     results = judge.sync.evaluate_many("faithfulness", rows)    # rows: mappings with question/answer/context
     agreement(results)                                           # how much the judge models agree
@@ -29,7 +29,7 @@ Every method returns an :class:`~ragnb.llm.result.EvaluationResult` (``method="l
 =========================  =====  =====================================  =============================
 method                     scale  inputs                                 chat calls per sample
 =========================  =====  =====================================  =============================
-``faithfulness``           0–1    question, answer, context              M
+``judge_faithfulness``     0–1    question, answer, context              M
 ``answer_relevance``       0–1    question, answer                       M
 ``answer_correctness``     1–5    question, answer, reference            M
 ``e2e_score``              0–1    question, answer, reference            M
@@ -82,7 +82,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ragnb.llm.client import LLMClient
-from ragnb.llm.judges.base import LLMMetric, register_metric
+from ragnb.llm.judges.base import LLMMetric, register_metric, warn_deprecated
 from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.judges.pairwise import VERDICTS, judge_pairwise
 from ragnb.llm.judges.reading import as_text, call_log, text_field
@@ -333,7 +333,7 @@ for _metric in SCORES.values():
 
 class Judge:
     """An :class:`~ragnb.llm.client.LLMClient` and a :class:`JudgeConfig` bound together: one method per
-    direct score (``judge.faithfulness(question, answer, context)`` = ``SCORES["faithfulness"]`` evaluated
+    direct score (``judge.judge_faithfulness(question, answer, context)`` = ``SCORES["faithfulness"]`` evaluated
     on those inputs), the pairwise judge, and :meth:`evaluate_many`; see the module docstring."""
 
     def __init__(self, client: LLMClient, config: JudgeConfig) -> None:
@@ -344,7 +344,7 @@ class Judge:
         self.client = client
         self.config = config
         self.models = config.judge_models()
-        self.sync = SyncView(self)  # judge.sync.faithfulness(...) = run_sync(judge.faithfulness(...))
+        self.sync = SyncView(self)  # judge.sync.answer_relevance(...) = run_sync(judge.answer_relevance(...))
 
     def __repr__(self) -> str:
         c = self.config
@@ -367,9 +367,18 @@ class Judge:
     async def _scored(self, aspect: str, **raw: Any) -> EvaluationResult:
         return await SCORES[aspect].run(judge_inputs(aspect, **raw), self.client, self.config)
 
-    async def faithfulness(self, question: str, answer: str, context: str | Sequence[str]) -> EvaluationResult:
-        """Faithfulness of ``answer`` to ``context`` (a string or a list of passages), 0–1."""
+    async def judge_faithfulness(self, question: str, answer: str, context: str | Sequence[str]) -> EvaluationResult:
+        """Faithfulness of ``answer`` to ``context`` (a string or a list of passages) as the judge scores it
+        directly, 0–1: the registered ``judge_faithfulness`` (``faithfulness`` is the ragas-style statement
+        ratio)."""
         return await self._scored("faithfulness", question=question, answer=answer, context=context)
+
+    async def faithfulness(self, question: str, answer: str, context: str | Sequence[str]) -> EvaluationResult:
+        """Deprecated: :meth:`judge_faithfulness`. The metric named ``faithfulness`` is the ragas-style statement
+        ratio (``get_llm_metric("faithfulness")``); this method always was the direct score ``judge_faithfulness``."""
+        warn_deprecated("Judge.faithfulness", "Judge.judge_faithfulness (the direct score; the metric "
+                                              "'faithfulness' is the ragas-style statement ratio)")
+        return await self.judge_faithfulness(question, answer, context)
 
     async def answer_relevance(self, question: str, answer: str) -> EvaluationResult:
         """How fully ``answer`` addresses ``question``, 0–1."""
@@ -393,9 +402,10 @@ class Judge:
         """Judge every sample (a mapping holding the method's inputs; other keys are ignored) concurrently,
         within the client's ``max_concurrency``; results in the order of ``samples``. For a per-item frame
         and a summary with CIs use ``SCORES[metric].evaluate_dataset(samples, client, config)``."""
-        if metric not in METRICS:
-            raise ValueError(f"metric {metric!r}: use one of {METRICS}")
-        method = getattr(self, metric)
+        if metric not in METRICS and metric != "judge_faithfulness":
+            raise ValueError(f"metric {metric!r}: use one of {METRICS} (faithfulness also as judge_faithfulness)")
+        # "faithfulness" here is the judged aspect (the key of the results and of Tier 2/3 records)
+        method = getattr(self, "judge_faithfulness" if metric == "faithfulness" else metric)
         params = inspect.signature(method).parameters
         calls = []
         for i, sample in enumerate(samples):

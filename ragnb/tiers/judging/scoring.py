@@ -108,7 +108,7 @@ async def score_pass(items: list[JudgePipelineItem], stage: str, log: ItemLog | 
     async def score(key: str) -> dict:
         it = by_key[key]
         if judge is not None:
-            result = await judge.faithfulness(it.question, it.answer, it.contexts())
+            result = await judge.judge_faithfulness(it.question, it.answer, it.contexts())
         else:
             result = _fallback_result(it, fallback_encoder, shares.get(key, 0.0))
         return to_jsonable({"id": it.id, "result": result.to_dict()})

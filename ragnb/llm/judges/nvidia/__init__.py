@@ -271,20 +271,24 @@ for _metric in METRICS.values():
 
 
 def get_metric(metric: str | NvidiaMetric, **options: Any) -> NvidiaMetric:
-    """A metric object from its name ("nv_answer_accuracy", …) and its options, or the object itself."""
+    """Deprecated: :func:`ragnb.llm.judges.get_llm_metric` (every LLM-judged metric by its registered name).
+
+    An NVIDIA-style metric object from its name and options, or the object itself (as before, for one release)."""
+    base.warn_deprecated("ragnb.llm.judges.nvidia.get_metric", "ragnb.llm.judges.get_llm_metric(name, **options)")
     return base.pick_metric(metric, METRICS, **options)
 
 
 def evaluate_dataset(metric: str | NvidiaMetric, samples: Any, client: LLMClient,
                      config: JudgeConfig | Mapping[str, Any] | None = None, concurrency: int = 16,
                      n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
-    """``get_metric(metric).evaluate_dataset(...)``: :meth:`~ragnb.llm.judges.base.LLMMetric.evaluate_dataset`
-    for an NVIDIA-style metric given by name or object."""
-    return get_metric(metric).evaluate_dataset(samples, client, config, concurrency, n_boot, seed)
+    """Deprecated: :func:`ragnb.llm.judges.evaluate_dataset` (or ``get_llm_metric(name).evaluate_dataset``),
+    which this calls for an NVIDIA-style metric given by name or object."""
+    base.warn_deprecated("ragnb.llm.judges.nvidia.evaluate_dataset", "ragnb.llm.judges.evaluate_dataset")
+    return base.pick_metric(metric, METRICS).evaluate_dataset(samples, client, config, concurrency, n_boot, seed)
 
 
 __all__ = [
     "ANSWER_ACCURACY", "CONTEXT_RELEVANCE", "METRICS", "RESPONSE_GROUNDEDNESS", "AnswerAccuracy", "ContextRelevance",
     "NvidiaMetric", "ResponseGroundedness", "answer_accuracy_score", "contains_exact_response",
-    "context_relevance_score", "evaluate_dataset", "get_metric", "parse_rating", "response_groundedness_score",
+    "context_relevance_score", "parse_rating", "response_groundedness_score",
 ]

@@ -85,8 +85,14 @@ for _metric in (*METRICS.values(), NoiseSensitivity(mode="irrelevant")):
 
 
 def get_metric(metric: str | RagasMetric, **options: Any) -> RagasMetric:
-    """A metric object from its name ("faithfulness", "noise_sensitivity_irrelevant", …) and its options
-    (e.g. ``get_metric("response_relevancy", encoder=enc)``), or the object itself."""
+    """Deprecated: :func:`ragnb.llm.judges.get_llm_metric` (every LLM-judged metric by its registered name).
+
+    A ragas-style metric object from its name and options, or the object itself (as before, for one release)."""
+    base.warn_deprecated("ragnb.llm.judges.ragas.get_metric", "ragnb.llm.judges.get_llm_metric(name, **options)")
+    return _pick(metric, **options)
+
+
+def _pick(metric: str | RagasMetric, **options: Any) -> RagasMetric:
     if isinstance(metric, str):
         metric = metric.strip().lower()
         if metric in ("noise_sensitivity_relevant", "noise_sensitivity_irrelevant"):
@@ -97,15 +103,16 @@ def get_metric(metric: str | RagasMetric, **options: Any) -> RagasMetric:
 def evaluate_dataset(metric: str | RagasMetric, samples: Any, client: LLMClient,
                      config: JudgeConfig | Mapping[str, Any] | None = None, concurrency: int = 16,
                      n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
-    """``get_metric(metric).evaluate_dataset(...)``: :meth:`~ragnb.llm.judges.base.LLMMetric.evaluate_dataset`
-    for a ragas-style metric given by name or object."""
-    return get_metric(metric).evaluate_dataset(samples, client, config, concurrency, n_boot, seed)
+    """Deprecated: :func:`ragnb.llm.judges.evaluate_dataset` (or ``get_llm_metric(name).evaluate_dataset``),
+    which this calls for a ragas-style metric given by name or object."""
+    base.warn_deprecated("ragnb.llm.judges.ragas.evaluate_dataset", "ragnb.llm.judges.evaluate_dataset")
+    return _pick(metric).evaluate_dataset(samples, client, config, concurrency, n_boot, seed)
 
 
 __all__ = [
     "FIELDS", "METRICS", "MODES", "STRATEGIES", "ContextEntityRecall", "ContextPrecision", "ContextRecall",
     "Faithfulness", "NoiseSensitivity", "RagasMetric", "ResponseRelevancy", "Sample", "as_sample",
-    "average_precision", "context_recall_score", "cosine_to", "entity_recall", "evaluate_dataset",
-    "faithfulness_score", "get_metric", "match_entities", "noise_sensitivity_score", "normalize_entity",
+    "average_precision", "context_recall_score", "cosine_to", "entity_recall",
+    "faithfulness_score", "match_entities", "noise_sensitivity_score", "normalize_entity",
     "response_relevancy_score",
 ]
