@@ -6,8 +6,9 @@ demo:
 	bash scripts/setup.sh
 	.venv/bin/ragnb demo
 
-# Set up (with test tools and headless Chromium), then run the whole test suite.
+# Set up (with test tools, headless Chromium and a PostgreSQL server with pgvector), then run the whole test suite.
 test:
 	bash scripts/setup.sh dev
 	bash scripts/install_chromium.sh
+	bash scripts/install_postgres.sh
 	.venv/bin/python -m pytest
