@@ -113,7 +113,9 @@ def test_the_server_is_another_major_version_over_tcp_with_scram(external_pg, pr
     with embedded.engine.connect() as c:
         embedded_major = c.execute(sa.text("SHOW server_version_num")).scalar()[:2]
     embedded.dispose()
-    assert external_pg.server_version.split(".")[0] != embedded_major
+    assert external_pg.server_version.split(".")[0] != embedded_major, (
+        f"the external server is PostgreSQL {embedded_major} like the embedded one: install another major version "
+        "(RAGNB_TEST_PG_MAJOR=NN scripts/install_postgres.sh, or RAGNB_TEST_PG_BIN)")
     with pytest.MonkeyPatch.context() as mp:  # connect() opens what RAGNB_DATABASE_URL names
         mp.setenv("RAGNB_DATABASE_URL", prod.url)
         db = connect()
@@ -245,6 +247,51 @@ def test_opened_without_write_nothing_is_written(prod):
     assert prod.server.snapshot(prod.store_url.rsplit("/", 1)[1]) != store_before  # where the vectors went
 
 
+def _role(server, database: str, name: str, privileges: str) -> str:
+    """A login role granted ``privileges`` on the tables ragnb made in ``database`` (not their owner); its URL."""
+    from psycopg import sql
+
+    with server._admin(database) as conn:
+        conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(name), sql.Literal(PASSWORD)))
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL(f"GRANT {privileges} ON ALL TABLES IN SCHEMA public TO {{}}").format(sql.Identifier(name)))
+    return server.url(database).replace(f"//{USER}:", f"//{name}:")
+
+
+def test_roles_granted_rows_but_not_ownership(prod):
+    """As a database administrator sets a production database up: a role granted SELECT, INSERT and UPDATE (not the
+    tables' owner) loads and embeds with --write; a role granted SELECT reads (status, retrieval) and a write it
+    has no grant for is one error line."""
+    name = f"roles_{os.getpid()}"
+    owner = prod.server.new_database(name)
+    for args in (("load", "chunks", str(prod.tmp / "chunks.jsonl"), "--write"), ("embed", "--chunks", "--write")):
+        assert prod.cli(*args, RAGNB_DATABASE_URL=owner).exit_code == 0
+    loader, reader = (_role(prod.server, name, f"{name}_loader", "SELECT, INSERT, UPDATE"),
+                      _role(prod.server, name, f"{name}_reader", "SELECT"))
+    new = _jsonl(prod.tmp / "later.jsonl", [{"id": "later#0", "text": "Parking is in the garage under building B.",
+                                             "url": "https://wiki.example.com/office/parking"}])
+    res = prod.cli("load", "chunks", str(new), "--write", RAGNB_DATABASE_URL=loader)
+    assert res.exit_code == 0 and _last_json(res.output)["inserted"] == 1, res.output
+    res = prod.cli("embed", "--chunks", "--write", RAGNB_DATABASE_URL=loader)
+    assert res.exit_code == 0 and _last_json(res.output)["processed"] == 1, res.output
+    status = _last_json(prod.cli("db", "status", RAGNB_DATABASE_URL=reader).output)
+    assert (status["chunks"]["rows"], status["chunks"]["embedded"]) == (len(CHUNKS) + 1, len(CHUNKS) + 1)
+    runs = {}
+    for who, url in (("owner", owner), ("reader", reader)):
+        out = prod.tmp / f"{who}.trec"
+        res = prod.cli("retrieve", "--dataset", str(prod.tmp / "dataset.json"), "--out", str(out), "--top-k", "3",
+                       "--index-mode", "exact", RAGNB_DATABASE_URL=url)
+        assert res.exit_code == 0, res.output
+        runs[who] = [line.split()[:4] for line in out.read_text().splitlines()]
+    assert runs["reader"] == runs["owner"] and ["d7", "Q0", "later#0", "1"] in runs["reader"]  # the parking page
+    more = _jsonl(prod.tmp / "more.jsonl", [{"id": "more#0", "text": "Bikes go in the yard.", "url": "https://w/b"}])
+    res = prod.ragnb("load", "chunks", str(more), "--write", RAGNB_DATABASE_URL=reader)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.splitlines()[-1] == (  # after the progress lines
+        f"error: postgresql+psycopg://{name}_reader:***@127.0.0.1:{prod.server.port}/{name}: permission denied "
+        "(permission denied for table chunk); ask for the grant or use another user")
+
 def test_the_password_appears_in_no_output(prod):
     """Every command's output and every file ragnb wrote (reports, HTML, JSON, CSV, notebooks, run records) show
     the URL with the password hidden, never the password; run after the tests above in this module."""
@@ -295,49 +342,3 @@ def test_docs_state_the_versions_tested(external_pg):
     server, vec = rows["a separately installed one, as a team's production database"][:2]
     assert server.startswith(f"{external_pg.server_version.split('.')[0]}.x ")
     assert vec.startswith(f"{external_pg.vector_version},"), (vec, external_pg.vector_version)
-
-
-def _role(server, database: str, name: str, privileges: str) -> str:
-    """A login role granted ``privileges`` on the tables ragnb made in ``database`` (not their owner); its URL."""
-    from psycopg import sql
-
-    with server._admin(database) as conn:
-        conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(name), sql.Literal(PASSWORD)))
-        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(name)))
-        conn.execute(sql.SQL(f"GRANT {privileges} ON ALL TABLES IN SCHEMA public TO {{}}").format(sql.Identifier(name)))
-    return server.url(database).replace(f"//{USER}:", f"//{name}:")
-
-
-def test_roles_granted_rows_but_not_ownership(prod):
-    """As a database administrator sets a production database up: a role granted SELECT, INSERT and UPDATE (not the
-    tables' owner) loads and embeds with --write; a role granted SELECT reads (status, retrieval) and a write it
-    has no grant for is one error line."""
-    name = f"roles_{os.getpid()}"
-    owner = prod.server.new_database(name)
-    for args in (("load", "chunks", str(prod.tmp / "chunks.jsonl"), "--write"), ("embed", "--chunks", "--write")):
-        assert prod.cli(*args, RAGNB_DATABASE_URL=owner).exit_code == 0
-    loader, reader = (_role(prod.server, name, f"{name}_loader", "SELECT, INSERT, UPDATE"),
-                      _role(prod.server, name, f"{name}_reader", "SELECT"))
-    new = _jsonl(prod.tmp / "later.jsonl", [{"id": "later#0", "text": "Parking is in the garage under building B.",
-                                             "url": "https://wiki.example.com/office/parking"}])
-    res = prod.cli("load", "chunks", str(new), "--write", RAGNB_DATABASE_URL=loader)
-    assert res.exit_code == 0 and _last_json(res.output)["inserted"] == 1, res.output
-    res = prod.cli("embed", "--chunks", "--write", RAGNB_DATABASE_URL=loader)
-    assert res.exit_code == 0 and _last_json(res.output)["processed"] == 1, res.output
-    status = _last_json(prod.cli("db", "status", RAGNB_DATABASE_URL=reader).output)
-    assert (status["chunks"]["rows"], status["chunks"]["embedded"]) == (len(CHUNKS) + 1, len(CHUNKS) + 1)
-    runs = {}
-    for who, url in (("owner", owner), ("reader", reader)):
-        out = prod.tmp / f"{who}.trec"
-        res = prod.cli("retrieve", "--dataset", str(prod.tmp / "dataset.json"), "--out", str(out), "--top-k", "3",
-                       "--index-mode", "exact", RAGNB_DATABASE_URL=url)
-        assert res.exit_code == 0, res.output
-        runs[who] = [line.split()[:4] for line in out.read_text().splitlines()]
-    assert runs["reader"] == runs["owner"] and ["d7", "Q0", "later#0", "1"] in runs["reader"]  # the parking page
-    more = _jsonl(prod.tmp / "more.jsonl", [{"id": "more#0", "text": "Bikes go in the yard.", "url": "https://w/b"}])
-    res = prod.ragnb("load", "chunks", str(more), "--write", RAGNB_DATABASE_URL=reader)
-    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
-    assert res.stderr.splitlines()[-1] == (  # after the progress lines
-        f"error: postgresql+psycopg://{name}_reader:***@127.0.0.1:{prod.server.port}/{name}: permission denied "
-        "(permission denied for table chunk); ask for the grant or use another user")
