@@ -53,3 +53,4 @@ def fresh_db():
 
 from llm_server import llm_server  # noqa: F401,E402  (scripted OpenAI-compatible server for LLM tests)
 from embeddings_server import embeddings_server  # noqa: F401,E402  (OpenAI-compatible /v1/embeddings for encoder tests)
+from external_pg import external_pg  # noqa: F401,E402  (a separately installed PostgreSQL + pgvector over TCP with a password)

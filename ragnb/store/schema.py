@@ -102,10 +102,20 @@ def ensure_schema(db: Database) -> Tables:
             if table.schema:
                 conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{table.schema}"'))
         t.chunk.metadata.create_all(conn, checkfirst=True)
-        meta = db.engine.dialect.identifier_preparer.format_table(t.meta)
-        conn.execute(sa.text(f"ALTER TABLE {meta} ADD COLUMN IF NOT EXISTS backend text, "
-                             "ADD COLUMN IF NOT EXISTS fingerprint text, ADD COLUMN IF NOT EXISTS settings text"))
+        add_text_columns(conn, t.meta, ("backend", "fingerprint", "settings"))
     return t
+
+
+def add_text_columns(conn: sa.Connection, table: sa.Table, names: tuple[str, ...]) -> None:
+    """Add the ``text`` columns an older version of ``table`` lacks. Only when one is missing: ALTER TABLE needs the
+    table's owner even when IF NOT EXISTS makes it change nothing, and a team's role granted INSERT and UPDATE
+    (not ownership) loads and embeds too."""
+    have = {c["name"] for c in sa.inspect(conn).get_columns(table.name, schema=table.schema)}
+    missing = [n for n in names if n not in have]
+    if missing:
+        preparer = conn.dialect.identifier_preparer
+        conn.execute(sa.text(f"ALTER TABLE {preparer.format_table(table)} "
+                             + ", ".join(f"ADD COLUMN IF NOT EXISTS {preparer.quote(n)} text" for n in missing)))
 
 
 def ensure_vector_extension(db: Database) -> None:

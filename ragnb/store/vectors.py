@@ -26,8 +26,8 @@ from ragnb.store.engine import Database
 from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
                                 check_space, column_vectors, fingerprint, locate, qualified, recorded_space,
                                 settings_json, source_table, table_vectors, vector_table_name)
-from ragnb.store.schema import (Tables, column_dimension, ensure_schema, ensure_vector_extension, table_exists,
-                                tables)
+from ragnb.store.schema import (Tables, add_text_columns, column_dimension, ensure_schema, ensure_vector_extension,
+                                table_exists, tables)
 
 __all__ = ["Encoder", "EmbedStats", "check_space", "embed_table", "fetch_vectors", "fetch_vectors_by_id",
            "fetch_texts", "recorded_space", "vector_literal"]
@@ -319,8 +319,7 @@ def _ensure_store(store: Database) -> None:
             conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {_q(store, store.store_schema)}"))
         cat = catalogue_table(store.store_schema)
         cat.create(conn, checkfirst=True)
-        conn.execute(sa.text(f"ALTER TABLE {store.engine.dialect.identifier_preparer.format_table(cat)} "
-                             "ADD COLUMN IF NOT EXISTS settings text"))
+        add_text_columns(conn, cat, ("settings",))
 
 
 def _prepare_vector_table(db: Database, table: sa.Table, encoder: Encoder, replace: bool
