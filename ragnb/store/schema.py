@@ -95,16 +95,22 @@ def ensure_schema(db: Database) -> Tables:
             f"{db.display_url} is opened read-only; this command writes (creates tables). "
             "Pass --write to allow writing to an external database."
         )
+    from ragnb.store.text_keys import ensure_text_keys
+
     t = tables(db.schema)
     ensure_vector_extension(db)
+    prep = db.engine.dialect.identifier_preparer
     with db.engine.begin() as conn:
         for table in (t.chunk, t.question, t.meta):
             if table.schema:
                 conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{table.schema}"'))
+        existed = conn.execute(sa.text("SELECT to_regclass(:c) IS NOT NULL, to_regclass(:q) IS NOT NULL"),
+                               {"c": prep.format_table(t.chunk), "q": prep.format_table(t.question)}).one()
         t.chunk.metadata.create_all(conn, checkfirst=True)
         meta = db.engine.dialect.identifier_preparer.format_table(t.meta)
         conn.execute(sa.text(f"ALTER TABLE {meta} ADD COLUMN IF NOT EXISTS backend text, "
                              "ADD COLUMN IF NOT EXISTS fingerprint text, ADD COLUMN IF NOT EXISTS settings text"))
+    ensure_text_keys(db, [(t.chunk, t.chunk.c.text, not existed[0]), (t.question, t.question.c.question, not existed[1])])
     return t
 
 
