@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from ragnb.rag.embedding_cache import text_key
 from ragnb.store.schema import ensure_schema
-from ragnb.store.text_keys import KEY_COLUMN, KEY_FUNCTION
+from ragnb.store.text_keys import KEY_COLUMN, KEY_FUNCTION, has_key_column
 from ragnb.store.upsert import merge_rows
 from ragnb.store.vectors import _binary_rows, _rows_or_cached, embed_table, fetch_vectors
 
@@ -43,6 +43,12 @@ def test_the_stored_key_is_the_client_cache_key_and_null_for_blank_texts(fresh_d
     assert _keys(fresh_db) == {**{i: text_key(x) for i, x in TRICKY.items()}, **{i: None for i in BLANKS}}
     merge_rows(fresh_db, "questions", [{"id": "q1", "question": "Где ёлка?"}])
     assert _keys(fresh_db, "question_answer") == {"q1": text_key("Где ёлка?")}
+    # embed reads the stored keys only for the text column they were made from (a schema map naming another
+    # column of the same table gets digests of that column, computed at embed time)
+    with fresh_db.engine.connect() as conn, conn.connection.driver_connection.cursor() as cur:
+        assert [has_key_column(cur, table, col) for table, col in (
+            ("chunk", "text"), ("chunk", None), ("chunk", "id"), ("question_answer", "question"),
+            ("question_answer", "answer"))] == [True, True, False, True, False]
 
 
 def test_a_changed_text_gets_a_new_key_and_a_new_vector_the_others_keep_theirs(fresh_db, tmp_path, monkeypatch):

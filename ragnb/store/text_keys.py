@@ -51,10 +51,19 @@ def _can_store(cur: Any) -> bool:
     return bool(cur.fetchone()[0])
 
 
-def has_key_column(cur: Any, table_sql: str) -> bool:
-    """Whether the table (quoted, as SQL) stores :data:`KEY_COLUMN`."""
-    cur.execute("SELECT 1 FROM pg_attribute WHERE attrelid = CAST(%s AS regclass) AND attname = %s "
-                "AND NOT attisdropped", (table_sql, KEY_COLUMN))
+def has_key_column(cur: Any, table_sql: str, text_col: str | None = None) -> bool:
+    """Whether the table (quoted, as SQL) stores :data:`KEY_COLUMN` — generated from ``text_col`` when that is
+    given (a schema map that later names another text column must not read the keys of the first)."""
+    cur.execute("SELECT k.attnum FROM pg_attribute AS k WHERE k.attrelid = CAST(%s AS regclass) AND k.attname = %s "
+                "AND NOT k.attisdropped AND (CAST(%s AS text) IS NULL OR EXISTS (SELECT 1 FROM pg_depend AS d "
+                "JOIN pg_attribute AS t ON t.attrelid = d.refobjid AND t.attnum = d.refobjsubid "
+                "WHERE d.refobjid = k.attrelid AND t.attname = %s AND ("
+                # the generation expression depends on the text column: recorded for its default (PostgreSQL 18)
+                # or for the column itself (older servers)
+                "(d.classid = 'pg_attrdef'::regclass AND d.objid = (SELECT a.oid FROM pg_attrdef AS a "
+                "WHERE a.adrelid = k.attrelid AND a.adnum = k.attnum)) OR "
+                "(d.classid = 'pg_class'::regclass AND d.objid = k.attrelid AND d.objsubid = k.attnum))))",
+                (table_sql, KEY_COLUMN, text_col, text_col))
     return cur.fetchone() is not None
 
 
@@ -90,9 +99,9 @@ def _add_key_column(cur: Any, table_sql: str, table: sa.Table, col: sa.Column) -
         report(rows, rows)
 
 
-def digest_select(cur: Any, table_sql: str, text_sql: str) -> tuple[str, tuple]:
+def digest_select(cur: Any, table_sql: str, text_col: str, text_sql: str) -> tuple[str, tuple]:
     """SQL for a row's cache key as hex (NULL: no text to embed) and its parameters: the stored column when the
-    table has one, else computed from the text (:func:`~ragnb.store.cached_rows.digest_sql`)."""
-    if has_key_column(cur, table_sql):
+    table has one made from ``text_col``, else computed from the text (:func:`~ragnb.store.cached_rows.digest_sql`)."""
+    if has_key_column(cur, table_sql, text_col):
         return f"encode({KEY_COLUMN}, 'hex')", ()
     return digest_sql(text_sql), DIGEST_PARAMS

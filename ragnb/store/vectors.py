@@ -198,7 +198,7 @@ def _rows_or_cached(db: Database, table: sa.Table, text_col: sa.Column, encoder:
                 return _rows_to_embed(db, table, text_col, where, params), None
             # the digest stored with the row when the table has one (text_keys), else computed from the text;
             # by digest, bytewise (NULLs last): the order in which the cache's key index is probed
-            digest, digest_params = digest_select(cur, _qt(db, table), _q(db, text_col.name))
+            digest, digest_params = digest_select(cur, _qt(db, table), text_col.name, _q(db, text_col.name))
             cur.execute(f"SELECT * FROM (SELECT CAST({id_col} AS text) AS id, {digest} AS digest "
                         f"FROM {_qt(db, table)}{where}) AS d ORDER BY digest COLLATE \"C\"", (*digest_params, *params))
             rows = cur.fetchall()
