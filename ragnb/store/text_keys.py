@@ -71,9 +71,11 @@ def ensure_text_keys(db: Any, targets: list[tuple[sa.Table, sa.Column, bool]]) -
     """Give each ``(table, text column, created now)`` its :data:`KEY_COLUMN` where it belongs (module docstring).
     An existing table is rewritten once, under an exclusive lock, reported as ``adding text digests to <table>``."""
     prep = db.engine.dialect.identifier_preparer
+    targets = [(table, col) for table, col, created in targets if created or db.embedded]
+    if not targets:  # an external database's own tables: nothing to look at
+        return
     with db.engine.begin() as conn, conn.connection.driver_connection.cursor() as cur:
-        todo = [(table, col) for table, col, created in targets if (created or db.embedded)
-                and not has_key_column(cur, prep.format_table(table))]
+        todo = [(table, col) for table, col in targets if not has_key_column(cur, prep.format_table(table))]
         if not todo or not _can_store(cur):
             return
         for table, col in todo:
