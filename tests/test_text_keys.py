@@ -93,7 +93,8 @@ def test_embed_reads_the_stored_key_and_vector_writes_never_recompute_it(fresh_d
                on_changed="update")
     assert _keys(fresh_db)["c"] == text_key("wrong:alpha text")
     t = ensure_schema(fresh_db)
-    todo, hits = _rows_or_cached(fresh_db, t.chunk, t.chunk.c.text, enc, "chunks", f" WHERE {KEY_COLUMN} IS NOT NULL")
+    todo, hits = _rows_or_cached(fresh_db, t.chunk, t.chunk.c.text, enc, "chunks",
+                                 f" WHERE {KEY_COLUMN} IS NOT NULL")
     assert (todo, sorted(hits.ids)) == ([("c", "alpha text")], ["a", "b"])
 
 

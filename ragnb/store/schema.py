@@ -3,6 +3,9 @@ model made the vectors of their ``embedding`` columns (other models' vectors: :m
 
 Table and column names come from :class:`ragnb.config.SchemaMap`, so the same code reads a team's
 production schema. Ids are treated as text everywhere (an integer primary key is read as its text form).
+The tables ragnb creates also carry a stored digest of their text, ``ragnb_text_key`` (:mod:`ragnb.store.text_keys`),
+which these SQLAlchemy tables leave out on purpose: a production table has none, and nothing writes it but the
+server.
 """
 
 from __future__ import annotations
@@ -110,7 +113,8 @@ def ensure_schema(db: Database) -> Tables:
         meta = db.engine.dialect.identifier_preparer.format_table(t.meta)
         conn.execute(sa.text(f"ALTER TABLE {meta} ADD COLUMN IF NOT EXISTS backend text, "
                              "ADD COLUMN IF NOT EXISTS fingerprint text, ADD COLUMN IF NOT EXISTS settings text"))
-    ensure_text_keys(db, [(t.chunk, t.chunk.c.text, not existed[0]), (t.question, t.question.c.question, not existed[1])])
+    ensure_text_keys(db, [(t.chunk, t.chunk.c.text, not existed[0]),
+                          (t.question, t.question.c.question, not existed[1])])
     return t
 
 
