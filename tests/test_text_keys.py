@@ -19,8 +19,8 @@ from ragnb.store.vectors import _binary_rows, _rows_or_cached, embed_table, fetc
 from test_cached_rows import BLANKS, TRICKY, _load, _Recording
 
 
-def _keys(db, table: str = "chunk") -> dict[str, str | None]:
-    return dict(_binary_rows(db, f"SELECT id, encode({KEY_COLUMN}, 'hex') FROM {table}", vectors=False))
+def _keys(db, table: str = "chunk", id_col: str = "id") -> dict[str, str | None]:
+    return dict(_binary_rows(db, f"SELECT {id_col}, encode({KEY_COLUMN}, 'hex') FROM {table}", vectors=False))
 
 
 def _columns(db, table: str = "chunk") -> set[str]:
@@ -150,3 +150,25 @@ def test_a_table_ragnb_creates_in_an_external_database_gets_the_keys(fresh_db):
     external = dataclasses.replace(fresh_db, embedded=False)
     ensure_schema(external)
     assert KEY_COLUMN in _columns(fresh_db) and KEY_COLUMN in _columns(fresh_db, "question_answer")
+
+
+def test_mapped_tables_in_their_own_schema_get_keys_of_their_text_column(tmp_path, monkeypatch):
+    from ragnb.store.engine import connect
+
+    (tmp_path / "schema.yaml").write_text("chunk: {table: kb.chunks, id: chunk_id, text: content}\n"
+                                          "question: {table: kb.qa_log, question: asked}\n", encoding="utf-8")
+    monkeypatch.setenv("RAGNB_SCHEMA_MAP", str(tmp_path / "schema.yaml"))
+    monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(tmp_path / "cache"))
+    db = connect(database=f"tk_mapped_{tmp_path.name[-12:].replace('-', '_')}")
+    try:
+        merge_rows(db, "chunks", [{"id": "a", "url": "https://wiki.example/p", "text": "текст в схеме kb"}])
+        assert _keys(db, "kb.chunks", "chunk_id") == {"a": text_key("текст в схеме kb")}
+        with db.engine.connect() as conn, conn.connection.driver_connection.cursor() as cur:
+            assert has_key_column(cur, "kb.chunks", "content") and has_key_column(cur, "kb.qa_log", "asked")
+        enc = _Recording()
+        enc.cache_for("document").put_many([text_key("текст в схеме kb")], np.full((1, 8), 0.75, np.float32))
+        stats = embed_table(db, "chunks", enc, progress=False)
+        assert (stats.processed, enc.seen) == (1, [])
+        assert fetch_vectors(db)[2].tolist() == [[0.75] * 8]
+    finally:
+        db.dispose()
