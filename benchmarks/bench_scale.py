@@ -17,8 +17,9 @@ processes (psutil), wall = ``perf_counter``:
   (``bench_load.floor``), each into the emptied chunk table;
 * embed, every text cached: ``embed_table`` with a ragnb encoder whose disk cache holds every chunk's vector
   (``bench_store_vectors.disk_cached``, filled in a fresh cache folder before the clock starts; its model is never
-  called) — the normal path: the server hashes the texts, ragnb reads ids + digests and looks them up in the
-  cache; every client CPU second counts — vs a bare binary COPY of the same vectors through pgvector's psycopg
+  called) — the normal path: ragnb reads ids + the digests stored with the rows (``ragnb_text_key``, computed
+  when the rows were loaded) and looks them up in the cache; every client CPU second counts, and the ratio is on
+  client + server CPU — vs a bare binary COPY of the same vectors through pgvector's psycopg
   adapter (``bench_store_vectors.floor_copy``); the stored vectors are checked bit for bit afterwards (not timed);
 * embed, real encoder on the CPU (once, ``--encode-texts`` of the chunks): ragnb's SentenceTransformerEncoder
   (cache on, empty) vs raw sentence-transformers, same bundled all-MiniLM-L6-v2, batch 32;
@@ -404,7 +405,8 @@ def markdown(results: dict) -> str:
                 m, b = size[key][mine], size[key][base]
                 note = (f"{m.get('maintenance_work_mem')}, {m.get('max_parallel_maintenance_workers')} workers vs "
                         f"{b.get('maintenance_work_mem')}, server default" if key == "index" else "")
-                lines.append(_row(n, stage, m, b, note, "server" if key == "index" else "client"))
+                basis = {"index": "server", "embed": "client + server"}.get(key, "client")
+                lines.append(_row(n, stage, m, b, note, basis))
         for name, res in size.items():
             if not name.startswith("search_"):
                 continue

@@ -3,6 +3,9 @@ model made the vectors of their ``embedding`` columns (other models' vectors: :m
 
 Table and column names come from :class:`ragnb.config.SchemaMap`, so the same code reads a team's
 production schema. Ids are treated as text everywhere (an integer primary key is read as its text form).
+The tables ragnb creates also carry a stored digest of their text, ``ragnb_text_key`` (:mod:`ragnb.store.text_keys`),
+which these SQLAlchemy tables leave out on purpose: a production table has none, and nothing writes it but the
+server.
 """
 
 from __future__ import annotations
@@ -95,14 +98,21 @@ def ensure_schema(db: Database) -> Tables:
             f"{db.display_url} is opened read-only; this command writes (creates tables). "
             "Pass --write to allow writing to an external database."
         )
+    from ragnb.store.text_keys import ensure_text_keys
+
     t = tables(db.schema)
     ensure_vector_extension(db)
+    prep = db.engine.dialect.identifier_preparer
     with db.engine.begin() as conn:
         for table in (t.chunk, t.question, t.meta):
             if table.schema:
                 conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{table.schema}"'))
+        existed = conn.execute(sa.text("SELECT to_regclass(:c) IS NOT NULL, to_regclass(:q) IS NOT NULL"),
+                               {"c": prep.format_table(t.chunk), "q": prep.format_table(t.question)}).one()
         t.chunk.metadata.create_all(conn, checkfirst=True)
         add_text_columns(conn, t.meta, ("backend", "fingerprint", "settings"))
+    ensure_text_keys(db, [(t.chunk, t.chunk.c.text, not existed[0]),
+                          (t.question, t.question.c.question, not existed[1])])
     return t
 
 

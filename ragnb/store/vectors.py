@@ -19,8 +19,7 @@ import numpy as np
 
 from ragnb.rag.encoders.base import check_batch_size
 from ragnb.store.copy import ensure_vector_type, stage_vectors
-from ragnb.store.cached_rows import (DIGEST_PARAMS, CachedRows, digest_sql, role_cache, server_hashes_utf8,
-                                     split_cached)
+from ragnb.store.cached_rows import CachedRows, role_cache, server_hashes_utf8, split_cached
 from ragnb.store.encode_pipeline import encode_rows, rows_to_go
 from ragnb.store.engine import Database
 from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
@@ -28,6 +27,7 @@ from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, 
                                 settings_json, source_table, table_vectors, vector_table_name)
 from ragnb.store.schema import (Tables, add_text_columns, column_dimension, ensure_schema, ensure_vector_extension,
                                 table_exists, tables)
+from ragnb.store.text_keys import digest_select
 
 __all__ = ["Encoder", "EmbedStats", "check_space", "embed_table", "fetch_vectors", "fetch_vectors_by_id",
            "fetch_texts", "recorded_space", "vector_literal"]
@@ -196,10 +196,11 @@ def _rows_or_cached(db: Database, table: sa.Table, text_col: sa.Column, encoder:
             if not server_hashes_utf8(cur):
                 raw.rollback()
                 return _rows_to_embed(db, table, text_col, where, params), None
+            # the digest stored with the row when the table has one (text_keys), else computed from the text;
             # by digest, bytewise (NULLs last): the order in which the cache's key index is probed
-            cur.execute(f"SELECT * FROM (SELECT CAST({id_col} AS text) AS id, {digest_sql(_q(db, text_col.name))} "
-                        f"AS digest FROM {_qt(db, table)}{where}) AS d ORDER BY digest COLLATE \"C\"",
-                        (*DIGEST_PARAMS, *params))
+            digest, digest_params = digest_select(cur, _qt(db, table), text_col.name, _q(db, text_col.name))
+            cur.execute(f"SELECT * FROM (SELECT CAST({id_col} AS text) AS id, {digest} AS digest "
+                        f"FROM {_qt(db, table)}{where}) AS d ORDER BY digest COLLATE \"C\"", (*digest_params, *params))
             rows = cur.fetchall()
         raw.rollback()
 
