@@ -30,7 +30,7 @@ import importlib
 # typing.TYPE_CHECKING without importing typing (type checkers read this spelling as the same flag)
 TYPE_CHECKING = False
 
-__version__ = "0.1.0"
+from ragnb.version import __version__
 
 # Public name → (module, attribute). The one list behind __all__, __getattr__ and __dir__.
 _PUBLIC: dict[str, tuple[str, str]] = {

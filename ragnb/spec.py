@@ -102,7 +102,7 @@ TIERS: tuple[TierSpec, ...] = (
              headline=("n_topics", "total_questions", "avg_chunks_per_topic")),
     TierSpec("domain", "domain_analysis", "domain_analysis_metrics", "Domain analysis",
              headline=("n_topics", "total_questions", "mean_score")),
-    TierSpec("vector_space", "vector_space", None, "Vector space", warm_up="ragnb.analysis.umap_cache"),
+    TierSpec("vector_space", "vector_space", None, "Vector space", warm_up="ragnb.analysis.umap_warmup"),
     TierSpec("chunking", "chunking", None, "Chunking"),
     TierSpec("dashboard", "dashboard", None, "Dashboard", post_record=True),
 )

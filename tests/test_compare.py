@@ -51,7 +51,8 @@ def make_outputs(root: Path, n_runs: int = 3) -> Path:
     """``n_runs`` (0–3) synthetic runs in ``root``: run 1 and run 3 have Tier 1 with per-item files and a Tier
     Judge Pipeline block without; run 2 has only Tier 0 (plain numbers, no per-item file)."""
     from ragnb.tiers import payload as report
-    from ragnb.runs.record import append_run_record, build_record
+    from ragnb.runs.record import append_run_record
+    from ragnb.runs.build import build_record
 
     root.mkdir(parents=True, exist_ok=True)
     specs = [
@@ -338,7 +339,8 @@ def test_unchanged_metrics_are_left_out_of_holm(tmp_path):
     Holm's family m = 2 and p_holm(mrr) = 2·2/64 = 0.0625 (not significant); it cannot be rejected, so m = 1."""
     from ragnb.tiers import payload as report
     from ragnb.metrics.stats import aggregate
-    from ragnb.runs.record import append_run_record, build_record
+    from ragnb.runs.record import append_run_record
+    from ragnb.runs.build import build_record
 
     out = tmp_path / "out"
     ids = [f"i{k}" for k in range(6)]
@@ -361,7 +363,8 @@ def test_an_old_records_answer_f1_meets_todays_answer_f1_unicode(tmp_path):
     of then and a run of now are compared item by item under today's name (six items, +0.1 each: p = 2/2^6)."""
     from ragnb.tiers import payload as report
     from ragnb.metrics.stats import aggregate
-    from ragnb.runs.record import append_run_record, build_record
+    from ragnb.runs.record import append_run_record
+    from ragnb.runs.build import build_record
 
     out = tmp_path / "out"
     ids = [f"i{k}" for k in range(6)]
@@ -397,7 +400,8 @@ def _two_runs(tmp_path, prov_a, prov_b, ids_b=None, params_b=None, model_b="mini
     """Two Tier 1 runs whose mrr differs by +0.3 on every item (a clear 'B better' if they were comparable)."""
     from ragnb.tiers import payload as report
     from ragnb.metrics.stats import aggregate
-    from ragnb.runs.record import append_run_record, build_record
+    from ragnb.runs.record import append_run_record
+    from ragnb.runs.build import build_record
 
     out = tmp_path / "out"
     ids_a = [f"i{k}" for k in range(8)]
@@ -483,7 +487,8 @@ def test_default_baseline_is_the_latest_run_on_the_same_data(tmp_path):
     """ru, en (a demo's reference run), ru: run B = the last ru run; A = the first ru run, not the later en run."""
     from ragnb.tiers import payload as report
     from ragnb.metrics.stats import aggregate
-    from ragnb.runs.record import append_run_record, build_record
+    from ragnb.runs.record import append_run_record
+    from ragnb.runs.build import build_record
 
     out = tmp_path / "out"
     ru = {"datasets": [DS_RU], "corpora": [CORPUS_200]}

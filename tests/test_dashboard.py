@@ -198,7 +198,8 @@ def test_demo_reference_run_is_not_comparable(tmp_path):
 
 
 def test_failed_and_empty_runs_are_listed_not_drawn(synthetic):
-    from ragnb.runs.record import append_run_record, build_record
+    from ragnb.runs.record import append_run_record
+    from ragnb.runs.build import build_record
 
     out, _, _ = synthetic
     block = {"tier": "tier_1", "hit_rate@1": {"mean": 0.01, "ci95": [0.0, 0.03], "n": 12, "n_valid": 12, "n_failed": 0}}

@@ -11,7 +11,8 @@ import pandas as pd
 from ragnb.metrics.stats import FEW_ITEMS, aggregate, degenerate_reason, summary_frame
 from ragnb.runs.pages import index_html
 from ragnb.runs.dashboard import trend_figure
-from ragnb.runs.record import block_status, executive_summary, overall_status
+from ragnb.runs.record import block_status, overall_status
+from ragnb.runs.summary import executive_summary
 
 
 def test_constant_input_is_flagged():

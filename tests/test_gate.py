@@ -14,7 +14,8 @@ from test_compare import CORPUS_200, DS_EN, DS_RU
 
 from ragnb.cli.main import build_cli
 from ragnb.io import read_per_item
-from ragnb.runs.record import build_record, load_runs
+from ragnb.runs.record import load_runs
+from ragnb.runs.build import build_record
 
 A, B = "20250101-000000-aaaa", "20250102-000000-bbbb"
 PROV = {"datasets": [DS_RU], "corpora": [CORPUS_200]}

@@ -15,7 +15,8 @@ from ragnb.cli.main import build_cli
 from ragnb.metrics.stats import aggregate
 from ragnb.runs.compare import compare_runs, higher_is_better, load_runs
 from ragnb.runs.gate import gate, to_markdown
-from ragnb.runs.record import append_run_record, build_record
+from ragnb.runs.record import append_run_record
+from ragnb.runs.build import build_record
 from ragnb.tiers import payload
 from ragnb.tiers.rag_suite import LLM_METRICS
 

@@ -16,7 +16,7 @@ from ragnb import spec
 from ragnb.io import dumps_strict
 from ragnb.metrics import classification as cls
 from ragnb.metrics import registry
-from ragnb.runs.record import build_record
+from ragnb.runs.build import build_record
 from ragnb.tiers import judging
 from ragnb.tiers.judging import JudgePipelineItem
 

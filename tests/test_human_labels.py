@@ -176,7 +176,8 @@ def test_bad_label_sheets_are_clear_errors(labelled_runs, tmp_path):
 
 
 def _record_run(root, run_id, result, sheet):
-    from ragnb.runs.record import append_run_record, build_record
+    from ragnb.runs.record import append_run_record
+    from ragnb.runs.build import build_record
 
     res = copy.copy(result[0])
     res.summary, res.per_item, res.notes = copy.deepcopy(result[1]), result[2].copy(), list(res.notes)

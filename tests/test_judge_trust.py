@@ -10,7 +10,8 @@ from ragnb.metrics.classification import binary_report
 from ragnb.runs.judge_trust import mark_record
 from ragnb.tiers.judging.verdict import judge_identity, judge_verdict
 from ragnb.runs.pages import _metric_rows
-from ragnb.runs.record import build_record, record_statuses
+from ragnb.runs.record import record_statuses
+from ragnb.runs.build import build_record
 from ragnb.tiers.judging.scoring import SHOW_LABELS
 
 N = 120

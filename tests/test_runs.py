@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from ragnb.runs import record as runs
-from ragnb.runs.record import SCHEMA_FIELDS, THRESHOLDS, append_run_record, build_record, check_run_id, executive_summary, git_info, load_runs, new_run_id, overall_status, status_of
+from ragnb.runs.record import THRESHOLDS, append_run_record, check_run_id, git_info, load_runs, new_run_id, overall_status, status_of
+from ragnb.runs.build import SCHEMA_FIELDS, build_record
+from ragnb.runs.summary import executive_summary
 from ragnb.io import to_jsonable
 
 

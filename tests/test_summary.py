@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 
 from ragnb.metrics.stats import aggregate
-from ragnb.runs.record import append_run_record, build_record, load_runs
+from ragnb.runs.record import append_run_record, load_runs
+from ragnb.runs.build import build_record
 from ragnb.runs.summary import change_line, is_metric, run_summary
 from ragnb.tiers import payload
 

@@ -107,7 +107,7 @@ CORPUS = {"database": DB, "n_chunks": 42, "n_embedded": 42, "chunks_md5": "7c3d3
 
 def test_summary_names_each_notebooks_own_inputs():
     from ragnb.runs.pages import index_html
-    from ragnb.runs.record import executive_summary
+    from ragnb.runs.summary import executive_summary
     from ragnb.runs.summary import run_inputs
 
     rec = {

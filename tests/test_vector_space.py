@@ -309,17 +309,17 @@ def test_background_warm_up_compiles_everything_the_map_needs(tmp_path, monkeypa
     import subprocess
     import sys
 
-    from ragnb.analysis import umap_cache
+    from ragnb.analysis import umap_cache, umap_warmup
 
     cache = tmp_path / "numba"
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache))
     assert not umap_cache.is_warm()
-    proc = umap_cache.warm_in_background()
+    proc = umap_warmup.warm_in_background()
     assert proc is not None
     if os.name == "posix":
         assert os.getpriority(os.PRIO_PROCESS, proc.pid) == 19
     assert proc.wait(timeout=600) == 0
-    assert umap_cache.is_warm() and umap_cache.warm_in_background() is None
+    assert umap_cache.is_warm() and umap_warmup.warm_in_background() is None
 
     def files() -> set:
         return {(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in cache.rglob("*") if p.is_file()}

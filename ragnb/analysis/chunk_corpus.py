@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ragnb.io import natural_key
-from ragnb.store.loaders import chunk_text
+from ragnb.store.markdown import chunk_text
 
 NO_RELEVANT = "<no relevant chunk>"  # qrels placeholder: never retrieved, so the question scores 0
 PARAGRAPH_SEPARATOR = "\n\n"

@@ -2,7 +2,7 @@
 see docs/metrics.md, Build speed and index size, plus Tier 1 quality).
 
 For each (chunk size, overlap) of a grid, in words, the source articles are re-chunked with
-:func:`ragnb.store.loaders.chunk_text`, embedded, loaded into their own pgvector table
+:func:`ragnb.store.markdown.chunk_text`, embedded, loaded into their own pgvector table
 ``chunking_s<size>_o<overlap>`` with an HNSW index, and measured:
 
 * **build speed** — seconds per stage (chunking, embedding, insert, index) and chunks per second;

@@ -6,14 +6,13 @@ Call :func:`enable_jit_cache` before anything imports umap (the ``vector_space``
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from ragnb import config
 
 JIT_PACKAGES = ("umap", "pynndescent")
-WARM_MARKER = ".ragnb-warm"  # in the cache folder once warm_up() finished: the versions it compiled for
+WARM_MARKER = ".ragnb-warm"  # in the cache folder once umap_warmup.warm_up() finished: the versions it compiled for
 
 _JIT_STATE: dict | None = None  # what the first enable_jit_cache() call of this process did
 
@@ -80,41 +79,13 @@ def _cache_folder() -> Path:
 
 
 def is_warm() -> bool:
-    """Whether :func:`warm_up` finished for the installed numba / umap-learn / pynndescent in this cache."""
+    """Whether :func:`ragnb.analysis.umap_warmup.warm_up` finished for the installed numba / umap-learn / pynndescent in this cache."""
     try:
         return (_cache_folder() / WARM_MARKER).read_text(encoding="utf-8").strip() == _versions()
     except OSError:
         return False
 
 
-def warm_up() -> None:
-    """Compile what :func:`ragnb.analysis.vector_space.project` runs into the cache: import umap, then a 2D
-    and a 3D fit of a small float32 sample (numba specialises on types, not sizes)."""
-    import numpy as np
-
-    from ragnb.analysis.vector_space import project
-
-    enable_jit_cache()
-    sample = np.random.default_rng(0).normal(size=(64, 16)).astype(np.float32)
-    for dims in (2, 3):
-        project(sample, n_components=dims)
+def mark_warm() -> None:
+    """Record in the cache that the installed versions' code is compiled (what :func:`is_warm` reads)."""
     (_cache_folder() / WARM_MARKER).write_text(_versions() + "\n", encoding="utf-8")
-
-
-def warm_in_background() -> subprocess.Popen | None:
-    """Start :func:`warm_up` in a child process at the lowest CPU priority when the cache is cold (None when it
-    is warm). A run that will draw the vector-space map starts it first: on a cold cache compiling UMAP costs
-    ~20 s of one core in that notebook, and the child compiles on cores the notebooks before it leave idle."""
-    if is_warm():
-        return None
-    options: dict = {}
-    if os.name == "posix":
-        options["preexec_fn"] = lambda: os.nice(19)
-    elif hasattr(subprocess, "IDLE_PRIORITY_CLASS"):
-        options["creationflags"] = subprocess.IDLE_PRIORITY_CLASS
-    return subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, **options)
-
-
-if __name__ == "__main__":
-    warm_up()

@@ -41,7 +41,8 @@ def _finish(result, out_dir: Optional[Path], output: Optional[Path], inputs: tup
 
 def _real_questions(max_questions: int, exact_score: Optional[int], corpus: str, language: str, top_k: int,
                     backend: str, embedding_model: str, out_dir: Optional[Path], output: Optional[Path]) -> None:
-    from ragnb.datasets.build import open_dataset_corpus, resolve_output
+    from ragnb.datasets.build import resolve_output
+    from ragnb.datasets.corpus import open_dataset_corpus
     from ragnb.datasets.real_questions import generate_from_real_questions
 
     try:
@@ -66,7 +67,8 @@ def synthetic(
     output: Optional[Path] = _OUTPUT,
 ) -> None:
     """An LLM writes a question and its reference answer for each sampled chunk (needs RAGNB_LLM_BASE_URL)."""
-    from ragnb.datasets.build import open_dataset_corpus, resolve_output
+    from ragnb.datasets.build import resolve_output
+    from ragnb.datasets.corpus import open_dataset_corpus
     from ragnb.datasets.synthetic import generate_synthetic, require_llm, resolve_generation_model
     from ragnb.llm.setup import open_llm
 

@@ -143,28 +143,6 @@ def check_count(value: Any, name: str, allow_zero: bool) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def open_dataset_corpus(corpus: str = "db", language: str = "ru", embedding_model: str = ""):
-    """:func:`ragnb.datasets.corpus.open_corpus`, after checking that the configured database has embedded
-    chunks (so an empty database gets a clear message instead of an SQL error)."""
-    from ragnb.store.engine import connect
-    from ragnb.store.loaders import count_rows
-    from ragnb.datasets.corpus import CORPORA, open_corpus
-
-    check_language(language)
-    if corpus not in CORPORA:
-        raise ValueError(f"--corpus {corpus!r}: use 'db' (the configured database) or 'demo' (the bundled XQuAD)")
-    if corpus == "db":
-        db = connect()
-        try:
-            counts = count_rows(db, "chunks")
-        finally:
-            db.dispose()
-        if counts["embedded"] == 0:
-            raise ValueError(f"{db.display_url}: no embedded chunks ({counts['rows']} chunk rows); load them with "
-                             "`ragnb load chunks FILE` and `ragnb embed --chunks`, or use --corpus demo")
-    return open_corpus(corpus, language, embedding_model)
-
-
 def _sql_ids(table: sa.Table) -> sa.ColumnElement:
     return sa.cast(table.c.id, sa.Text)
 

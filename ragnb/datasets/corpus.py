@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragnb.datasets import demo
+from ragnb.datasets.build import check_language
 from ragnb.datasets.fingerprint import note_corpus, note_dataset
 from ragnb.datasets.schema import Dataset, load_dataset
 from ragnb.io import check_unique, comma_list
@@ -175,3 +176,23 @@ def open_questions(questions_path: str, corpus: str, db: Database, language: str
     ds = question_log_dataset(db, max_questions)
     note_dataset(ds)
     return ds
+
+
+def open_dataset_corpus(corpus: str = "db", language: str = "ru", embedding_model: str = ""):
+    """:func:`open_corpus`, after checking that the configured database has embedded
+    chunks (so an empty database gets a clear message instead of an SQL error)."""
+    from ragnb.store.loaders import count_rows
+
+    check_language(language)
+    if corpus not in CORPORA:
+        raise ValueError(f"--corpus {corpus!r}: use 'db' (the configured database) or 'demo' (the bundled XQuAD)")
+    if corpus == "db":
+        db = connect()
+        try:
+            counts = count_rows(db, "chunks")
+        finally:
+            db.dispose()
+        if counts["embedded"] == 0:
+            raise ValueError(f"{db.display_url}: no embedded chunks ({counts['rows']} chunk rows); load them with "
+                             "`ragnb load chunks FILE` and `ragnb embed --chunks`, or use --corpus demo")
+    return open_corpus(corpus, language, embedding_model)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragnb.metrics.fallback_agreement import KIND_LABEL, SOURCES, TIER_KIND, load_table
+from ragnb.metrics.fallback_table import KIND_LABEL, SOURCES, TIER_KIND, load_table
 from ragnb.metrics.registry import register
 from ragnb.metrics.vector_rows import unit_rows
 

@@ -36,25 +36,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-TABLE_PATH = Path(__file__).resolve().parent.parent / "data" / "fallback_agreement.json"
+from ragnb.metrics.fallback import sentence_overlap_faithfulness, word_overlap_faithfulness
+from ragnb.metrics.fallback_table import (  # noqa: F401  (the table's names are read from here too)
+    HELD_OUT_PART, KIND_LABEL, KIND_OF_METRIC, KINDS, SOURCES, TABLE_PATH, TIER_KIND, UNITS, load_table,
+)
+
 BEGIN_PATH = Path(__file__).resolve().parent.parent / "data" / "begin_groundedness" / "begin_dev.jsonl.gz"
 WICE_FILE = Path("wice_claim_support") / "wice_oracle_dev.jsonl.gz"  # under a shared data folder
-
-KINDS = ("answer_grounding", "claim_support")
-KIND_LABEL = {"answer_grounding": "answer grounding", "claim_support": "claim support"}
-SOURCES = {"answer_grounding": "BEGIN dev (dialogue responses vs their knowledge snippet; attributable vs not, "
-                               "generic rows dropped)",
-           "claim_support": "WiCE dev, oracle chunks (a Wikipedia claim vs its evidence chunk; supported vs "
-                            "partially/not supported)"}
-# What "held-out" is for every kind here: the official test splits are not in this repository.
-HELD_OUT_PART = "the held-out half of the dev split (hash of the unit); no method or threshold was chosen on it"
-# The kind of data each product score is, so a report quotes the agreement row of that kind and no other. The tiers'
-# offline scores are an answer checked against its context: answer grounding. No product score is a claim-support
-# score; that row is documentation (docs/metrics.md), not quoted in reports.
-KIND_OF_METRIC = {"fallback_faithfulness": "answer_grounding", "hallucination_rate": "answer_grounding"}
-UNITS = {"answer_grounding": "row id", "claim_support": "claim id"}
-# The kind of data the tiers' fallback scores are: a generated answer checked against its retrieved context.
-TIER_KIND = KIND_OF_METRIC["fallback_faithfulness"]
 N_BOOT, SEED = 1000, 0
 LABELS = ("supported", "not supported")
 
@@ -107,8 +95,6 @@ def labelled_sets(shared_data: Path | None) -> dict[str, LabelledSet]:
 
 def lexical_scores(data: LabelledSet) -> dict[str, np.ndarray]:
     """Scores of the methods that need no encoder: ``word_overlap`` (F_wo) and ``sentence_overlap``."""
-    from ragnb.metrics.fallback import sentence_overlap_faithfulness, word_overlap_faithfulness
-
     return {"word_overlap": np.array([word_overlap_faithfulness(a, c) for a, c in zip(data.answers, data.contexts)]),
             "sentence_overlap": np.array([sentence_overlap_faithfulness(a, c)
                                           for a, c in zip(data.answers, data.contexts)])}
@@ -234,8 +220,3 @@ def measure(sets: dict[str, LabelledSet], extra: Callable[[LabelledSet], dict[st
             "held_out_is": HELD_OUT_PART, "kind_of_metric": KIND_OF_METRIC,
             "n_boot": N_BOOT, "seed": SEED, "split": split, "tuning": tuning, "chosen_method": chosen,
             "held_out": rows}
-
-
-def load_table(path: Path = TABLE_PATH) -> dict[str, Any]:
-    """The stored table (written by benchmarks/measure_fallback_agreement.py)."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ragnb.metrics.fallback import AGREEMENT, OFFLINE_LABEL, OFFLINE_METHOD
-from ragnb.metrics.fallback_agreement import KIND_LABEL, TIER_KIND
+from ragnb.metrics.fallback_table import KIND_LABEL, TIER_KIND
 
 
 def agreement_rows(kind: str = TIER_KIND) -> list[dict]:

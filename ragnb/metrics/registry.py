@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import ArrayLike
 
-    from ragnb.metrics.retrieval import RankedGains
+    from ragnb.metrics.ranked_gains import RankedGains
 
 Kind = Literal["ranking", "vectors", "text", "classification", "session", "timing", "llm", "estimator"]
 KINDS: tuple[str, ...] = get_args(Kind)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb.metrics.registry import register
+from ragnb.metrics.ux_oracle import normalise_question, same_answer_flags
 from ragnb.metrics.vector_rows import unit_rows
 
 FAMILY = "ux"
@@ -82,23 +83,6 @@ class CacheHits:
 
 
 SELF_MATCH_REASONS = ("same_id", "same_source_id", "same_text")
-
-
-def normalise_question(text: object) -> str:
-    """The text key two questions must share to be "the same question" (docs/metrics.md, Tier UX): Unicode NFKC,
-    casefold, runs of whitespace → one space, punctuation stripped at both ends ("How do I log in?" and
-    " how do  I log in " are the same). None/NaN → "" (never equal to anything, see :func:`self_matches`)."""
-    import unicodedata
-
-    if text is None or (isinstance(text, float) and math.isnan(text)):
-        return ""
-    t = " ".join(unicodedata.normalize("NFKC", str(text)).casefold().split())
-    start, end = 0, len(t)
-    while start < end and (t[start] == " " or unicodedata.category(t[start]).startswith("P")):
-        start += 1
-    while end > start and (t[end - 1] == " " or unicodedata.category(t[end - 1]).startswith("P")):
-        end -= 1
-    return t[start:end]
 
 
 def self_matches(query_ids: Sequence | None, cache_ids: Sequence | None, *, query_source_ids: Sequence | None = None,
@@ -320,8 +304,6 @@ def _add_oracle_columns(per_query: pd.DataFrame, best_idx, query_pages, cache_pa
     if query_pages is not None and cache_pages is not None:
         per_query["same_page"] = same_page_flags(best_idx, query_pages, cache_pages)
     if query_answers is not None and cache_answers is not None:
-        from ragnb.metrics.ux_oracle import same_answer_flags  # it imports normalise_question from here
-
         per_query["same_answer"] = same_answer_flags(best_idx, query_answers, cache_answers)
 
 

@@ -13,7 +13,23 @@ from typing import Sequence
 
 import numpy as np
 
-from ragnb.metrics.ux import normalise_question
+
+def normalise_question(text: object) -> str:
+    """The text key two questions must share to be "the same question" (docs/metrics.md, Tier UX): Unicode NFKC,
+    casefold, runs of whitespace → one space, punctuation stripped at both ends ("How do I log in?" and
+    " how do  I log in " are the same). None/NaN → "" (never equal to anything, see
+    :func:`ragnb.metrics.ux.self_matches`). Here, below the metrics that use it, and read from :mod:`ragnb.metrics.ux`
+    too."""
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        return ""
+    t = " ".join(unicodedata.normalize("NFKC", str(text)).casefold().split())
+    start, end = 0, len(t)
+    while start < end and (t[start] == " " or unicodedata.category(t[start]).startswith("P")):
+        start += 1
+    while end > start and (t[end - 1] == " " or unicodedata.category(t[end - 1]).startswith("P")):
+        end -= 1
+    return t[start:end]
+
 
 ANSWER, PAGE = "same answer", "same page"  # the oracle that judged a hit (the ``oracle`` column; "" = none)
 # Replies that stand for "no answer" (compared after normalise_question, so case and end punctuation do not matter).
@@ -27,7 +43,7 @@ def _has_word(text: str) -> bool:
 
 
 def answer_keys(answers: Sequence, pages: Sequence | None = None) -> tuple[list[str | None], dict]:
-    """Per row its answer as a comparable key (:func:`ragnb.metrics.ux.normalise_question`) where the answer is
+    """Per row its answer as a comparable key (:func:`normalise_question`) where the answer is
     known, else None, and how many rows were left out per reason:
 
     * ``empty`` — None, NaN or blank;

@@ -17,7 +17,7 @@ it is corrected by those labels, and its interval already widens with the judge'
 from __future__ import annotations
 
 from ragnb import spec
-from ragnb.metrics.fallback_agreement import KIND_OF_METRIC
+from ragnb.metrics.fallback_table import KIND_OF_METRIC
 from ragnb.metrics.stats import metric_value
 from ragnb.tiers.judging.verdict import judge_identity, judge_verdict
 

@@ -58,6 +58,16 @@ NOTEBOOK_BOUNDS: dict[str, dict[str, tuple[int, int]]] = {
 _SECRET_WORDS = {"key", "apikey", "token", "password", "passwd", "pwd", "secret"}
 
 
+SHIPPED_NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"  # inside the package, beside runs/
+
+
+def notebooks_dir() -> Path:
+    """The notebooks shipped inside the ``ragnb`` package (``notebooks/`` of a checkout links to them)."""
+    if not SHIPPED_NOTEBOOKS.is_dir():
+        raise ValueError(f"no notebooks/ folder in {SHIPPED_NOTEBOOKS.parent}; reinstall ragnb or pass notebooks_dir=")
+    return SHIPPED_NOTEBOOKS
+
+
 @dataclass(frozen=True)
 class Notebook:
     """A notebook of a run: ``name`` as asked for (``tier1``, or the stem of a notebook outside the spec)."""

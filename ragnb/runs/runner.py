@@ -22,19 +22,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import ragnb
 from ragnb import config, spec
+from ragnb.version import __version__
 from ragnb.io import DiskFullError, atomic_write_text, dumps_strict, is_disk_full
 from ragnb.runs.pages import notebook_to_html, write_index
-from ragnb.runs.params import (Notebook, database_readers, declared_params, load_params_file, merge_params, resolve,
-                               resolve_paths)
+from ragnb.runs.params import (Notebook, database_readers, declared_params, load_params_file, merge_params,
+                               notebooks_dir, resolve, resolve_paths)
 from ragnb.progress import PROGRESS_ENV, emit
 from ragnb.runs import kernel_imports, warmup
 from ragnb.runs.prestart import KernelStarter, enabled as prestart_enabled, kernel_name_of
 from ragnb.runs.progress import RunProgress, expected_durations, follow
 from ragnb.runs.render import BackgroundRenders, render_into
 from ragnb.runs.files import disk_full_detail, make_folder, output_uri, resume_message, set_aside
-from ragnb.runs.record import RUNS_FILE, append_run_record, build_record, check_run_id, new_run_id, run_folder
+from ragnb.runs.build import build_record
+from ragnb.runs.record import RUNS_FILE, append_run_record, check_run_id, new_run_id, run_folder
 from ragnb.runs.summary import run_summary
 from ragnb.runs.collect import RECORD_FILE, collect_reports, previous_record
 from ragnb.runs.sweep import SWEEP_PARAMS, SweepStep, check_sweep, model_combos, plan_sweep
@@ -60,14 +61,6 @@ def _import_for_finish() -> threading.Thread:
     thread = threading.Thread(target=work, name="ragnb-import-for-finish", daemon=True)
     thread.start()
     return thread
-
-
-def notebooks_dir() -> Path:
-    """The notebooks shipped inside the ``ragnb`` package (``notebooks/`` of a checkout links to them)."""
-    folder = Path(ragnb.__file__).resolve().parent / "notebooks"
-    if not folder.is_dir():
-        raise ValueError(f"no notebooks/ folder in {folder.parent}; reinstall ragnb or pass notebooks_dir=")
-    return folder
 
 
 _default_notebooks_dir = notebooks_dir  # run_notebooks() has an argument of the same name
@@ -328,7 +321,7 @@ class _Run:
             "failures": [r.get("name") or r["stem"] for r in report_list if r.get("status") == "failed"],
             "params": self.all_params,
             "duration_s": round(float(self.previous.get("duration_s") or 0.0) + time.monotonic() - self.started, 2),
-            "ragnb_version": ragnb.__version__,
+            "ragnb_version": __version__,
         }
         if other:
             extra["other_metrics"] = other

@@ -43,11 +43,10 @@ def block_label(key: str) -> str:
 def parameter_names() -> frozenset[str]:
     """Every parameter a shipped notebook declares (``limit``, ``tau``, ``trust_k``…): settings a notebook echoes
     into its metrics JSON, which are not metrics."""
-    import ragnb
-    from ragnb.runs.params import Notebook, declared_params
+    from ragnb.runs.params import SHIPPED_NOTEBOOKS, Notebook, declared_params
 
     names: set[str] = set()
-    for path in sorted((Path(ragnb.__file__).resolve().parent / "notebooks").glob("*.ipynb")):
+    for path in sorted(SHIPPED_NOTEBOOKS.glob("*.ipynb")):
         try:
             names.update(declared_params(Notebook(path.stem, path.stem, path)))
         except Exception:  # a notebook without a parameters cell declares nothing
@@ -212,6 +211,12 @@ def _not_computed_line(record: dict, blocks: dict) -> str | None:
         parts.append(f"LLM-judge metrics from the offline fallback (no LLM endpoint; {OFFLINE_LABEL}, not LLM "
                      f"judgments) in {', '.join(offline)}")
     return ("Not computed: " + " | ".join(parts) + ".") if parts else None
+
+
+def executive_summary(record: dict, change: str | None = None) -> str:
+    """At most about eight lines: status, what needs attention, what changed (``change``), what was not computed
+    (module docstring)."""
+    return "\n".join(summary_lines(record, change))
 
 
 def summary_lines(record: dict, change: str | None = None) -> list[str]:

@@ -22,13 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from ragnb.store.encode_pipeline import role_of
-
 # The characters for which Python's str.isspace() is true: a text made of these only is "blank", which
 # embed_table skips and counts as an error. btrim() with this set in the server decides exactly as longest_first
 # does on the client (a test compares both over every character).
 WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
               "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+def role_of(which: str) -> str:
+    """The encoder role of a table: chunks are documents, questions are queries."""
+    return "document" if which == "chunks" else "query"
 
 
 def role_cache(encoder: Any, which: str) -> Any:

@@ -19,15 +19,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ragnb.progress import reporter
 from ragnb.rag.encoders.base import LOCAL_MODEL_FIX, EmbeddingReplyError, check_vectors, nothing_to_save
-
-if TYPE_CHECKING:
-    from ragnb.store.cached_rows import CachedRows
+from ragnb.store.cached_rows import CachedRows, role_of
 
 # A write is one transaction: COPY into a stage, one merge, a commit. Its cost is fixed (a few round trips and
 # a WAL flush), so blocks are gathered until this many rows or seconds have piled up — a fast encoder (a GPU, the
@@ -39,11 +36,6 @@ QUEUE_BLOCKS = 2  # encoded blocks waiting for the writer: enough to keep both b
 Write = Callable[[list[str], np.ndarray], None]
 CACHE_FIX = ("the disk cache holds an unusable vector for it (a damaged file); delete that cache file (see "
              "RAGNB_EMBEDDING_CACHE) and embed again")
-
-
-def role_of(which: str) -> str:
-    """The encoder role of a table: chunks are documents, questions are queries."""
-    return "document" if which == "chunks" else "query"
 
 
 def block_encoder(encoder, which: str) -> Callable[[list[str], int | None], tuple[np.ndarray, Callable[[], None]]]:

@@ -28,7 +28,8 @@ import sqlalchemy as sa
 from ragnb.datasets.urls import check_url
 from ragnb.io import is_json_lines, iter_json_records, read_text
 from ragnb.store.engine import Database
-from ragnb.store.schema import ID_MAX_CHARS, ensure_schema
+from ragnb.store.markdown import chunk_text, folder_records  # noqa: F401  (chunk_text is read from here too)
+from ragnb.store.schema import check_id_length, ensure_schema
 from ragnb.store.upsert import merge_rows
 
 # Accepted spellings of each field in input files (first match wins); --map overrides.
@@ -263,14 +264,6 @@ def _check_id(value: Any, where: str, name: str) -> None:
                          "ids must be text or integers")
 
 
-def check_id_length(value: str, where: str, name: str = "id") -> None:
-    """Refuse an id longer than :data:`ragnb.store.schema.ID_MAX_CHARS` (a btree key has a size limit)."""
-    if len(value) > ID_MAX_CHARS:
-        raise ValueError(f"{where}: field '{name}' is {len(value):,} characters long ({value[:40]!r}…); ids may have "
-                         f"at most {ID_MAX_CHARS} characters — is the id column really the text column? Use short "
-                         "ids, or leave the id out to have one derived from the content")
-
-
 def _check_no_nul(row: dict, where: str) -> None:
     for name, value in row.items():
         if isinstance(value, str) and "\x00" in value:
@@ -319,22 +312,6 @@ def _parse_time(value: Any, where: str, date_format: str | None = None) -> datet
             raise ValueError(f"{where}: field 'created_at' = {value!r} is not ISO 8601 (e.g. 2024-05-01T12:00:00Z); "
                              "convert it, or give its pattern with --date-format, e.g. --date-format '%d.%m.%Y'") from None
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=timezone.utc)
-
-
-def chunk_text(text: str, chunk_size: int, overlap: int) -> list[str]:
-    """Split ``text`` into windows of ``chunk_size`` words that overlap by ``overlap`` words."""
-    if chunk_size < 1 or not 0 <= overlap < chunk_size:
-        raise ValueError(f"chunk size {chunk_size} / overlap {overlap}: need size ≥ 1 and 0 ≤ overlap < size")
-    words = text.split()
-    step = chunk_size - overlap
-    out = []
-    for start in range(0, max(len(words), 1), step):
-        piece = words[start:start + chunk_size]
-        if piece:
-            out.append(" ".join(piece))
-        if start + chunk_size >= len(words):
-            break
-    return out
 
 
 @dataclass(frozen=True)
@@ -396,8 +373,6 @@ def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str]
                          "with --map url=COLUMN")
     warnings: list[str] = []
     if p.is_dir():
-        from ragnb.store.markdown import folder_records
-
         rows = folder_records(p, chunk_size, overlap, url_template, warnings)
     else:
         rows = normalize_records(p, kind, mapping, date_format, warnings)

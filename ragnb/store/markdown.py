@@ -35,7 +35,7 @@ import yaml
 
 from ragnb.datasets.urls import check_url
 from ragnb.io import load_yaml, read_text
-from ragnb.store.loaders import check_id_length, chunk_text
+from ragnb.store.schema import check_id_length
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 FRONT_MATTER_KEYS = ("url", "title", "id")
@@ -51,6 +51,22 @@ PLACEHOLDERS = {
 _FENCE = re.compile(r"^---[ \t]*$")
 _CLOSE = re.compile(r"^(---|\.\.\.)[ \t]*$")
 _HEADING = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+def chunk_text(text: str, chunk_size: int, overlap: int) -> list[str]:
+    """Split ``text`` into windows of ``chunk_size`` words that overlap by ``overlap`` words."""
+    if chunk_size < 1 or not 0 <= overlap < chunk_size:
+        raise ValueError(f"chunk size {chunk_size} / overlap {overlap}: need size ≥ 1 and 0 ≤ overlap < size")
+    words = text.split()
+    step = chunk_size - overlap
+    out = []
+    for start in range(0, max(len(words), 1), step):
+        piece = words[start:start + chunk_size]
+        if piece:
+            out.append(" ".join(piece))
+        if start + chunk_size >= len(words):
+            break
+    return out
 
 
 def check_url_template(template: str | None) -> str | None:

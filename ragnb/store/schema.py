@@ -28,6 +28,14 @@ META_TABLE = "ragnb_embedding_space"
 ID_MAX_CHARS = 512
 
 
+def check_id_length(value: str, where: str, name: str = "id") -> None:
+    """Refuse an id longer than :data:`ID_MAX_CHARS` (a btree key has a size limit)."""
+    if len(value) > ID_MAX_CHARS:
+        raise ValueError(f"{where}: field '{name}' is {len(value):,} characters long ({value[:40]!r}…); ids may have "
+                         f"at most {ID_MAX_CHARS} characters — is the id column really the text column? Use short "
+                         "ids, or leave the id out to have one derived from the content")
+
+
 def _split(qualified: str) -> tuple[str | None, str]:
     schema, _, name = qualified.rpartition(".")
     return (schema or None), name

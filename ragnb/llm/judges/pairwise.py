@@ -13,18 +13,32 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ragnb.llm.judges.judge_config import JudgeConfig
 from ragnb.llm.judges.reading import as_text, call_log, text_field
 from ragnb.llm.replies import ChatResult, LLMOutputError
 from ragnb.llm.result import EvaluationResult, ModelScore, evaluate_with_models, jury_status
 
-if TYPE_CHECKING:
-    from ragnb.llm.judges.scores import Judge
-
 VERDICTS = ("A", "B", "Tie")
 VERDICT_SCORE = {"A": 1.0, "Tie": 0.5, "B": 0.0}
 _SWAP = {"A": "B", "B": "A", "Tie": "Tie"}
+
+
+class Judge(Protocol):
+    """What pairwise judging uses of a judge (:class:`ragnb.llm.judges.scores.Judge` is one): named here so this
+    module, below the judge that calls it, needs nothing from above."""
+
+    config: JudgeConfig
+    models: list[str]
+
+    def messages(self, metric: str, **inputs: Any) -> list[dict[str, str]]: ...
+
+    def result_details(self, metric: str) -> dict[str, Any]: ...
+
+    def undefined(self, metric: str, blank: list[str]) -> EvaluationResult: ...
+
+    async def ask(self, metric: str, messages: list[dict], model: str, parse: Any) -> tuple[Any, list[ChatResult]]: ...
 
 
 def verdict_parser(mode: str):
