@@ -212,8 +212,9 @@ def judge_pipeline(
 _SCORES = typer.Option(..., "--scores", help="Per-item table of judge scores (.parquet, .csv, .json, .jsonl) with an "
                        "item_id or id column, e.g. a run's <notebook>.per_item.csv.")
 _SCORE = typer.Option(..., "--score", help="The column of the judge's score (NaN/empty = a failed verdict).")
-_OTHERS = typer.Option([], "--other-score", help="Another judge's score column (repeatable): with --active, items the "
-                       "judges disagree on are more likely to be drawn.")
+_OTHERS = typer.Option([], "--other-score", help="Another judge's score column (repeatable): needed to estimate from "
+                       "an active sheet of an earlier version, which drew the items the judges disagreed on (the "
+                       "learned design of --active bins by --score alone).")
 _BINARY = typer.Option(False, "--binary", help="The labels are yes/no (0/1); the judge's scores are in [0, 1].")
 
 
