@@ -27,12 +27,14 @@ Its variance, items i.i.d.:
     se² = (λ²v_f + 2λ·cov(f, r))/N + v_r·(a²/n₁ + (1 − a)²/|R|) + (1 − a)²·Σ_{R, drawn} (r_i − c)²(1 − π_i)/π_i² / |R|²
 
 (v_f over the N scores, cov and v_r over S₁; the last term the Horvitz–Thompson estimate of the round-2 sampling
-variance). ``finite`` adds the two pseudo-labels of :func:`ragnb.metrics.ppi.rectifier_variance` to v_r and uses
-Student's t with (Kish's effective n of the labels' weights) − 1 degrees of freedom: 1/π weights make the
-estimate's distribution skewed, and Kish's n is the number of equally weighted labels it is worth.
+variance). ``finite`` (the quoted interval) uses Kish's effective n of the labels' weights, n_K = (Σw)²/Σw² (n
+for uniform weights, fewer the more they vary): the pseudo-labels of :func:`ragnb.metrics.ppi.rectifier_variance`
+as if from n_K labels, se² ← ((n_K − 1)·se² + PSEUDO·s²/(4n_K))/(n_K − 1 + PSEUDO) — for uniform weights exactly
+uniform PPI++'s — and Student's t with n_K − 1 degrees of freedom: 1/π weights skew the estimate's distribution,
+and n_K is the number of equally weighted labels it is worth.
 
-The decision (:func:`choose`): the round-2 variance under the learned e, active against uniform at the same n₂;
-active only when it is expected at least MARGIN narrower in width.
+The decision (:func:`choose`): θ̂'s expected variance under the learned errors with the active round 2 against a
+uniform one of the same n₂, cross-fitted; active only when expected at least MARGIN narrower in width.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ MARGIN = 0.05  # active only when expected ≥ 5% narrower: predictions overstat
 
 @dataclass(frozen=True, eq=False)
 class ErrorModel:
-    """What round 1 learned: λ, the rectifier's mean c, the score bins' upper edges and each bin's E[(r − c)²]."""
+    """What round 1 learned: λ, the rectifier's mean c, the score bins' inner edges and each bin's E[(r − c)²]."""
 
     lam: float
     c: float
