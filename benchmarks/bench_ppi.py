@@ -138,6 +138,13 @@ def simulate(y_pop: np.ndarray, f_pop: np.ndarray, n: int, draws: int, seed: int
                                          if np.isfinite([r.effective_n for r in ok]).any() else None),
                   "mean_labels": float(np.mean([r.n for r in ok])), "draws_with_interval": len(ok)}
     out["learned"]["share_learned"] = float(np.mean(picked))
+    # the draws that went learned alone, beside uniform PPI++ on the same draws: a design chosen rarely must still
+    # cover when it is chosen
+    went = [(lr, u) for p, lr, u in zip(picked, rows["learned"], rows["ppi"]) if p]
+    out["learned"]["when_learned"] = {
+        "draws": len(went), "coverage": float(np.mean([_covers(lr.ci, truth) for lr, _ in went])) if went else None,
+        "median_width": float(np.median([lr.width for lr, _ in went])) if went else None,
+        "uniform_median_width": float(np.median([u.width for _, u in went])) if went else None}
     out["learned"]["median_expected_ratio"] = float(np.median(ratios))
     return out
 
