@@ -192,7 +192,10 @@ def _design(frame: pd.DataFrame, score: str, budget: int, active: bool, labelled
         return "uniform", uniform, {}
     if not done.any():
         return "uniform", uniform, {"design_note": f"{FIRST_ROUND}; {ACTIVE_NOTE}"}
-    if any(k != "uniform" for k in earlier) or not isinstance(labelled, Mapping):
+    if not isinstance(labelled, Mapping):
+        raise ValueError("active=True after earlier rounds learns from their labels: pass labelled as a mapping "
+                         "id → label (the CLI reads it from the --labelled sheets)")
+    if any(k != "uniform" for k in earlier):
         raise ValueError("--active learns from uniform rounds only: every --labelled sheet must be a uniform one "
                          "(plan the rounds before without --active, or after a uniform first round)")
     _, pick, ratio, pi, _, _ = learned_design(frame, score, budget, dict(labelled))
