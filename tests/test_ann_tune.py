@@ -115,3 +115,5 @@ def test_the_setting_is_chosen_on_a_read_only_database(weak_index):
         choose_ef_search(PgVectorRetriever(db, mode="hnsw"), queries, K, target=1.5)
     with pytest.raises(ValueError, match=r"ann_time_budget_s = -1"):
         choose_ef_search(PgVectorRetriever(db, mode="hnsw"), queries, K, time_budget_s=-1)
+    with pytest.raises(ValueError, match=r"target_recall = 0.0; give a recall in \(0, 1\]"):  # before any search
+        run_tier1(_dataset(3), _Lookup(queries), PgVectorRetriever(db, mode="exact"), top_k=K, target_recall=0.0)

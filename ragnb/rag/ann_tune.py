@@ -84,16 +84,21 @@ def _ladder(k: int, max_ef: int) -> list[int]:
     return sorted({max(ef, k) for ef in EF_SEARCH_STEPS if ef <= max_ef} or {max(k, min(max_ef, EF_SEARCH_MAX))})
 
 
+def check_target(target: float | None, time_budget_s: float) -> None:
+    """ValueError naming the parameter and its range for a target recall outside (0, 1] or a negative budget."""
+    if target is not None and not 0.0 < target <= 1.0:
+        raise ValueError(f"target_recall = {target}; give a recall in (0, 1], e.g. 0.95 (0 in a notebook: no choice)")
+    if not time_budget_s >= 0:
+        raise ValueError(f"ann_time_budget_s = {time_budget_s}; give the seconds the setting search may take (≥ 0)")
+
+
 def choose_ef_search(retriever: PgVectorRetriever, queries: np.ndarray, k: int, target: float = TARGET_RECALL,
                      time_budget_s: float = ANN_TIME_BUDGET_S, max_ef: int = EF_SEARCH_MAX,
                      n: int = ANN_RECALL_SAMPLE, seed: int = ANN_RECALL_SEED, n_boot: int = 1000) -> AnnChoice:
     """The smallest ``ef_search`` of :data:`EF_SEARCH_STEPS` (≤ ``max_ef``) at which the index's mean recall@k
     against exact search on :func:`recall_sample` of ``queries`` reaches ``target``; exact search when none does
     before the index searches have taken ``time_budget_s`` seconds (checked before each setting: 0 tries none)."""
-    if not 0.0 < target <= 1.0:
-        raise ValueError(f"target_recall = {target}; give a recall in (0, 1], e.g. 0.95")
-    if time_budget_s < 0:
-        raise ValueError(f"ann_time_budget_s = {time_budget_s}; give the seconds the setting search may take (≥ 0)")
+    check_target(target, time_budget_s)
     picked = recall_sample(len(queries), n, seed)
     sample = np.asarray(queries, dtype=np.float32)[picked]
     t0 = time.perf_counter()

@@ -13,7 +13,8 @@ from ragnb.rag.embeddings import Encoder
 from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate
-from ragnb.rag.ann_tune import ANN_TIME_BUDGET_S, TARGET_RECALL, checked_recall, choose_ef_search, tuning_label
+from ragnb.rag.ann_tune import (ANN_TIME_BUDGET_S, TARGET_RECALL, check_target, checked_recall, choose_ef_search,
+                                tuning_label)
 from ragnb.rag.retrieval import (PgVectorRetriever, check_same_model, RetrievalResult, Retriever, ann_recall,
                                  ann_recall_note, consistency)
 from ragnb.metrics.stats import latency_summary
@@ -79,6 +80,7 @@ def run_tier1(
     if top_k < 1:
         raise ValueError(f"top_k = {top_k}; retrieve at least one chunk per question")
     check_same_model(encoder, retriever)
+    check_target(target_recall, ann_time_budget_s)
     notes: list[str] = []
     qids = [it.id for it in dataset.items]
     vectors = encode_queries(encoder, [it.question for it in dataset.items], batch_size=64)
