@@ -271,7 +271,8 @@ def _setup_index(stage: str, n: int) -> tuple[Callable[[], dict | None], dict]:
     drop_hnsw_indexes(db)
     if stage == "index_tuned":
         settings = build_settings(n, DIM, 16)
-        return (lambda: {"index": create_hnsw_index(db), **settings}), {}
+        efc = int(os.environ.get("BENCH_SCALE_EF_CONSTRUCTION", "64"))  # --ef-construction, through the child
+        return (lambda: {"index": create_hnsw_index(db, ef_construction=efc), "ef_construction": efc, **settings}), {}
     loc, _, _, name = _index_target(db, None)
     sql = (f"CREATE INDEX {name} ON {loc.sql_table} USING hnsw ({loc.emb_col} vector_cosine_ops) "
            "WITH (m = 16, ef_construction = 64)")
@@ -484,6 +485,7 @@ def main() -> None:
     ap.add_argument("--skip", default="", help="peers not to run, e.g. index_before,search_floor (a 1M index "
                     "build before tuning takes long)")
     ap.add_argument("--rounds", type=int, default=1, help="runs of each load and embed peer (median reported)")
+    ap.add_argument("--ef-construction", type=int, default=64, help="the tuned HNSW build's ef_construction (m 16)")
     ap.add_argument("--encode-texts", type=int, default=256, help="chunks encoded by the real model (CPU)")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ragnb_scale")
     ap.add_argument("--out", type=Path, default=RESULTS / "scale.json")
@@ -501,6 +503,7 @@ def main() -> None:
             print(markdown(json.loads(path.read_text(encoding="utf-8"))))
         return
     args.stages, args.skip = set(args.stages.split(",")), set(args.skip.split(","))
+    os.environ["BENCH_SCALE_EF_CONSTRUCTION"] = str(args.ef_construction)
     from ragnb.store.engine import connect
 
     connect().dispose()  # the embedded server runs before the first child (its CPU is measured)

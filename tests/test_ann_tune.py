@@ -117,3 +117,21 @@ def test_the_setting_is_chosen_on_a_read_only_database(weak_index):
         choose_ef_search(PgVectorRetriever(db, mode="hnsw"), queries, K, time_budget_s=-1)
     with pytest.raises(ValueError, match=r"target_recall = 0.0; give a recall in \(0, 1\]"):  # before any search
         run_tier1(_dataset(3), _Lookup(queries), PgVectorRetriever(db, mode="exact"), top_k=K, target_recall=0.0)
+
+
+def test_the_report_words_the_choice_and_the_fall_back():
+    from ragnb.rag.ann_tune import choice_info, tuning_label
+
+    steps = [{"ef_search": 40, "recall": 0.472, "ci95": [0.44, 0.50], "search_s": 1.5},
+             {"ef_search": 1000, "recall": 0.905, "ci95": [0.88, 0.93], "search_s": 9.25}]
+    gave_up = choice_info(steps, 0.95, 120, 200, 0, 10, 55.5, chosen=None)
+    assert gave_up["ann_fallback"] == ("no ef_search up to 1000 reached recall@10 0.95 — the graph is the limit: "
+                                       "rebuild it with a larger --ef-construction or --m (`ragnb db index`)")
+    assert tuning_label(gave_up) == (f"Searched exactly (no index): {gave_up['ann_fallback']} (recall by ef_search: "
+                                     "40: 0.472, 1000: 0.905); exact search of the 200 sampled questions 55.50 s.")
+    chose = choice_info(steps, 0.9, 120, 200, 0, 10, 55.5, chosen=1000)
+    assert chose["ef_search"] == 1000 and "ann_fallback" not in chose
+    assert tuning_label(chose) == ("HNSW at ef_search 1000, the first setting whose recall reached the target 0.90 "
+                                   "on 200 sampled questions (by ef_search: 40: 0.472, 1000: 0.905); index search of "
+                                   "the sample 9.25 s vs exact search of the 200 sampled questions 55.50 s.")
+    assert tuning_label({"backend": "memory-exact"}) is None

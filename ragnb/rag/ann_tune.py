@@ -136,6 +136,8 @@ def choice_info(steps: list[dict], target: float, budget_s: float, n: int, seed:
     tried = steps[-1]["ef_search"] if steps else None
     if tried is not None and tried >= min(max_ef, EF_SEARCH_MAX):
         why = f"no ef_search up to {tried} reached recall@{k} {target:.2f}"
+        if tried >= EF_SEARCH_MAX:  # the graph, not the search, is the limit (pgvector's advice)
+            why += " — the graph is the limit: rebuild it with a larger --ef-construction or --m (`ragnb db index`)"
     else:
         why = (f"the time budget of {budget_s:g} s for the index searches was spent"
                + (f" after ef_search {tried}" if tried is not None else " before any setting was tried")
