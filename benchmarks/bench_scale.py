@@ -25,8 +25,10 @@ processes (psutil), wall = ``perf_counter``:
 * HNSW build (m 16, ef_construction 64): ``create_hnsw_index`` (maintenance_work_mem sized to the graph, parallel
   workers) vs the build before (maintenance_work_mem 1 GB, the server's 2 workers);
 * Tier 1 search, top 10, ``--questions`` (1k and 10k): ``MemoryRetriever`` vs a bare numpy matmul + argpartition
-  (``bench_memory_search._floor``, batch 256), and pgvector HNSW (ef_search 40, 64 queries a round trip) with its
-  recall@10 against the exact top 10 on every question, and the cost of ragnb's ANN recall check (200 questions).
+  (``bench_memory_search._floor``, batch 256), and — where an HNSW index exists — Tier 1's path through it: the
+  ``ef_search`` chosen for recall@10 ≥ 0.95 on 200 seeded questions (``ragnb.rag.ann_tune``, or exact search when
+  none reaches it), then every question at it (64 a round trip); its recall@10 against memory exact on every
+  question; the choice's and the search's wall / client / server CPU apart. ``--ef-construction`` for the build.
 
 Load and embed run ``--rounds`` times each (peers alternating, each round a fresh child); the round with the
 median client CPU is reported, with every round's figures beside it.
