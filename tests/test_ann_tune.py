@@ -135,3 +135,7 @@ def test_the_report_words_the_choice_and_the_fall_back():
                                    "on 200 sampled questions (by ef_search: 40: 0.472, 1000: 0.905); index search of "
                                    "the sample 9.25 s vs exact search of the 200 sampled questions 55.50 s.")
     assert tuning_label({"backend": "memory-exact"}) is None
+    from math import nan
+
+    shown = {"ann_recall@10_vs_exact": 0.9525, "ann_recall_n": 200}
+    assert ann_recall_label({**shown, "ann_recall_ci95": [nan, nan]}) == "ANN recall@10 vs exact, n=200: 0.953"  # n_boot 0

@@ -458,7 +458,7 @@ def ann_recall_label(info: dict) -> str | None:
             k = key[len("ann_recall@"):-len("_vs_exact")]
             ci = info.get("ann_recall_ci95")
             return (f"ANN recall@{k} vs exact, n={info.get('ann_recall_n')}: {value:.3f}"
-                    + (f" (95% CI {ci[0]:.3f}–{ci[1]:.3f})" if ci else ""))
+                    + (f" (95% CI {ci[0]:.3f}–{ci[1]:.3f})" if ci and np.isfinite(ci).all() else ""))  # n_boot 0: none
     return None
 
 
