@@ -5,8 +5,9 @@ the line and the field. Nothing is guessed: dates are ISO 8601 (or follow an exp
 scores are integers 1–5, ids are strings or integers of at most :data:`ragnb.store.schema.ID_MAX_CHARS`
 characters (a float id — how pandas stores an integer column with gaps — is refused, never rounded), a url is
 http(s) or has no scheme (:func:`ragnb.datasets.urls.check_url`), and a JSON ``NaN`` is an error, not a
-missing value. Rows are written in one transaction (COPY into a staging table and one merge,
-:mod:`ragnb.store.upsert`); an id already
+missing value. A file is read, validated and COPYed into a staging table a batch of rows at a time
+(:mod:`ragnb.store.readers`, :class:`FileRows`), so memory does not grow with the file, and merged in one
+transaction once its last row has passed (:mod:`ragnb.store.upsert`): a bad row anywhere writes nothing. An id already
 stored with the same text is skipped (loading the same file twice adds nothing) but takes the file's url, one
 stored with a different text is an error unless ``update=True``. Rows without an id get a stable one derived from content.
 """
@@ -162,7 +163,9 @@ class FileRows:
             columns.update(dict.fromkeys(rec))
         required = {f: c for f, c in self.mapping.items() if f in REQUIRED[self.kind]}
         check_columns(self.path, self.kind, list(columns), required)
-        for where, rec in chain(first, records):
+        head = iter(first)  # a list iterator lets go of its list once read: one batch held, not the first for good
+        del first
+        for where, rec in chain(head, records):
             columns.update(dict.fromkeys(rec))
             row = self._row(where, rec)
             if row is not None:
