@@ -106,12 +106,12 @@ def _csv_records(path: Path, batch_rows: int) -> Iterator[tuple[str, dict]]:
     sep = sniff_delimiter(first.rstrip("\r\n"))
     n = 0
     try:
-        chunks = pd.read_csv(_LineReader(itertools.chain([first], lines)), dtype=str, keep_default_na=False,
-                             na_values=[""], sep=sep, chunksize=batch_rows)
-        for chunk in chunks:
-            for rec in _frame_records(chunk):
-                n += 1
-                yield f"{path}:{n + 1}", rec
+        with pd.read_csv(_LineReader(itertools.chain([first], lines)), dtype=str, keep_default_na=False,
+                         na_values=[""], sep=sep, chunksize=batch_rows) as chunks:
+            for chunk in chunks:
+                for rec in _frame_records(chunk):
+                    n += 1
+                    yield f"{path}:{n + 1}", rec
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise ValueError(f"{path}: cannot parse CSV with delimiter {sep!r} ({exc}); check quoting and the "
                          "header line") from None
@@ -119,6 +119,7 @@ def _csv_records(path: Path, batch_rows: int) -> Iterator[tuple[str, dict]]:
 
 def _frame_records(df: pd.DataFrame) -> list[dict]:
     """The rows of a CSV/Parquet frame. A missing cell is None, except in a float column: its NaN stays a float,
-    so that an id column pandas stored as floats is refused (:func:`ragnb.store.loaders._check_id`) rather than read as missing."""
+    so that an id column pandas stored as floats is refused (:func:`ragnb.store.loaders._check_id`) rather than
+    read as missing."""
     cols = {c: s if s.dtype.kind == "f" else s.astype(object).where(s.notna(), None) for c, s in df.items()}
     return pd.DataFrame(cols, index=df.index, columns=df.columns).to_dict("records")
