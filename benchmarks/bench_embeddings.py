@@ -6,7 +6,7 @@ source-balanced sample from the shared data (``--data-dir``, default ``/work/sha
 BEGIN knowledge snippets and responses, WiCE claims and evidence sentences (same readers as
 ``bench_retrieval.py``).
 
-Peers, on the same texts, the same model object (``ragnb.rag.embeddings.get_encoder().model``, the offline
+Peers, on the same texts, the same model object (``ragnb.embeddings.models.get_encoder().model``, the offline
 all-MiniLM-L6-v2 on CPU) and the same settings (batch size 32, no progress bar, numpy output):
 
 * raw: ``SentenceTransformer.encode(texts, batch_size=32)`` on the whole list;
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"[{time.perf_counter() - t_start:7.1f}s] {msg}", flush=True)
 
     import ragnb.store.vectors as vectors
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
     from ragnb.store.engine import connect
     from ragnb.store.vectors import embed_table, fetch_vectors
 

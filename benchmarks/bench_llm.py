@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # the scripted server lives with
 from llm_server import FakeLLMServer, completion  # noqa: E402
 
 from ragnb.llm import LLMClient, LLMSettings  # noqa: E402
-from ragnb.llm.judges import evaluate_dataset  # noqa: E402
+from ragnb.judges import evaluate_dataset  # noqa: E402
 
 CALLS_PER_SAMPLE = {  # per judge model, without re-asks (K contexts, N generated questions); ragas ≥ 0.2
     "faithfulness": ("2", "2"), "context_precision": ("1", "K"), "context_recall": ("1", "1"),

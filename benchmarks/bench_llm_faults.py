@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # the scripted server lives with
 from llm_server import FakeLLMServer, Reply, completion, completion_body, error_in_200, error_reply  # noqa: E402
 
 from ragnb.llm import LLMClient, LLMSettings  # noqa: E402
-from ragnb.llm.judges import evaluate_dataset  # noqa: E402
+from ragnb.judges import evaluate_dataset  # noqa: E402
 
 SAMPLE = re.compile(r"[Ff]act A(\d+)")
 RIGHT = 0.5

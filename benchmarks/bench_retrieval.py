@@ -19,7 +19,7 @@ How the vectors are made ("real, clustered embeddings")
    Both draws are balanced over the sources (round-robin over each source's shuffled texts, so that
    e.g. the 8,400 WiCE evidence sentences do not crowd out the 240 XQuAD paragraphs).
 
-2. Those texts are embedded once with ragnb's default encoder (``ragnb.rag.embeddings.get_encoder()``,
+2. Those texts are embedded once with ragnb's default encoder (``ragnb.embeddings.models.get_encoder()``,
    the offline all-MiniLM-L6-v2, batch size 32); the result is cached in ``benchmarks/.cache/``, keyed by
    a hash of the model name and the texts.
 
@@ -187,7 +187,7 @@ def _digest(*parts) -> str:
 def real_embeddings(doc_texts: list[str], q_texts: list[str], model_name: str | None = None,
                     log=print) -> tuple[np.ndarray, np.ndarray, str, float | None]:
     """Embeddings of the base texts with ragnb's encoder, cached by (model, texts)."""
-    from ragnb.rag.embeddings import resolve_model
+    from ragnb.embeddings.models import resolve_model
 
     recorded, _ = resolve_model(model_name)
     key = _digest(recorded, doc_texts, q_texts)
@@ -195,7 +195,7 @@ def real_embeddings(doc_texts: list[str], q_texts: list[str], model_name: str | 
     if path.exists():
         z = np.load(path)
         return z["docs"], z["questions"], recorded, None
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
 
     enc = get_encoder(model_name)
     log(f"embedding {len(doc_texts)} documents + {len(q_texts)} questions with {enc.name} (cached afterwards)…")

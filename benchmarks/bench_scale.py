@@ -258,7 +258,7 @@ def _setup_encode(stage: str, folder: Path, n_texts: int) -> tuple[Callable[[], 
         raw = SentenceTransformer(str(source), device="cpu")
         raw.encode(texts[:32], batch_size=32)
         return (lambda: {"texts": len(raw.encode(texts, batch_size=32))}), {}
-    from ragnb.rag.encoders.sentence_transformers import SentenceTransformerEncoder
+    from ragnb.embeddings.sentence_transformers import SentenceTransformerEncoder
 
     os.environ["RAGNB_EMBEDDING_CACHE"] = tempfile.mkdtemp(prefix="ragnb_scale_cache_")
     encoder = SentenceTransformerEncoder("all-MiniLM-L6-v2", source, device="cpu")

@@ -82,8 +82,8 @@ def disk_cached(texts: list[str], vecs: np.ndarray):
     """A ragnb encoder (``CachedEncoder``) whose disk cache holds every text's vector already (filled here, not
     timed); its model is never called. ``embed_table`` takes the cached path with it: the server hashes the
     texts and only ids + digests are read."""
-    from ragnb.rag.embedding_cache import text_key
-    from ragnb.rag.encoders.base import CachedEncoder
+    from ragnb.embeddings.cache import text_key
+    from ragnb.embeddings.base import CachedEncoder
 
     class DiskCached(CachedEncoder):
         name, backend, fingerprint, dim = "bench-c", "bench", "b" * 64, vecs.shape[1]

@@ -24,7 +24,7 @@ import numpy as np
 from ragnb.io import atomic_write_text
 from ragnb.metrics.fallback import best_match_cosines, split_sentences
 from ragnb.metrics.fallback_agreement import TABLE_PATH, LabelledSet, labelled_sets, measure
-from ragnb.rag.embeddings import get_encoder
+from ragnb.embeddings.models import get_encoder
 
 
 def embedding_scores(data: LabelledSet) -> dict[str, np.ndarray]:

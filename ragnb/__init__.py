@@ -43,7 +43,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "get_metric": ("ragnb.metrics.registry", "get"),
     "metric_names": ("ragnb.metrics.registry", "names"),
     # models
-    "get_encoder": ("ragnb.rag.embeddings", "get_encoder"),
+    "get_encoder": ("ragnb.embeddings.models", "get_encoder"),
     "LLMClient": ("ragnb.llm.client", "LLMClient"),
     "LLMSettings": ("ragnb.llm.settings", "LLMSettings"),
     # datasets, results and runs
@@ -56,12 +56,12 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "judge_mean": ("ragnb.metrics.ppi", "judge_mean"),
     "PPIResult": ("ragnb.metrics.ppi", "PPIResult"),
     # LLM metrics: one API for every LLM-judged metric (docs/llm-judges.md)
-    "LLMMetric": ("ragnb.llm.judges.base", "LLMMetric"),
-    "Sample": ("ragnb.llm.judges.sample", "Sample"),
-    "JudgeConfig": ("ragnb.llm.judges.judge_config", "JudgeConfig"),
+    "LLMMetric": ("ragnb.judges.base", "LLMMetric"),
+    "Sample": ("ragnb.judges.sample", "Sample"),
+    "JudgeConfig": ("ragnb.judges.judge_config", "JudgeConfig"),
     "EvaluationResult": ("ragnb.llm.result", "EvaluationResult"),
-    "get_llm_metric": ("ragnb.llm.judges.base", "get_llm_metric"),
-    "llm_metric_names": ("ragnb.llm.judges.base", "llm_metric_names"),
+    "get_llm_metric": ("ragnb.judges.base", "get_llm_metric"),
+    "llm_metric_names": ("ragnb.judges.base", "llm_metric_names"),
 }
 
 __all__ = ["__version__", *_PUBLIC]
@@ -70,9 +70,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from ragnb.datasets.schema import load_dataset
     from ragnb.datasets.trec import evaluate_files as evaluate_trec_files
     from ragnb.llm.client import LLMClient
-    from ragnb.llm.judges.base import LLMMetric, get_llm_metric, llm_metric_names
-    from ragnb.llm.judges.judge_config import JudgeConfig
-    from ragnb.llm.judges.sample import Sample
+    from ragnb.judges.base import LLMMetric, get_llm_metric, llm_metric_names
+    from ragnb.judges.judge_config import JudgeConfig
+    from ragnb.judges.sample import Sample
     from ragnb.llm.result import EvaluationResult
     from ragnb.llm.settings import LLMSettings
     from ragnb.metrics.registry import Metric
@@ -81,7 +81,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from ragnb.metrics.retrieval import evaluate as evaluate_retrieval
     from ragnb.metrics.ppi import PPIResult, classical_mean, judge_mean, ppi_mean
     from ragnb.metrics.stats import aggregate
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
     from ragnb.runs.runner import run_notebooks
     from ragnb.tiers.result import TierResult
 

@@ -100,7 +100,7 @@ def embedding_env_options() -> dict:
     """Encoder options from the environment (keyword arguments of ``get_encoder`` override them):
     ``RAGNB_EMBEDDING_QUERY_PROMPT`` / ``RAGNB_EMBEDDING_DOCUMENT_PROMPT`` (prefixes replacing the model's own
     prompts) and ``RAGNB_EMBEDDING_DIMENSIONS`` (sent as ``dimensions``; endpoint models only). Which model they
-    configure: :func:`ragnb.rag.embeddings.env_options_for`."""
+    configure: :func:`ragnb.embeddings.models.env_options_for`."""
     out: dict = {}
     for env, key in (("RAGNB_EMBEDDING_QUERY_PROMPT", "query_prompt"),
                      ("RAGNB_EMBEDDING_DOCUMENT_PROMPT", "document_prompt")):

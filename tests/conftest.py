@@ -32,7 +32,7 @@ def _embedded_server_lifecycle():
 
 @pytest.fixture(scope="session")
 def encoder():
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
 
     return get_encoder()
 

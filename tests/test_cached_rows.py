@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from ragnb.rag.embedding_cache import text_key
-from ragnb.rag.encoders.base import CachedEncoder
+from ragnb.embeddings.cache import text_key
+from ragnb.embeddings.base import CachedEncoder
 from ragnb.store.cached_rows import DIGEST_PARAMS, WHITESPACE, digest_sql
 from ragnb.store.encode_pipeline import longest_first
 from ragnb.store.loaders import insert_rows
@@ -182,7 +182,7 @@ def _other() -> CachedEncoder:
 
 
 def test_a_damaged_cached_vector_is_refused_naming_the_row_and_nothing_is_written(fresh_db, tmp_path, monkeypatch):
-    from ragnb.rag.encoders.base import EmbeddingReplyError
+    from ragnb.embeddings.base import EmbeddingReplyError
 
     monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(tmp_path / "cache"))
     _load(fresh_db, {"a": "first text", "b": "second text"})

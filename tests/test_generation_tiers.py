@@ -13,8 +13,8 @@ from conftest import REPO
 from llm_server import completion
 from ragnb.datasets.schema import Dataset, DatasetItem
 from ragnb.llm import LLMClient, LLMSettings
-from ragnb.llm.judges import JudgeConfig
-from ragnb.llm.judges.scores import Judge
+from ragnb.judges import JudgeConfig
+from ragnb.judges.scores import Judge
 from ragnb.metrics.fallback import context_utilization, faithfulness_fallback
 from ragnb.metrics.text import rouge
 from ragnb.rag.retrieval import MemoryRetriever

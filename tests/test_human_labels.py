@@ -21,8 +21,8 @@ from ragnb.cli.main import build_cli
 from ragnb.io import read_per_item
 from ragnb.datasets.schema import Dataset, DatasetItem
 from ragnb.llm import LLMClient, LLMSettings
-from ragnb.llm.judges import JudgeConfig
-from ragnb.llm.judges.scores import Judge
+from ragnb.judges import JudgeConfig
+from ragnb.judges.scores import Judge
 from ragnb.metrics.ppi import classical_mean, judge_mean, ppi_mean
 from ragnb.rag.retrieval import MemoryRetriever
 from ragnb.rag.system import BaselineSystem

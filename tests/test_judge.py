@@ -1,4 +1,4 @@
-"""ragnb.llm.judges (direct scores, pairwise, agreement, Tier Judge) through the real LLMClient over HTTP against the scripted server (tests/llm_server.py)."""
+"""ragnb.judges (direct scores, pairwise, agreement, Tier Judge) through the real LLMClient over HTTP against the scripted server (tests/llm_server.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 from llm_server import completion
 
 from ragnb.llm import ChatResult, LLMClient, LLMSettings
-from ragnb.llm.judges.agreement import agreement, krippendorff_alpha
-from ragnb.llm.judges.judge_config import JudgeConfig
-from ragnb.llm.judges.pairwise import majority_verdict, verdict_parser
-from ragnb.llm.judges.reliability import error_rate, judge_consistency, judge_latency, judge_reliability
-from ragnb.llm.judges.scores import SCALES, Judge, score_parser
+from ragnb.judges.agreement import agreement, krippendorff_alpha
+from ragnb.judges.judge_config import JudgeConfig
+from ragnb.judges.pairwise import majority_verdict, verdict_parser
+from ragnb.judges.reliability import error_rate, judge_consistency, judge_latency, judge_reliability
+from ragnb.judges.scores import SCALES, Judge, score_parser
 from ragnb.llm.result import EvaluationResult, ModelScore
 
 Q = "What is the capital of France?"

@@ -27,14 +27,14 @@ PACKAGE = Path(ragnb.__file__).resolve().parent
 # tiers → notebooks → runs — made exact: encoders sit below the store (it embeds the tables it loads), the LLM
 # client below the encoders (an endpoint encoder calls it), the LLM judges above the system they judge.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("files", ("ragnb.io", "ragnb.config", "ragnb.envvars", "ragnb.progress", "ragnb.version", "ragnb.datasets.urls")),
+    ("files", ("ragnb.io", "ragnb.config", "ragnb.envvars", "ragnb.progress", "ragnb.version", "ragnb.urls")),
     ("metrics", ("ragnb.metrics",)),
     ("spec", ("ragnb.spec",)),
     ("llm client", ("ragnb.llm",)),
-    ("embeddings", ("ragnb.rag.encoders", "ragnb.rag.embeddings", "ragnb.rag.embedding_cache")),
+    ("embeddings", ("ragnb.embeddings", "ragnb.embeddings.models", "ragnb.embeddings.cache")),
     ("store", ("ragnb.store",)),
     ("retrieval/system", ("ragnb.rag",)),
-    ("llm judges", ("ragnb.llm.judges",)),
+    ("llm judges", ("ragnb.judges",)),
     ("datasets", ("ragnb.datasets",)),
     ("tiers", ("ragnb.tiers",)),
     ("analysis", ("ragnb.analysis",)),
@@ -58,7 +58,7 @@ ROOT_NAMES = {"__version__", "__file__"}  # what a module may take from the pack
 # the prefixes listed here — so an upward import cannot pass as a string.
 DYNAMIC_IMPORTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("ragnb", ("ragnb",), "the lazy public API: each public name is imported from its module on first use"),
-    ("ragnb.metrics.registry", ("ragnb.llm.judges", "ragnb.rag.retrieval", "ragnb.tiers", "ragnb.analysis"),
+    ("ragnb.metrics.registry", ("ragnb.judges", "ragnb.rag.retrieval", "ragnb.tiers", "ragnb.analysis"),
      "load_all imports the metric packages (METRIC_PACKAGES); a declared metric's computed_by is imported on use"),
     ("ragnb.runs.warmup", ("ragnb.analysis.umap_warmup",), "the warm-up module a TierSpec names (spec.warm_up)"),
     ("ragnb.rag.system", (), "the user's system, 'package.module:attribute' given by the user, never a ragnb one"),

@@ -1,4 +1,4 @@
-"""Every registered LLM-judged metric satisfies the one LLM-metric API (ragnb.llm.judges.base.LLMMetric).
+"""Every registered LLM-judged metric satisfies the one LLM-metric API (ragnb.judges.base.LLMMetric).
 
 Parametrised over the registry (kind ``llm``), as tests/metrics/test_common.py is over every metric: a metric
 registered any other way, or lacking the API, fails here. Each metric is run for real, through the
@@ -18,7 +18,7 @@ import pytest
 from llm_server import completion
 
 from ragnb.llm import LLMClient, LLMSettings, run_sync
-from ragnb.llm.judges import JudgeConfig, LLMMetric, Sample, get_llm_metric, llm_metric_names
+from ragnb.judges import JudgeConfig, LLMMetric, Sample, get_llm_metric, llm_metric_names
 from ragnb.llm.result import EvaluationResult
 from ragnb.metrics import registry
 
@@ -171,7 +171,7 @@ def test_the_documented_example_runs(llm_server, monkeypatch, tmp_path, capsys):
 
 def test_the_llm_metric_api_is_public():
     import ragnb
-    from ragnb.llm.judges import base
+    from ragnb.judges import base
 
     assert ragnb.get_llm_metric is base.get_llm_metric and ragnb.LLMMetric is LLMMetric
     assert ragnb.Sample is Sample and ragnb.JudgeConfig is JudgeConfig and ragnb.EvaluationResult is EvaluationResult
@@ -182,8 +182,8 @@ def test_the_llm_metric_api_is_public():
 
 def test_the_old_names_warn_and_give_the_one_apis_objects():
     # kept one release: the suite-level helpers and the Judge method whose name the ragas statement ratio holds
-    from ragnb.llm.judges import nvidia, ragas
-    from ragnb.llm.judges.scores import Judge
+    from ragnb.judges import nvidia, ragas
+    from ragnb.judges.scores import Judge
 
     for module, name in ((ragas, "faithfulness"), (ragas, "noise_sensitivity_irrelevant"),
                          (nvidia, "nv_answer_accuracy")):
@@ -200,7 +200,7 @@ def test_the_old_names_warn_and_give_the_one_apis_objects():
 
 
 def test_the_old_judge_method_warns_and_scores_as_the_new_one(llm_server):
-    from ragnb.llm.judges.scores import Judge
+    from ragnb.judges.scores import Judge
 
     llm_server.set_handler(lambda body: completion(json.dumps({"score": 0.5, "reason": "partly"})))
     judge = Judge(LLMClient(LLMSettings(base_url=llm_server.base_url, api_key="sk-test", cache_dir=None)),

@@ -114,7 +114,7 @@ def test_unmatched_log_urls_warn_with_examples_and_the_fix(cli, tmp_path):
     assert "0 of 5 logged question URLs match a chunk URL" in err
     assert "'https://wiki.example.com/display/OPS/VPN#форма'" in err  # an example of each side
     assert "vs chunk 'en/dev/deploy.md'" in err
-    assert "--url-template" in err and "front matter" in err and "ragnb/datasets/urls.py" in err
+    assert "--url-template" in err and "front matter" in err and "ragnb/urls.py" in err
     # w2's path /ru/hr/отпуск ends with the chunk path ru/hr/отпуск(.md): the template that would match
     assert "look like the chunk paths under --url-template 'http://www.wiki.example.com/{path}'" in err
 
@@ -147,7 +147,7 @@ def test_semicolon_csv_from_excel_is_read(fresh_db, tmp_path):
     (["https://w.example/a/b/"], ["https://w.example/a/c", "b.txt"], "https://w.example/a/{path}"),
 ])
 def test_suggested_template(logged, chunks, template):
-    from ragnb.datasets.urls import suggest_template
+    from ragnb.urls import suggest_template
 
     assert suggest_template(logged, chunks) == template
 

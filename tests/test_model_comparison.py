@@ -157,7 +157,7 @@ def test_truncation_share_by_hand(encoder):
     t = truncation_share(encoder, texts)
     assert t["limit"] == 256 and t["n"] == 4 and t["n_truncated"] == 2 and t["share_truncated"] == 0.5
     assert t["max_tokens"] == 402 and t["mean_tokens"] == pytest.approx((256 + 257 + 12 + 402) / 4)
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
 
     e5 = truncation_share(get_encoder("multilingual-e5-small"), texts)
     assert e5["limit"] is None and e5["share_truncated"] == 0.0 and "no input limit" in e5["note"]
@@ -165,7 +165,7 @@ def test_truncation_share_by_hand(encoder):
 
 def test_truncation_share_of_an_endpoint_is_unknown_not_zero():
     from ragnb.llm.settings import LLMSettings
-    from ragnb.rag.encoders.endpoint import EndpointEncoder
+    from ragnb.embeddings.endpoint import EndpointEncoder
 
     # no request is made: an endpoint has no tokenizer to count with
     enc = EndpointEncoder("emb-small", dim=8, max_input_tokens=512, settings=LLMSettings(base_url="http://127.0.0.1:9/v1"))

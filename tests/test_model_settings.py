@@ -127,7 +127,7 @@ def test_a_search_with_other_query_settings_is_refused_naming_them(wiki, embeddi
                           embedding_model_options=json.dumps({"endpoint:emb-small": E5_LIKE}))
     assert ctx.space["model"] == "emb-small"
     first = len(embeddings_server.embedding_requests)
-    from ragnb.rag.encoders.base import encode_queries
+    from ragnb.embeddings.base import encode_queries
 
     np.testing.assert_array_equal(encode_queries(ctx.encoder, ["Как настроить VPN?"]),
                                   expected_vector("query: Как настроить VPN?", 8)[None])
@@ -157,7 +157,7 @@ def test_the_retrieve_command_takes_the_settings_too(wiki, tmp_path):
 
 def test_model_options_are_checked_where_they_are_given(monkeypatch):
     from ragnb.datasets.corpus import model_encoders
-    from ragnb.rag.embeddings import make_encoder, parse_model_options
+    from ragnb.embeddings.models import make_encoder, parse_model_options
 
     monkeypatch.setenv("RAGNB_EMBEDDING_BASE_URL", "http://127.0.0.1:9/v1")
     assert parse_model_options('{"e5": {}, "endpoint:x": {"dimensions": 4}}', "p") == {
@@ -229,9 +229,9 @@ def test_side_by_side_table_shows_the_settings_and_an_unknown_limit(wiki, embedd
 
 def test_unknown_and_absent_input_limits_are_told_apart(embeddings_server, encoder):
     from ragnb.llm.settings import LLMSettings
-    from ragnb.rag.embeddings import get_encoder
-    from ragnb.rag.encoders.base import limit_text
-    from ragnb.rag.encoders.endpoint import EndpointEncoder
+    from ragnb.embeddings.models import get_encoder
+    from ragnb.embeddings.base import limit_text
+    from ragnb.embeddings.endpoint import EndpointEncoder
     from ragnb.tiers.model_comparison import truncation_share
     from ragnb.tiers.tier0 import run_tier0
 
@@ -269,7 +269,7 @@ def test_unknown_and_absent_input_limits_are_told_apart(embeddings_server, encod
 
 def test_the_default_model_is_the_first_embedded_until_chosen(wiki, embeddings_server):
     from ragnb.datasets.sessions import read_sessions
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
     from ragnb.store.engine import connect
     from ragnb.store.vectors import fetch_vectors
 

@@ -90,7 +90,7 @@ def test_two_embedding_models_side_by_side_in_tier0_tier1_and_real_users(tmp_pat
 def test_tier1_numbers_match_an_independent_computation(smoke_run):
     """Recompute hit_rate@1 / mrr / ndcg@10 for the same 60 questions with brute force + pytrec_eval."""
     from ragnb.datasets import demo
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
 
     metrics = json.loads((smoke_run.run_dir / "tier1_retrieval.metrics.json").read_text(encoding="utf-8"))
     ds = demo.dataset("ru")

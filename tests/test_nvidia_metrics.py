@@ -13,9 +13,9 @@ import pytest
 from llm_server import completion, error_reply
 
 from ragnb.llm import LLMClient, LLMPermanentError, LLMSettings
-from ragnb.llm.judges import evaluate_dataset, nvidia
-from ragnb.llm.judges.judge_config import JudgeConfig
-from ragnb.llm.judges.nvidia import (
+from ragnb.judges import evaluate_dataset, nvidia
+from ragnb.judges.judge_config import JudgeConfig
+from ragnb.judges.nvidia import (
     AnswerAccuracy,
     ContextRelevance,
     ResponseGroundedness,

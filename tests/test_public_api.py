@@ -55,9 +55,9 @@ def _from_python_examples() -> list[str]:
 def readme_env(tmp_path_factory) -> dict:
     """The environment of every README example: offline (no provider settings of this machine), one fresh
     RAGNB_HOME made once for all of them, and the test session's embedding cache — vectors are bit-identical to a
-    fresh encoding (ragnb.rag.embedding_cache), so a text another test already embedded with the same model is
+    fresh encoding (ragnb.embeddings.cache), so a text another test already embedded with the same model is
     not embedded again, and the examples' own texts are embedded once per session."""
-    from ragnb.rag.embedding_cache import cache_dir
+    from ragnb.embeddings.cache import cache_dir
 
     root = tmp_path_factory.mktemp("readme")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGNB_", "OPENAI_", "OPENROUTER_"))}

@@ -1,4 +1,4 @@
-"""Ragas-style metrics (ragnb.llm.judges.ragas) against the scripted OpenAI-compatible server (tests/llm_server.py).
+"""Ragas-style metrics (ragnb.judges.ragas) against the scripted OpenAI-compatible server (tests/llm_server.py).
 
 Every score is checked against a value computed by hand from the scripted verdicts (arithmetic in the
 comments). Replies are routed by the task heading of the prompt (first line), the text in the prompt and
@@ -17,9 +17,9 @@ from llm_server import Reply, completion
 
 from ragnb.llm import LLMClient, LLMSettings
 from ragnb.llm.result import EvaluationResult
-from ragnb.llm.judges import evaluate_dataset
-from ragnb.llm.judges import ragas as rg
-from ragnb.llm.judges.judge_config import JudgeConfig
+from ragnb.judges import evaluate_dataset
+from ragnb.judges import ragas as rg
+from ragnb.judges.judge_config import JudgeConfig
 from ragnb.metrics.registry import REGISTRY
 from ragnb.metrics.stats import summary_frame
 

@@ -284,7 +284,7 @@ def _adapter_copy(db, table: str, ids: list[str], vecs: np.ndarray, dim: int) ->
 
 @pytest.mark.parametrize("dim", [12, 4096])
 def test_stored_vectors_are_the_adapter_paths_bits_for_real_model_vectors_and_edge_values(fresh_db, dim):
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
 
     store = fresh_db.vector_store()
     _ensure_store(store)

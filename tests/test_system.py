@@ -172,7 +172,7 @@ def test_extractive_answer_asks_an_asymmetric_model_with_the_question_as_a_query
     """e5 ranks passages for a *query*: the question is embedded with "query: " (the vector retrieval made,
     from the disk cache), the context sentences with "passage: " — directly and through Tier 2/3's memo."""
     from ragnb.metrics.fallback import split_sentences
-    from ragnb.rag.embeddings import MemoEncoder, get_encoder
+    from ragnb.embeddings.models import MemoEncoder, get_encoder
 
     _, retriever = baseline_parts
     e5 = get_encoder("multilingual-e5-small")

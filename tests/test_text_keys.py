@@ -10,7 +10,7 @@ import json
 import numpy as np
 import sqlalchemy as sa
 
-from ragnb.rag.embedding_cache import text_key
+from ragnb.embeddings.cache import text_key
 from ragnb.store.schema import ensure_schema
 from ragnb.store.text_keys import KEY_COLUMN, KEY_FUNCTION, has_key_column
 from ragnb.store.upsert import merge_rows

@@ -95,8 +95,8 @@ def test_structure_verdict_rule():
 @pytest.fixture(scope="module")
 def helpdesk():
     """The help-desk log's questions, cited URLs and real e5 vectors."""
-    from ragnb.rag.embeddings import get_encoder
-    from ragnb.rag.encoders.base import encode_queries
+    from ragnb.embeddings.models import get_encoder
+    from ragnb.embeddings.base import encode_queries
 
     rows = hd.log_rows()
     texts = [r["question"] for r in rows]

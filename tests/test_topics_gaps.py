@@ -79,7 +79,7 @@ def test_language_mix_hand_computed():
 
 @pytest.fixture(scope="module")
 def e5():
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
 
     return get_encoder(E5)
 
@@ -90,7 +90,7 @@ def test_language_centred_topics_follow_subject_not_language(e5):
     purity 0.54 ≈ the 0.5 of mixed topics, subject ARI 0.60)."""
     from sklearn.metrics import adjusted_rand_score
 
-    from ragnb.rag.encoders.base import encode_queries
+    from ragnb.embeddings.base import encode_queries
 
     rows = hd.subject_rows()
     texts = [r["question"] for r in rows]

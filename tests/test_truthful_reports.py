@@ -53,8 +53,8 @@ def test_simulated_scores_is_decided_by_the_stored_rows(fresh_db, tmp_path):
 
 
 def test_truncation_note_is_about_the_model_used(encoder):
-    from ragnb.rag.embeddings import get_encoder
-    from ragnb.rag.encoders.endpoint import EndpointEncoder
+    from ragnb.embeddings.models import get_encoder
+    from ragnb.embeddings.endpoint import EndpointEncoder
     from ragnb.tiers.tier0 import input_limit_text, truncation_note
 
     assert input_limit_text(encoder) == ("all-MiniLM-L6-v2 reads at most 256 tokens: the rest of a longer text is cut "
@@ -147,7 +147,7 @@ def team_run(tmp_path_factory):
     from ragnb.datasets.corpus import open_corpus
     from ragnb.datasets.real_questions import generate_from_real_questions
     from ragnb.datasets.schema import save_dataset
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
     from ragnb.runs.runner import run_notebooks
     from ragnb.store.engine import connect
     from ragnb.store.loaders import load_file

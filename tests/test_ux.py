@@ -492,7 +492,7 @@ def test_notebook_matches_numpy_recomputation(tmp_path, encoder):
     per_query = pd.read_csv(run_dir / "tier_ux.per_query.csv")
     np.testing.assert_allclose(per_query["max_similarity"], best, atol=1e-5)
     # the demo questions and log cite Wikipedia articles: each hit is checked against them
-    from ragnb.datasets.urls import page_id
+    from ragnb.urls import page_id
 
     match = cache["url"].to_numpy()[sims.argmax(axis=1)]
     same = np.array([np.nan if page_id(u) is None else float(page_id(it.confluence_url) == page_id(u))
@@ -795,7 +795,7 @@ def test_bilingual_wiki_log_with_the_multilingual_model(monkeypatch, tmp_path):
     one an independent recomputation (numpy + the rows' page labels, no URL parsing) finds."""
     from team_wiki import UX_LOG_ROWS, UX_PAGE, ux_log
 
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
     from ragnb.store.engine import connect
     from ragnb.store.loaders import insert_rows
     from ragnb.store.vectors import embed_table

@@ -182,7 +182,7 @@ def test_dialogue_log_with_the_multilingual_model(monkeypatch):
     import helpdesk_log as hd
 
     from ragnb.metrics.ux_thresholds import unrelated_pair_similarities
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
     from ragnb.store.engine import connect
     from ragnb.store.loaders import insert_rows
     from ragnb.store.vectors import embed_table

@@ -254,7 +254,7 @@ def test_run_vector_space_numbers_match_independent_computations():
 def small_corpus_db():
     """A database with 20 demo paragraphs and their questions, embedded; the notebook reads it as corpus "db"."""
     from ragnb.datasets import demo
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
     from ragnb.store.engine import connect
     from ragnb.store.loaders import insert_rows
     from ragnb.store.vectors import embed_table

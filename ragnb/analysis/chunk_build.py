@@ -1,7 +1,7 @@
 """Building one chunking config into its own pgvector table — chunk, embed, COPY, HNSW index — with each stage
 timed, then its size on disk and the share of chunks the encoder truncates (see :mod:`ragnb.analysis.chunking`).
 
-Embeddings come from the one embedding cache (:mod:`ragnb.rag.embedding_cache`): a text is never encoded twice
+Embeddings come from the one embedding cache (:mod:`ragnb.embeddings.cache`): a text is never encoded twice
 for the same model, across configs, notebooks and runs. Build speed stays honest: ``embedding_s_measured`` is
 the time spent encoding the texts timed *now* (``n_encoded`` of them), ``embedding_s_recorded`` the encoding
 time the cache recorded when the other texts were first timed (amortised per text within their batch), and
@@ -21,8 +21,8 @@ import numpy as np
 
 from ragnb.analysis.chunk_corpus import Article, Chunk, ChunkConfig, chunk_corpus
 from ragnb.metrics.embedding import truncation_stats
-from ragnb.rag.embedding_cache import open_cache, text_key
-from ragnb.rag.embeddings import Encoder
+from ragnb.embeddings.cache import open_cache, text_key
+from ragnb.embeddings.models import Encoder
 from ragnb.store.engine import Database
 
 # Where ragnb kept the chunking embeddings before they moved to the one embedding cache; only dropped now.
@@ -197,7 +197,7 @@ def _truncation(encoder: Encoder, chunks: list[Chunk]) -> dict | None:
 
 def drop_tables(db: Database, configs: list[ChunkConfig], cache: bool = False) -> None:
     """Remove the build tables (and with ``cache`` the embedding table older versions kept in ``db``; the
-    embedding cache itself is :mod:`ragnb.rag.embedding_cache`'s)."""
+    embedding cache itself is :mod:`ragnb.embeddings.cache`'s)."""
     import sqlalchemy as sa
 
     with db.engine.begin() as conn:

@@ -149,13 +149,13 @@ def gold_questions(items, articles: list[Article]) -> tuple[list[Question], list
     """Dataset items → questions with the rule that judges them, plus the ids of items that cannot be judged.
 
     * page-level items (:func:`judged_by_page`) with a logged url → rule "page" (the article whose url names the
-      same page, :func:`ragnb.datasets.urls.page_id`); a page not among the articles cannot be judged;
+      same page, :func:`ragnb.urls.page_id`); a page not among the articles cannot be judged;
     * other items whose gold paragraph (``chunk_id``, else the first relevant chunk id) is in the articles →
       rule "paragraph";
     * a reference answer without a logged url or gold paragraph → rule "answer"; else it cannot be judged (a
       gold paragraph outside the articles: the dataset was built on another corpus).
     """
-    from ragnb.datasets.urls import page_id
+    from ragnb.urls import page_id
 
     where = {p.id: (a.url, p.start, p.end) for a in articles for p in a.paragraphs}
     pages = {page_id(a.url): a for a in articles}

@@ -47,7 +47,7 @@ from ragnb.analysis.chunk_corpus import (NO_RELEVANT, RULES, Article, ChunkConfi
                                         group_articles, qrels_for)
 from ragnb.io import comma_list
 from ragnb.metrics.retrieval import evaluate
-from ragnb.rag.embeddings import Encoder
+from ragnb.embeddings.models import Encoder
 from ragnb.store.engine import Database
 
 WORKSPACE_DATABASE = "ragnb_chunking"  # embedded database the build tables go to (never a team's server)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ragnb.rag.encoders.base import encode_queries
+from ragnb.embeddings.base import encode_queries
 from ragnb.rag.retrieval import Retriever, check_backend
 from ragnb.store.questions import fetch_question_log, question_log_label
 from ragnb.store.schema import tables

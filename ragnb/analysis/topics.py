@@ -213,7 +213,7 @@ def coverage_by_topic(
     low_coverage_factor: float = 0.5,
 ) -> pd.DataFrame:
     """Per topic: ``question_count``, ``unique_chunks`` (distinct chunks in its questions' top-k lists),
-    ``unique_urls`` (distinct source pages among them: URLs compared by :func:`ragnb.datasets.urls.page_id`, chunks
+    ``unique_urls`` (distinct source pages among them: URLs compared by :func:`ragnb.urls.page_id`, chunks
     without a URL not counted), ``chunks_per_question`` = unique_chunks / question_count, ``top_urls`` (the
     three most retrieved pages with counts) and ``low_coverage``.
 

@@ -28,7 +28,7 @@ import pandas as pd
 
 from ragnb.analysis.umap_cache import enable_jit_cache
 from ragnb.metrics.stats import aggregate
-from ragnb.datasets.urls import page_id
+from ragnb.urls import page_id
 
 COLOR_BY = ("source", "topic", "kind")
 KINDS = ("chunk", "question")
@@ -256,7 +256,7 @@ def topic_labels(vectors: np.ndarray, n_topics: int, seed: int = 0) -> np.ndarra
 
 
 def source_labels(urls: list[str | None], max_sources: int = 20) -> list[str]:
-    """The page of each URL (``ragnb.datasets.urls.page_id``); only the ``max_sources`` most frequent pages keep their
+    """The page of each URL (``ragnb.urls.page_id``); only the ``max_sources`` most frequent pages keep their
     name, the rest become ``"other"``; a missing URL is ``"(no url)"``."""
     pages = [page_id(u) for u in urls]
     counts = pd.Series([p for p in pages if p is not None], dtype=object).value_counts(sort=True)

@@ -18,7 +18,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(load_app, name="load")
 app.add_typer(metrics_app, name="metrics")
 
-from ragnb.rag.encoders.base import encode_queries
+from ragnb.embeddings.base import encode_queries
 from ragnb.cli.dataset import dataset_app  # noqa: E402  (its own module: the dataset modes are many)
 from ragnb.cli.runs import compare_command, runs_app  # noqa: E402
 from ragnb.cli.run import STANDALONE_HELP  # noqa: E402
@@ -164,7 +164,7 @@ def _parse_map(spec: str | None) -> dict[str, str]:
 
 def _load(kind: str, path: Path, mapping: str | None, chunk_size: int, overlap: int, write: bool,
           date_format: str | None = None, update: bool = False, url_template: str | None = None) -> None:
-    from ragnb.datasets.urls import url_match, url_match_warning
+    from ragnb.urls import url_match, url_match_warning
     from ragnb.store.engine import connect
     from ragnb.store.loaders import load_file, stored_urls
 
@@ -273,7 +273,7 @@ def embed(
 ) -> None:
     """Embed rows that have no vector of the model yet; another model's vectors are added beside the existing ones,
     never replacing them. Prints total / processed / skipped / errors and where the vectors went per table."""
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
     from ragnb.store.engine import connect
     from ragnb.store.vectors import embed_table
 
@@ -414,7 +414,7 @@ def demo(
 ) -> None:
     """The main job on the embedded defaults: load and embed the bundled corpus, run every report, print the index."""
     from ragnb.datasets.demo import DEMO_MODELS, ensure_demo
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
     from ragnb.runs import warmup
     from ragnb.runs.record import check_run_id
     from ragnb.runs.runner import run_notebooks

@@ -1,7 +1,7 @@
 """What a review does to an item's relevant chunks and fixed context (``import-annotation``).
 
 * a corrected ``confluence_url`` → ``relevant_chunk_ids`` = the embedded chunks on the corrected page (URLs
-  compared by :func:`ragnb.datasets.urls.page_id`, as ``from-real-questions`` does), and the fixed context
+  compared by :func:`ragnb.urls.page_id`, as ``from-real-questions`` does), and the fixed context
   (``chunk_text``, ``context_chunk_ids``, ``chunk_id``) = those chunks in reading order;
 * ``is_chunk_ok`` false → the item's ``chunk_id`` leaves the relevant chunks and the context; the other
   chunks of a multi-chunk context stay, and ``chunk_text`` is rebuilt from them;
@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from ragnb.datasets.annotation_csv import Place
 from ragnb.datasets.real_questions import CONTEXT_SEPARATOR, _chunks_by_page
 from ragnb.datasets.schema import DatasetItem
-from ragnb.datasets.urls import UNSAFE_URL_SCHEMES, page_id, url_scheme
+from ragnb.urls import UNSAFE_URL_SCHEMES, page_id, url_scheme
 from ragnb.io import natural_key
 
 

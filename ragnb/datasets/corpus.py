@@ -17,8 +17,8 @@ from ragnb.datasets.schema import Dataset, load_dataset
 from ragnb.io import check_unique, comma_list
 from ragnb import config
 from ragnb.config import url_database_name
-from ragnb.rag.embeddings import Encoder, canonical_model_name, get_encoder, options_for, parse_model_options
-from ragnb.rag.encoders.base import limit_text, setting_text
+from ragnb.embeddings.models import Encoder, canonical_model_name, get_encoder, options_for, parse_model_options
+from ragnb.embeddings.base import limit_text, setting_text
 from ragnb.store.engine import Database, connect
 from ragnb.store.models import catalogue_rows, column_vectors
 from ragnb.store.schema import tables
@@ -106,7 +106,7 @@ def stored_model(db: Database, encoder: Encoder, which: str = "chunks") -> str |
 def model_encoders(names: list[str], embedding_model_options: str | dict = "") -> list[Encoder]:
     """The encoders of ``names`` with their query/document settings: ``embedding_model_options`` (a notebook
     parameter: JSON or a mapping ``{model: {query_prompt, document_prompt, input_type, dimensions}}``) over the
-    environment's (:func:`ragnb.rag.embeddings.env_options_for`). An entry for a model not compared is a
+    environment's (:func:`ragnb.embeddings.models.env_options_for`). An entry for a model not compared is a
     typo, never ignored."""
     given = parse_model_options(embedding_model_options, "embedding_model_options")
     compared = {canonical_model_name(n or config.embedding_model_name()): n for n in names}

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from ragnb import config
 from ragnb.datasets.schema import Dataset, DatasetItem
-from ragnb.rag.embeddings import Encoder, get_encoder
+from ragnb.embeddings.models import Encoder, get_encoder
 from ragnb.store.engine import Database, connect
 from ragnb.store.loaders import insert_rows
 from ragnb.store.vectors import embed_table

@@ -13,7 +13,7 @@ from ragnb.datasets.build import (FILE_PREFIX, BuildResult, check_count, chunk_t
                                   mode_metadata)
 from ragnb.datasets.demo import simulated_scores
 from ragnb.datasets.schema import Dataset, DatasetItem
-from ragnb.datasets.urls import page_id, url_match, url_match_warning
+from ragnb.urls import page_id, url_match, url_match_warning
 from ragnb.io import natural_key
 
 CONTEXT_SEPARATOR = "\n\n"  # between the chunks of a fixed context
@@ -131,7 +131,7 @@ def generate_from_real_questions(corpus: Any, max_questions: int = 0, exact_scor
     Per item:
 
     * ``relevant_chunk_ids`` = every embedded chunk whose url names the same page as the logged url
-      (:func:`ragnb.datasets.urls.page_id`), so Tier 1 can score it;
+      (:func:`ragnb.urls.page_id`), so Tier 1 can score it;
     * ``is_relevant_chunk_matched`` = one of the top-k chunks is on that page (None without a logged url);
     * ``chunk_text`` (Tier 2's fixed context) = the texts of ``relevant_chunk_ids`` (the logged page's chunks,
       the known-relevant context) joined in chunk order by a blank line, ``context_chunk_ids`` = those ids,

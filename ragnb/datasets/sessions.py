@@ -27,9 +27,9 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-from ragnb.rag.encoders.base import encode_queries
+from ragnb.embeddings.base import encode_queries
 from ragnb.io import iter_json_records
-from ragnb.rag.embeddings import Encoder, get_encoder
+from ragnb.embeddings.models import Encoder, get_encoder
 from ragnb.store.engine import Database, connect
 from ragnb.store.loaders import insert_rows
 from ragnb.store.schema import table_exists, tables

@@ -1,8 +1,8 @@
 """LLM access for judges and generation: async OpenAI-compatible client, disk cache, usage ledger.
 
-The LLM-judged metrics live in :mod:`ragnb.llm.judges`: one :class:`~ragnb.llm.judges.base.LLMMetric` API
+The LLM-judged metrics live in :mod:`ragnb.judges`: one :class:`~ragnb.judges.base.LLMMetric` API
 (``get_llm_metric(name).evaluate_sync(sample, client, config)``, ``.evaluate_dataset(samples, client, config)``),
-one :class:`~ragnb.llm.judges.sample.Sample`, one :class:`~ragnb.llm.judges.judge_config.JudgeConfig`, one
+one :class:`~ragnb.judges.sample.Sample`, one :class:`~ragnb.judges.judge_config.JudgeConfig`, one
 :class:`~ragnb.llm.result.EvaluationResult`.
 
 Typical use::

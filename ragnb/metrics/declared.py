@@ -1,7 +1,7 @@
 """Metrics ragnb reports but computes above ``ragnb.metrics``: declared here, once, by reference.
 
 The tiers and the analyses compute these (the LLM-judged metrics themselves are metric objects registered
-where they are defined, :func:`ragnb.llm.judges.base.register_metric`); ``ragnb.metrics`` never imports
+where they are defined, :func:`ragnb.judges.base.register_metric`); ``ragnb.metrics`` never imports
 those layers, so each entry names its computing function by import path (checked by the common metric
 test). Name, kind, range, direction and formula are the contract, as for every registered metric; the
 definitions in words are in docs/metrics.md.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ragnb.metrics.registry import declare
 
-_RELIABILITY = "ragnb.llm.judges.reliability"
+_RELIABILITY = "ragnb.judges.reliability"
 
 # --------------------------------------------------------------------------- Tier Judge
 

@@ -430,7 +430,7 @@ def context_utilization(answer: str, contexts: Sequence[str], method: str = "con
     if method not in UTILIZATION_METHODS:
         raise ValueError(f"method must be one of {UTILIZATION_METHODS}, got {method!r}")
     if method == "embedding" and encoder is None:
-        raise ValueError("method='embedding' needs an encoder (e.g. ragnb.rag.embeddings.get_encoder())")
+        raise ValueError("method='embedding' needs an encoder (e.g. ragnb.embeddings.models.get_encoder())")
     sentences = split_sentences(answer)
     if not sentences:
         return math.nan

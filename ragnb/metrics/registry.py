@@ -26,13 +26,13 @@ Kinds and their calls (positional data inputs; options are keyword arguments wit
     classification  fn(y_true, y_pred_or_scores) → value
     session         fn(sessions) → result with ``.value``
     timing          fn(values_ms) → value
-    llm             an LLM-judged metric *object* (:class:`ragnb.llm.judges.base.LLMMetric`): evaluate /
+    llm             an LLM-judged metric *object* (:class:`ragnb.judges.base.LLMMetric`): evaluate /
                     evaluate_sync on one sample, aevaluate_dataset / evaluate_dataset on many, registered by
-                    ``ragnb.llm.judges.base.register_metric``; or, declared, a statistic over judgements
+                    ``ragnb.judges.base.register_metric``; or, declared, a statistic over judgements
     estimator       fn(judge scores, human labels, …) → an estimate of a judged mean with its CI from few
                     labels (prediction-powered inference, ``ragnb.metrics.ppi``)
 
-The LLM-judged metrics register their objects from ``ragnb.llm.judges`` (:func:`load_all` imports those
+The LLM-judged metrics register their objects from ``ragnb.judges`` (:func:`load_all` imports those
 modules lazily). Other metrics computed in a layer above ``ragnb.metrics`` (the tiers, the analyses) are
 *declared* here with :func:`declare`, which names the function that computes them by its import path
 (metrics never imports those layers); the common test checks that the path resolves. Only modules of
@@ -119,7 +119,7 @@ class TimingMetric(Protocol):
 
 
 class LLMMetric(Protocol):
-    """The one API of an LLM-judged metric (implemented by :class:`ragnb.llm.judges.base.LLMMetric`)."""
+    """The one API of an LLM-judged metric (implemented by :class:`ragnb.judges.base.LLMMetric`)."""
 
     def evaluate(self, sample: Any, client: Any, config: Any = None, /) -> Awaitable[Any]: ...
 
@@ -195,7 +195,7 @@ def _check_arity(name: str, kind: str, fn: Any) -> None:
         missing = [m for m in LLM_METHODS if not callable(getattr(fn, m, None))]
         if missing:
             raise ValueError(f"metric {name!r} of kind 'llm' must be an LLM metric object with {LLM_METHODS} "
-                             f"(a ragnb.llm.judges.base.LLMMetric); it lacks {missing}")
+                             f"(a ragnb.judges.base.LLMMetric); it lacks {missing}")
         return
     params = list(inspect.signature(fn).parameters.values())
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -409,9 +409,9 @@ def page_level_version(key: str) -> str | None:
 
 # Metrics register (or declare) themselves when their module is imported. load_all() imports every module of
 # these packages, so a new metric module needs no entry anywhere. The LLM-judged suites register from
-# ragnb.llm.judges, a layer above: imported by name, when a lookup first needs the registry, so that
+# ragnb.judges, a layer above: imported by name, when a lookup first needs the registry, so that
 # ragnb.metrics never imports ragnb.llm at import time.
-METRIC_PACKAGES: tuple[str, ...] = ("ragnb.metrics", "ragnb.llm.judges")
+METRIC_PACKAGES: tuple[str, ...] = ("ragnb.metrics", "ragnb.judges")
 
 
 def metric_modules() -> list[str]:

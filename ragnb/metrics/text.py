@@ -269,7 +269,7 @@ def euclidean_distance(a_vec, b_vec) -> float:
 
 def embed_similarity(predictions: Sequence[str], references: Sequence[str], encoder=None,
                      measures: Sequence[str] = MEASURES) -> pd.DataFrame:
-    """Embed both lists with ``encoder`` (e.g. :func:`ragnb.rag.embeddings.get_encoder`) and score each pair.
+    """Embed both lists with ``encoder`` (e.g. :func:`ragnb.embeddings.models.get_encoder`) and score each pair.
 
     Returns one column per measure (``semantic_similarity``, ``dot_similarity``, ``euclidean_distance``).
     Pairs where either text is blank are NaN and are not embedded.
@@ -279,7 +279,7 @@ def embed_similarity(predictions: Sequence[str], references: Sequence[str], enco
     if bad:
         raise ValueError(f"measures must be among {MEASURES}, got {bad}")
     if encoder is None:
-        raise ValueError("embed_similarity needs an encoder (e.g. ragnb.rag.embeddings.get_encoder()); "
+        raise ValueError("embed_similarity needs an encoder (e.g. ragnb.embeddings.models.get_encoder()); "
                          "pass semantic=False to text_metrics to skip the embedding measures")
     ok = np.array([bool(a.strip()) and bool(b.strip()) for a, b in zip(p, r)], dtype=bool)
     idx = np.flatnonzero(ok)
@@ -359,7 +359,7 @@ def response_consistency(responses: Sequence[str], encoder=None, *, normalize: b
         out["reason"] = "semantic consistency not computed (encoder=False)"
         return out
     if encoder is None:
-        raise ValueError("response_consistency needs an encoder (e.g. ragnb.rag.embeddings.get_encoder()), or "
+        raise ValueError("response_consistency needs an encoder (e.g. ragnb.embeddings.models.get_encoder()), or "
                          "encoder=False to skip the semantic part")
     out["response_semantic_consistency"] = semantic_consistency(encoder.encode(rs))
     return out

@@ -326,7 +326,7 @@ def _page(value: object) -> str | None:
 def same_page_flags(best_idx: Sequence[int], query_pages: Sequence, cache_pages: Sequence) -> np.ndarray:
     """Per query: 1.0 when it and its best cache match (row ``best_idx[i]``, −1 = none) cite the same page,
     0.0 when both cite a page and the pages differ, NaN when either cites none (None/NaN/blank) or there is
-    no match. Pages are compared as given: pass normalised page ids (:func:`ragnb.datasets.urls.page_id`)."""
+    no match. Pages are compared as given: pass normalised page ids (:func:`ragnb.urls.page_id`)."""
     out = np.full(len(best_idx), np.nan)
     for i, j in enumerate(best_idx):
         if j < 0:

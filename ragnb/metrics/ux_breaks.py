@@ -31,7 +31,7 @@ def page_change_labels(pages: Sequence, session_ids: Sequence) -> np.ndarray:
     """The oracle per turn, turns in session order: 1.0 when the turn cites another page than the previous turn
     of its session, 0.0 when it cites the same, NaN for a session's first turn or when either turn cites no
     page (None/NaN/blank). Pages are compared as given: pass normalised page ids
-    (:func:`ragnb.datasets.urls.page_id`)."""
+    (:func:`ragnb.urls.page_id`)."""
     pages = [_page(p) for p in pages]
     sids = [str(s) for s in session_ids]
     if len(pages) != len(sids):

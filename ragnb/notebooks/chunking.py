@@ -52,7 +52,7 @@ output_dir = str(notebook_output_dir(output_dir))  # the one rule for the defaul
 
 from ragnb.reports import report
 from ragnb.analysis import chunking
-from ragnb.rag.embeddings import get_encoder
+from ragnb.embeddings.models import get_encoder
 from ragnb.store.engine import connect
 from ragnb.config import url_database_name
 from ragnb.datasets.corpus import CORPORA, open_dataset

@@ -49,7 +49,7 @@ from ragnb.config import notebook_output_dir
 output_dir = str(notebook_output_dir(output_dir))  # the one rule for the default folder (ragnb.config)
 
 from ragnb.reports import report
-from ragnb.rag.embeddings import get_encoder
+from ragnb.embeddings.models import get_encoder
 from ragnb.tiers import judging
 from ragnb.llm.setup import open_llm
 

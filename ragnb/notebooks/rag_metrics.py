@@ -59,7 +59,7 @@ from pathlib import Path
 from ragnb.io import comma_list
 
 from ragnb.reports import report
-from ragnb.rag.embeddings import get_encoder
+from ragnb.embeddings.models import get_encoder
 from ragnb.metrics.stats import summary_frame
 from ragnb.llm.setup import open_llm
 from ragnb.tiers.rag_suite import answer_model, load_rag_dataset, run_rag_suite, samples_from_system, top_rows

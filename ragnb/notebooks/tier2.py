@@ -53,7 +53,7 @@ import pandas as pd
 import plotly.express as px
 
 from ragnb.reports import charts, report
-from ragnb.rag.embeddings import get_encoder
+from ragnb.embeddings.models import get_encoder
 from ragnb.metrics.stats import summary_frame
 from ragnb.rag.system import load_system
 from ragnb.datasets.corpus import open_dataset

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ragnb.rag.encoders.base import encode_queries
+from ragnb.embeddings.base import encode_queries
 from ragnb.config import read_yaml_mapping
 
 

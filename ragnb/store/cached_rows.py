@@ -1,12 +1,12 @@
 """Rows whose vectors the disk cache holds already, found without reading their texts.
 
-The disk cache keys a vector by ``sha256(text as UTF-8)`` (:func:`ragnb.rag.embedding_cache.text_key`; the
+The disk cache keys a vector by ``sha256(text as UTF-8)`` (:func:`ragnb.embeddings.cache.text_key`; the
 encoder's fingerprint and role name the cache file, not the key). PostgreSQL (≥ 11) computes the same digest with
 ``sha256(convert_to(text, 'UTF8'))``: in a UTF8 database ``convert_to`` hands the stored bytes over unchanged, and
 psycopg decodes those same bytes into the Python ``str`` that ``text_key`` encodes again — so the server hashes
 exactly the bytes the client would. ``embed_table`` then reads ids + digests (64 bytes a row instead of the whole
 text: on 50,000 chunks of 60–200 words, 56 MB the client no longer reads, decodes and hashes), finds which digests
-the cache holds (:meth:`~ragnb.rag.embedding_cache.EmbeddingCache.locate`), reads their vectors a block at a time
+the cache holds (:meth:`~ragnb.embeddings.cache.EmbeddingCache.locate`), reads their vectors a block at a time
 in the cache file's order while the previous block is written (:class:`CachedRows`: memory bounded by the block,
 not the table — a whole 1M-row matrix cost 2.4 GB and page faults), and reads the texts of the misses only, which
 are encoded as before. A database in another encoding, an older server, an
@@ -68,7 +68,7 @@ DIGEST_PARAMS = (WHITESPACE, WHITESPACE)
 @dataclass
 class CachedRows:
     """Rows the disk cache holds vectors for, found by their digests, their texts not read: ``ids`` with their
-    cache ``keys`` and ``handles`` (:meth:`~ragnb.rag.embedding_cache.EmbeddingCache.locate`, in the cache
+    cache ``keys`` and ``handles`` (:meth:`~ragnb.embeddings.cache.EmbeddingCache.locate`, in the cache
     file's order), ``blank`` rows without text. ``read_texts(ids)`` reads ``(id, text)`` rows back, for
     entries that turn out unusable when read (replaced meanwhile, damaged): those rows are encoded instead."""
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ragnb.progress import reporter
-from ragnb.rag.encoders.base import LOCAL_MODEL_FIX, EmbeddingReplyError, check_vectors, nothing_to_save
+from ragnb.embeddings.base import LOCAL_MODEL_FIX, EmbeddingReplyError, check_vectors, nothing_to_save
 from ragnb.store.cached_rows import CachedRows, role_of
 
 # A write is one transaction: COPY into a stage, one merge, a commit. Its cost is fixed (a few round trips and

@@ -4,7 +4,7 @@ Everything is validated before anything is written; a bad row raises ``ValueErro
 the line and the field. Nothing is guessed: dates are ISO 8601 (or follow an explicit ``date_format``),
 scores are integers 1–5, ids are strings or integers of at most :data:`ragnb.store.schema.ID_MAX_CHARS`
 characters (a float id — how pandas stores an integer column with gaps — is refused, never rounded), a url is
-http(s) or has no scheme (:func:`ragnb.datasets.urls.check_url`), and a JSON ``NaN`` is an error, not a
+http(s) or has no scheme (:func:`ragnb.urls.check_url`), and a JSON ``NaN`` is an error, not a
 missing value. A file is read, validated and COPYed into a staging table a batch of rows at a time
 (:mod:`ragnb.store.readers`, :class:`FileRows`), so memory does not grow with the file, and merged in one
 transaction once its last row has passed (:mod:`ragnb.store.upsert`): a bad row anywhere writes nothing. An id already
@@ -27,7 +27,7 @@ from typing import Any, Iterator
 import pandas as pd
 import sqlalchemy as sa
 
-from ragnb.datasets.urls import check_url
+from ragnb.urls import check_url
 from ragnb.store.engine import Database
 from ragnb.store.markdown import FolderRows, chunk_text  # noqa: F401  (chunk_text is read from here too)
 from ragnb.store.readers import read_records

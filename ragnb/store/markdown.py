@@ -17,7 +17,7 @@ The chunk url of a page without a front-matter ``url`` comes from the URL templa
 :data:`PLACEHOLDERS`; without a template it is the relative path (``ops/vpn.md``), as before.
 
 Refused, naming the file: a front-matter ``url`` (or a template) whose scheme is not http(s) (``javascript:``
-… — :func:`ragnb.datasets.urls.check_url`); a key repeated in the front matter; a template that gives two pages
+… — :func:`ragnb.urls.check_url`); a key repeated in the front matter; a template that gives two pages
 the same URL (one without a placeholder, or ``{stem}`` for two ``vpn.md``): they would be one page to every
 URL-based metric. A page without text (an empty file, front matter only) is skipped with a warning; a folder
 in which no page has text is an error.
@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 import yaml
 
-from ragnb.datasets.urls import check_url
+from ragnb.urls import check_url
 from ragnb.io import load_yaml, read_text
 from ragnb.store.schema import check_id_length
 

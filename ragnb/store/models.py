@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 import sqlalchemy as sa
 
-from ragnb.rag.encoders.base import SETTING_KEYS, settings_diff, settings_of
+from ragnb.embeddings.base import SETTING_KEYS, settings_diff, settings_of
 from ragnb.store.engine import Database
 from ragnb.store.schema import Tables, column_dimension, table_exists, tables
 

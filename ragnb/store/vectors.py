@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 import numpy as np
 
-from ragnb.rag.encoders.base import check_batch_size
+from ragnb.embeddings.base import check_batch_size
 from ragnb.store.copy import ensure_vector_type, stage_vectors
 from ragnb.store.cached_rows import CachedRows, role_cache, server_hashes_utf8, split_cached
 from ragnb.store.encode_pipeline import encode_rows, rows_to_go

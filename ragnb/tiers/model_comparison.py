@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from ragnb.metrics.embedding import truncation_stats
-from ragnb.rag.encoders.base import SETTING_KEYS, limit_text, setting_text
+from ragnb.embeddings.base import SETTING_KEYS, limit_text, setting_text
 from ragnb.metrics.paired import holm, paired_test, verdict
 from ragnb.metrics.registry import direction
 from ragnb.metrics.stats import format_mean_ci

@@ -173,7 +173,7 @@ def offline_metrics(samples: list[dict], encoder: Any, language: str = "auto") -
 
 def _llm_metric(name: str, models: list[str], aggregate_how: str, language: str, encoder: Any):
     """(async evaluate(sample, client) -> EvaluationResult, settings that the score depends on)."""
-    from ragnb.llm.judges import JudgeConfig, get_llm_metric
+    from ragnb.judges import JudgeConfig, get_llm_metric
 
     config = JudgeConfig(models=list(models), aggregate=aggregate_how, language=language)
     # The suite's "noise_sensitivity" is the registered noise_sensitivity_relevant (ragas' default mode): the

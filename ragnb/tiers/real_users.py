@@ -2,7 +2,7 @@
 whose URL the production system logged with each question (``question_answer.confluence_url``).
 
 Ground truth is a proxy: the page the production system showed the user, not a full manual judgment.
-A logged URL and a chunk URL name the same page when their :func:`ragnb.datasets.urls.page_id` is equal (scheme,
+A logged URL and a chunk URL name the same page when their :func:`ragnb.urls.page_id` is equal (scheme,
 ``www.``, trailing slash, anchors and Confluence ``pageId=`` / ``/pages/<id>/`` forms are normalised).
 
 * relevant chunks (qrels) = every chunk whose URL has the logged page id, grade 1;
@@ -27,7 +27,7 @@ from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate, format_mean_ci
 from ragnb.rag.retrieval import RetrievalResult, Retriever
 from ragnb.tiers.result import TierResult
-from ragnb.datasets.urls import page_id, url_match, url_match_warning
+from ragnb.urls import page_id, url_match, url_match_warning
 
 DOC_METRICS = ("doc_hit_rate@1", "doc_hit_rate@3", "doc_hit_rate@5", "doc_hit_rate@10", "doc_mrr",
                "doc_recall@5", "doc_precision@5", "doc_ndcg@5", "doc_ndcg@10")
@@ -49,7 +49,7 @@ class RealUsersResult(TierResult):
 
 
 def page_of(url) -> str | None:
-    """:func:`ragnb.datasets.urls.page_id` of a URL, None for anything that is not a string — pandas turns a missing
+    """:func:`ragnb.urls.page_id` of a URL, None for anything that is not a string — pandas turns a missing
     URL into NaN (a float) in string columns, and ``page_id(nan)`` would read it as the text "nan"."""
     return page_id(url) if isinstance(url, str) else None
 

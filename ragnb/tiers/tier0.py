@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragnb.rag.embeddings import Encoder
+from ragnb.embeddings.models import Encoder
 from ragnb.metrics.embedding import tier0_metrics, truncation_stats
 from ragnb.tiers.result import TierResult, encoder_meta
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ragnb.rag.encoders.base import encode_queries
+from ragnb.embeddings.base import encode_queries
 from ragnb.datasets.schema import Dataset
-from ragnb.rag.embeddings import Encoder
+from ragnb.embeddings.models import Encoder
 from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate

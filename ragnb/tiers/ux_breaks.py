@@ -49,7 +49,7 @@ def turn_similarities(vectors: np.ndarray, session_ids) -> np.ndarray:
 
 def _oracle(turns: pd.DataFrame) -> np.ndarray | None:
     """Page-change labels per turn from the turns' cited urls; None where no pair can be judged."""
-    from ragnb.datasets.urls import page_id
+    from ragnb.urls import page_id
 
     if "url" not in turns:
         return None

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ragnb.datasets.urls import page_id
+from ragnb.urls import page_id
 from ragnb.metrics.stats import aggregate
 from ragnb.metrics.ux import cache_hit_rate, check_tau
 from ragnb.metrics.ux_oracle import ANSWER, PAGE, answer_keys, oracle_flags, oracle_name

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ragnb.datasets.sessions import SESSION_CHOICES, SessionLog
-from ragnb.rag.encoders.base import encode_queries
+from ragnb.embeddings.base import encode_queries
 
 SIMULATED_NOTE = ("The demo question log's user scores are SIMULATED (a fixed random draw, see ragnb.datasets.demo): the "
                   "score-5 cache is a random ~half of the demo questions, so cache_hit_rate here shows how the "
@@ -57,7 +57,7 @@ def load_inputs(
     score-``cache_score`` rows. Sessions — ``"demo"``: the bundled ruTiE + TREC CAsT sessions in their own
     database; ``"db"``: the configured log's rows that have a session id.
     """
-    from ragnb.rag.embeddings import get_encoder
+    from ragnb.embeddings.models import get_encoder
 
     _check_input_options(corpus, sessions, max_questions, max_sessions, cache_score)
     encoder = get_encoder(embedding_model or None)

@@ -155,7 +155,7 @@ def test_a_metric_added_by_the_recipe_is_in_the_tier1_report(tmp_path, encoder):
 
 
 # What registers a metric: these functions, imported from their modules or called through them.
-_REGISTERING = {"ragnb.metrics.registry": {"register", "declare"}, "ragnb.llm.judges.base": {"register_metric"}}
+_REGISTERING = {"ragnb.metrics.registry": {"register", "declare"}, "ragnb.judges.base": {"register_metric"}}
 
 
 def registering_lines(source: str) -> list[int]:
@@ -189,7 +189,7 @@ def test_nothing_outside_the_metric_packages_registers():
     ("from ragnb.metrics.registry import register\n", [1]),
     ("from ragnb.metrics.registry import parse_name, declare\n", [1]),
     ("from ragnb.metrics import registry\nregistry.register('x', 'f')(f)\n", [2]),
-    ("from ragnb.llm.judges import base\nbase.register_metric(m)\n", [2]),
+    ("from ragnb.judges import base\nbase.register_metric(m)\n", [2]),
     ("def register(conn):\n    pass\nregister(c)\natexit.register(f)\n", []),
 ])
 def test_the_scan_finds_registrations(source, lines):

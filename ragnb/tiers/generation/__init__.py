@@ -52,7 +52,7 @@ from ragnb.metrics.fallback_trust import agreement_rows, mark_trust
 from ragnb.rag.system import BaselineSystem
 from ragnb.tiers.itemlog import ItemLog, fingerprint, run_items
 from ragnb.tiers.generation.aggregation import JUDGED, LLM_ONLY, faithfulness_key, per_item_frame, summary_of
-from ragnb.rag.embeddings import MemoEncoder
+from ragnb.embeddings.models import MemoEncoder
 from ragnb.tiers.generation.answering import answer_method, generation_model, item_key, scorer
 from ragnb.tiers.generation.kinds import TIER2_JUDGED, TIER3_JUDGED, Tier2, Tier3
 from ragnb.tiers.result import TierResult
@@ -98,8 +98,8 @@ def make_judge(client: Any, judge_models: str, aggregate: str = "mean", mode: st
     ``client``: :attr:`ragnb.datasets.corpus.LLMSetup.client` (None offline); ``judge_models``: comma-separated
     model ids. The configuration is validated even when no judge can be built, so a typo fails early.
     """
-    from ragnb.llm.judges import JudgeConfig
-    from ragnb.llm.judges.scores import Judge
+    from ragnb.judges import JudgeConfig
+    from ragnb.judges.scores import Judge
 
     models = parse_models(judge_models)
     if models:
@@ -119,7 +119,7 @@ def make_judge(client: Any, judge_models: str, aggregate: str = "mean", mode: st
 
 def _check(dataset: Dataset, consistency_runs: int, top_k: int, concurrency: int, language: str,
            judge_metrics: Sequence[str]) -> tuple[str, ...]:
-    from ragnb.llm.judges.scores import SCALES
+    from ragnb.judges.scores import SCALES
 
     if not isinstance(dataset, Dataset) or not dataset.items:
         raise ValueError("dataset must be a ragnb Dataset with at least one item (see ragnb.datasets.corpus.open_dataset)")
@@ -300,7 +300,7 @@ def run_tier2(dataset: Dataset, system: Any, encoder: Any, *, judge: Any = None,
 
     ``system``: anything with ``answer(question, contexts)`` (:func:`ragnb.rag.system.load_system`); ``encoder``:
     the embedding model for the faithfulness fallback and the similarity metrics; ``judge``: a
-    :class:`ragnb.llm.judges.scores.Judge` or None (offline: see the module docstring); ``log_path``: the
+    :class:`ragnb.judges.scores.Judge` or None (offline: see the module docstring); ``log_path``: the
     :class:`~ragnb.tiers.itemlog.ItemLog` JSONL that makes the run resumable. Summary keys: ``faithfulness``,
     ``hallucination_rate``, ``context_utilization``, [``answer_relevance``, ``answer_correctness`` (1–5) with a
     judge], ``rouge1``, ``rouge2``, ``rougel``, ``bleu`` (mean sentence BLEU, 0–100), ``answer_exact_match_unicode``,

@@ -118,8 +118,8 @@ def scorer(by_key: dict[str, DatasetItem], contexts_of: dict[str, dict], system:
         texts = [c.text for c in contexts]
         llm_faith = None
         if judge is not None:
-            from ragnb.llm.judges.sample import Sample
-            from ragnb.llm.judges.scores import SCORES
+            from ragnb.judges.sample import Sample
+            from ragnb.judges.scores import SCORES
 
             # The direct judge scores through the one LLM-metric API (imported here: only a judged run loads
             # them); rec["judge"] is keyed by the judged aspect (faithfulness, e2e_score, …).

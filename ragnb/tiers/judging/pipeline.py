@@ -232,8 +232,8 @@ def run_tier_judge_pipeline(
 
 
 def _llm_judge(client: Any, models: list[str], aggregate: str, mode: str, language: str) -> Any:
-    from ragnb.llm.judges import JudgeConfig
-    from ragnb.llm.judges.scores import Judge
+    from ragnb.judges import JudgeConfig
+    from ragnb.judges.scores import Judge
 
     return Judge(client, JudgeConfig(models=models, aggregate=aggregate, mode=mode, language=language))
 

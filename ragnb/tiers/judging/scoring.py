@@ -14,7 +14,7 @@ import pandas as pd
 from ragnb.io import to_jsonable
 from ragnb.metrics.fallback import OFFLINE_METHOD
 from ragnb.metrics.stats import aggregate as _stats_aggregate
-from ragnb.rag.embeddings import MemoEncoder
+from ragnb.embeddings.models import MemoEncoder
 from ragnb.tiers.itemlog import ItemLog, run_items
 from ragnb.tiers.judging.choice import OFFLINE_BACKEND
 from ragnb.datasets.judge_items import JudgePipelineDataset, JudgePipelineItem

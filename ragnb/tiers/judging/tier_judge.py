@@ -80,14 +80,14 @@ def run_tier_judge(
     overlap), which ignores ``modes`` and is deterministic.
 
     Per mode
-    (see docs/metrics.md, Tier Judge and Judge Pipeline, via :func:`ragnb.llm.judges.reliability.judge_reliability`):
+    (see docs/metrics.md, Tier Judge and Judge Pipeline, via :func:`ragnb.judges.reliability.judge_reliability`):
         consistency_score = mean_q 𝟙[|s₁(q) − s₂(q)| ≤ δ]   (an item with a failed pass: NaN, excluded, counted)
         error_rate        = failed judgements / all 2·n judgements
         avg_latency_ms    = mean latency of the judge calls that reached the endpoint (cache hits excluded)
         avg_faithfulness  = mean first-pass score
     plus ``calibration`` of the first-pass scores against ``ground_truth_show`` (ROC-AUC with CI, best
     threshold by Youden's J, accuracy / balanced accuracy / precision / recall / F1 / κ at
-    ``show_threshold``) and, with several models, :func:`ragnb.llm.judges.agreement.agreement`.
+    ``show_threshold``) and, with several models, :func:`ragnb.judges.agreement.agreement`.
 
     The summary's top level holds the first mode's ``consistency_score``, ``error_rate``,
     ``avg_latency_ms``, ``avg_faithfulness``, ``roc_auc``, ``balanced_accuracy`` and ``cohen_kappa``
@@ -185,7 +185,7 @@ def _check_delta(delta: Any) -> float:
 
 def _modes(offline: bool, modes: Sequence[str], models: list[str], encoder: Any) -> tuple[list[str], list[str]]:
     """The judge modes to run, and the notes that say why (the fallback has one mode)."""
-    from ragnb.llm.judges.judge_config import MODES
+    from ragnb.judges.judge_config import MODES
 
     if offline:
         method = OFFLINE_LABEL
@@ -207,8 +207,8 @@ def _modes(offline: bool, modes: Sequence[str], models: list[str], encoder: Any)
 
 
 def _llm_judge(client: Any, models: list[str], aggregate: str, mode: str, language: str, cache: bool) -> Any:
-    from ragnb.llm.judges import JudgeConfig
-    from ragnb.llm.judges.scores import Judge
+    from ragnb.judges import JudgeConfig
+    from ragnb.judges.scores import Judge
 
     return Judge(client, JudgeConfig(models=models, aggregate=aggregate, mode=mode, language=language, cache=cache))
 
@@ -216,8 +216,8 @@ def _llm_judge(client: Any, models: list[str], aggregate: str, mode: str, langua
 def _mode_block(items: list[JudgePipelineItem], first: list, second: list, delta: float, show_threshold: float,
                 n_boot: int, seed: int, several_models: bool) -> tuple[pd.DataFrame, dict]:
     """One mode's per-item frame and its summary block (reliability, calibration, agreement)."""
-    from ragnb.llm.judges.agreement import agreement
-    from ragnb.llm.judges.reliability import judge_reliability
+    from ragnb.judges.agreement import agreement
+    from ragnb.judges.reliability import judge_reliability
 
     y_true = [it.ground_truth_show for it in items]
     frame, rel = judge_reliability(first, second, delta)
@@ -252,7 +252,7 @@ def _mode_block(items: list[JudgePipelineItem], first: list, second: list, delta
 
 def _summary(by_mode: dict, mode_list: list[str], results: dict, delta: float, n_boot: int, seed: int) -> dict:
     """The first mode's headline numbers, every mode under ``by_mode``, and how far the modes agree."""
-    from ragnb.llm.judges.reliability import judge_consistency
+    from ragnb.judges.reliability import judge_consistency
 
     head = by_mode[mode_list[0]]
     cal = head["calibration"]

@@ -1,5 +1,5 @@
 """The one API of every LLM-judged metric (the direct judge scores, the ragas-style and the NVIDIA-style
-metrics): :class:`LLMMetric` — ``evaluate`` / ``evaluate_sync`` on one :class:`~ragnb.llm.judges.sample.Sample`
+metrics): :class:`LLMMetric` — ``evaluate`` / ``evaluate_sync`` on one :class:`~ragnb.judges.sample.Sample`
 → :class:`~ragnb.llm.result.EvaluationResult`, ``aevaluate_dataset`` / ``evaluate_dataset`` on many →
 ``(per-item DataFrame, summary)`` — its registration (:func:`register_metric`) and lookup by name
 (:func:`get_llm_metric`)."""
@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Mapping
 from typing import Any, ClassVar
 
 from ragnb.llm.client import LLMClient
-from ragnb.llm.judges.judge_config import JudgeConfig
+from ragnb.judges.judge_config import JudgeConfig
 from ragnb.llm.result import EvaluationResult
 from ragnb.llm.sync import run_sync
 from ragnb.metrics import registry

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ragnb.config import redact_url
-from ragnb.rag.encoders.base import CachedEncoder, EmbeddingReplyError, digest, vector_problem
+from ragnb.embeddings.base import CachedEncoder, EmbeddingReplyError, digest, vector_problem
 
 KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 
@@ -106,7 +106,7 @@ class EndpointEncoder(CachedEncoder):
                                    "input_type": self.input_types, "encoding_format": "float"})
         self._dim = dimensions or dim or KNOWN_DIMS.get(self.name)
         if self._dim is None:
-            from ragnb.rag.embedding_cache import read_stored_dim
+            from ragnb.embeddings.cache import read_stored_dim
 
             self._dim = next((d for r in ("document", "query")
                               if (d := read_stored_dim(self.name, self.cache_id(r))) is not None), None)

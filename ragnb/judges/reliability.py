@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ragnb.llm.judges.agreement import EPS, check_delta, check_results
+from ragnb.judges.agreement import EPS, check_delta, check_results
 from ragnb.llm.replies import ChatResult
 from ragnb.llm.result import EvaluationResult
 from ragnb.metrics.stats import latency_summary

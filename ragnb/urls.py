@@ -75,7 +75,7 @@ URL_FIX = ("make the chunk URLs real page URLs: reload the wiki folder with `rag
            "'https://wiki.example.com/{path}'` (placeholders {path}, {relpath}, {stem}, {name}, {title}, {id}) or "
            "put `url:` in each page's front matter; for a file, name its URL column with --map url=COLUMN. URLs are "
            "compared after normalisation (scheme, www., trailing slash, #anchor, percent-encoding and Confluence "
-           "pageId forms are ignored; ragnb/datasets/urls.py)")
+           "pageId forms are ignored; ragnb/urls.py)")
 
 
 def url_match(logged: list[str | None], chunk_urls: list[str | None]) -> dict:

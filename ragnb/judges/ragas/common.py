@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from ragnb.llm.client import LLMClient
-from ragnb.llm.judges.base import LLMMetric
-from ragnb.llm.judges.judge_config import JudgeConfig
-from ragnb.llm.judges.ragas.parsing import IdParser
-from ragnb.llm.judges.sample import Sample, as_sample
+from ragnb.judges.base import LLMMetric
+from ragnb.judges.judge_config import JudgeConfig
+from ragnb.judges.ragas.parsing import IdParser
+from ragnb.judges.sample import Sample, as_sample
 from ragnb.llm.prompts import prompt
 from ragnb.llm.replies import LLMOutputError, LLMTransientError
 from ragnb.llm.result import EvaluationResult, ModelScore, evaluate_with_models

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ragnb.llm.client import LLMClient
-from ragnb.llm.judges.base import LLMMetric
-from ragnb.llm.judges.judge_config import JudgeConfig
-from ragnb.llm.judges.sample import as_sample
+from ragnb.judges.base import LLMMetric
+from ragnb.judges.judge_config import JudgeConfig
+from ragnb.judges.sample import as_sample
 from ragnb.llm.prompts import prompt
 from ragnb.llm.replies import ChatResult, LLMOutputError, LLMTransientError
 from ragnb.llm.result import EvaluationResult, ModelScore, evaluate_with_models
@@ -50,7 +50,7 @@ TEXT = {
 
 def sample_fields(sample: Any, metric: str, required: Sequence[str], optional: Sequence[str] = ()) -> dict[str, Any]:
     """The texts (and the context list, ``"contexts"``) a metric reads from ``sample`` (a
-    :class:`~ragnb.llm.judges.sample.Sample`, a mapping or an object). A required field the sample lacks
+    :class:`~ragnb.judges.sample.Sample`, a mapping or an object). A required field the sample lacks
     (missing, None, NaN) is a ValueError; a blank one is kept (the metric decides: undefined or shortcut);
     an optional one left out is ``""``."""
     s = as_sample(sample)

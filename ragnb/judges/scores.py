@@ -1,14 +1,14 @@
 """The direct LLM judge scores for Tier 2/3 (see docs/metrics.md, LLM judge).
 
-Each score is an :class:`~ragnb.llm.judges.base.LLMMetric` like every other LLM-judged metric
+Each score is an :class:`~ragnb.judges.base.LLMMetric` like every other LLM-judged metric
 (:data:`SCORES`: :class:`JudgeFaithfulness`, :class:`AnswerRelevance`, :class:`AnswerCorrectness`,
-:class:`E2EScore`), on the same :class:`~ragnb.llm.judges.sample.Sample`; :class:`Judge` binds a client and a
+:class:`E2EScore`), on the same :class:`~ragnb.judges.sample.Sample`; :class:`Judge` binds a client and a
 config for the tiers and adds the pairwise judge. Typical use::
 
     from ragnb.llm import LLMClient, LLMSettings
-    from ragnb.llm.judges import JudgeConfig
-    from ragnb.llm.judges.agreement import agreement
-    from ragnb.llm.judges.scores import Judge, JudgeFaithfulness
+    from ragnb.judges import JudgeConfig
+    from ragnb.judges.agreement import agreement
+    from ragnb.judges.scores import Judge, JudgeFaithfulness
 
     client = LLMClient(LLMSettings.from_env())
     config = JudgeConfig(models=["openai/gpt-4o-mini", "google/gemini-2.5-flash"], aggregate="mean",
@@ -56,20 +56,20 @@ re-asked by the client; after the budget that model's ``ModelScore`` is ``failed
 median; majority = the most common value, ties between values → the smaller value (the conservative
 verdict). E.g. three models answering 0.5, 1.0, 0.0 → mean 0.5, median 0.5, majority 0.0.
 
-**Pairwise** (A/B/Tie, with the answers' positions swapped): rules in :mod:`ragnb.llm.judges.pairwise`.
+**Pairwise** (A/B/Tie, with the answers' positions swapped): rules in :mod:`ragnb.judges.pairwise`.
 
 **Registry.** The four score objects are registered (kind "llm", family "judge",
-:func:`~ragnb.llm.judges.base.register_metric`) as ``judge_faithfulness`` — apart from the ragas-style
+:func:`~ragnb.judges.base.register_metric`) as ``judge_faithfulness`` — apart from the ragas-style
 statement ratio ``faithfulness`` — ``answer_relevance``, ``answer_correctness`` and ``e2e_score``. Their
 results keep the judged aspect as ``EvaluationResult.metric`` (``faithfulness``, …: the key of Tier 2/3
 records and of the usage ledger's ``judge.<aspect>``).
 
 **Per-call data.** ``ModelScore.calls`` = HTTP requests sent (re-asks and retries included, 0 when
 answered from the cache); ``details["reasks"]`` = re-asks needed; ``details["calls"]`` = one entry per chat
-call (latency, cached, attempts, tokens) — the input of :func:`ragnb.llm.judges.reliability.judge_latency`.
+call (latency, cached, attempts, tokens) — the input of :func:`ragnb.judges.reliability.judge_latency`.
 
-**Agreement and Tier Judge**: :mod:`ragnb.llm.judges.agreement` (how much the judge models agree,
-Krippendorff's α) and :mod:`ragnb.llm.judges.reliability` (consistency, error rate, latency).
+**Agreement and Tier Judge**: :mod:`ragnb.judges.agreement` (how much the judge models agree,
+Krippendorff's α) and :mod:`ragnb.judges.reliability` (consistency, error rate, latency).
 """
 
 from __future__ import annotations
@@ -82,11 +82,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ragnb.llm.client import LLMClient
-from ragnb.llm.judges.base import LLMMetric, register_metric, warn_deprecated
-from ragnb.llm.judges.judge_config import JudgeConfig
-from ragnb.llm.judges.pairwise import VERDICTS, judge_pairwise
-from ragnb.llm.judges.reading import as_text, call_log, text_field
-from ragnb.llm.judges.sample import as_sample
+from ragnb.judges.base import LLMMetric, register_metric, warn_deprecated
+from ragnb.judges.judge_config import JudgeConfig
+from ragnb.judges.pairwise import VERDICTS, judge_pairwise
+from ragnb.judges.reading import as_text, call_log, text_field
+from ragnb.judges.sample import as_sample
 from ragnb.llm.prompts import load_prompt, render
 from ragnb.llm.replies import ChatResult, LLMOutputError
 from ragnb.llm.result import EvaluationResult, ModelScore, evaluate_with_models
@@ -240,7 +240,7 @@ class JudgeScore(LLMMetric):
     aspect: ClassVar[str]
 
     def validate(self, sample: Any) -> dict[str, str]:
-        """The prompt inputs from a :class:`~ragnb.llm.judges.sample.Sample` (mapping, object): the fields
+        """The prompt inputs from a :class:`~ragnb.judges.sample.Sample` (mapping, object): the fields
         this score reads must be present (None is a ValueError); a blank one is judged ``undefined``."""
         s = as_sample(sample)
         fields = [_FIELD[k] for k in _INPUTS[self.aspect]]
@@ -394,7 +394,7 @@ class Judge:
 
     async def pairwise(self, question: str, answer_a: str, answer_b: str,
                        reference: str | None = None) -> EvaluationResult:
-        """Which answer is better: verdict "A" | "B" | "Tie" (rules in :mod:`ragnb.llm.judges.pairwise`).
+        """Which answer is better: verdict "A" | "B" | "Tie" (rules in :mod:`ragnb.judges.pairwise`).
         ``result.details["verdict"]`` holds the verdict; ``score`` = 1.0 / 0.5 / 0.0 for A / Tie / B."""
         return await judge_pairwise(self, question, answer_a, answer_b, reference)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ragnb.llm.judges.ragas.common import TEXT, RagasJudge, RagasMetric, text_of
-from ragnb.llm.judges.ragas.parsing import IdParser, numbered, read_binary
-from ragnb.llm.judges.sample import Sample
-from ragnb.llm.judges.ragas.statements import binary
+from ragnb.judges.ragas.common import TEXT, RagasJudge, RagasMetric, text_of
+from ragnb.judges.ragas.parsing import IdParser, numbered, read_binary
+from ragnb.judges.sample import Sample
+from ragnb.judges.ragas.statements import binary
 from ragnb.llm.result import ModelScore
 
 STRATEGIES = ("auto", "reference_based", "response_based")

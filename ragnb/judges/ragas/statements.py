@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from ragnb.llm.judges.ragas.common import RagasJudge, RagasMetric, quote_items, text_of
-from ragnb.llm.judges.ragas.parsing import IdParser, joined_contexts, numbered, parse_statements, read_binary
-from ragnb.llm.judges.sample import Sample
+from ragnb.judges.ragas.common import RagasJudge, RagasMetric, quote_items, text_of
+from ragnb.judges.ragas.parsing import IdParser, joined_contexts, numbered, parse_statements, read_binary
+from ragnb.judges.sample import Sample
 from ragnb.llm.result import ModelScore
 from ragnb.metrics.fallback import split_sentences
 
