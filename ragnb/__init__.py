@@ -30,7 +30,10 @@ import importlib
 # typing.TYPE_CHECKING without importing typing (type checkers read this spelling as the same flag)
 TYPE_CHECKING = False
 
+from ragnb import moved as _moved
 from ragnb.version import __version__
+
+_moved.install()  # old import paths of moved modules keep working for one release, with a warning
 
 # Public name → (module, attribute). The one list behind __all__, __getattr__ and __dir__.
 _PUBLIC: dict[str, tuple[str, str]] = {
