@@ -291,9 +291,10 @@ def embed(
                 stats = embed_table(db, which, encoder, batch_size=batch_size, replace=replace).as_dict()
                 if default:
                     from ragnb.store.default_model import make_default
+                    from ragnb.store.models import locate
 
-                    stats = {**stats, "storage": "column",
-                             "previous_default": make_default(db, which, encoder.name)["previous"]}
+                    previous = make_default(db, which, encoder.name)["previous"]
+                    stats = {**stats, "storage": locate(db, which).storage, "previous_default": previous}
                 _print_json(stats)
     except ValueError as exc:
         _fail(exc)
