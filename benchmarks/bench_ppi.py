@@ -15,8 +15,12 @@ every response has a human label; the truth is the mean human label over all of 
 Per judge and budget n ∈ {25, 50, 100, 200}: ``--draws`` draws (seeded) of n labelled items, uniformly without
 replacement (the rest unlabelled): coverage of the truth by the 95% PPI++ and human-only intervals (ragnb's
 finite-sample intervals, and the authors' normal ones on the same draws), their median widths, median λ and
-effective n; stratified PPI++ over three bins of the judge's score (labels allocated in proportion); and at equal
-expected budget the active design (ragnb.metrics.ppi_active: π from the judge's uncertainty, Poisson sampling). The judge-only mean's bias is exact (all labels known).
+effective n; stratified PPI++ over three bins of the judge's score (labels allocated in proportion); the learned
+active design of ``label-plan --active`` (ragnb.metrics.ppi_learned: the uniform sample's first half is round 1,
+its labels fit the judge's error and decide; when the decision is uniform, round 2 is the sample's second half,
+so that draw's interval is the uniform one; else n/2 more items by Poisson sampling with the learned π); and at
+equal expected budget the earlier single-round active design (ragnb.metrics.ppi_active: π from √(s(1 − s)),
+Poisson sampling), kept for comparison. The judge-only mean's bias is exact (all labels known).
 
 Usage: PYTHONPATH=$PWD python benchmarks/bench_ppi.py [--draws 2000] [--out benchmarks/results/ppi.json]
 """
@@ -35,8 +39,9 @@ import numpy as np
 from ragnb.io import atomic_write_text
 from ragnb.metrics.fallback import word_overlap_faithfulness
 from ragnb.metrics.fallback_agreement import begin_set
-from ragnb.metrics.ppi import BINARY, classical_arrays, fill_failed, judge_only_arrays, ppi_arrays
+from ragnb.metrics.ppi import BINARY, PPIResult, classical_arrays, fill_failed, judge_only_arrays, ppi_arrays
 from ragnb.metrics.ppi_active import active_arrays, inclusion_probabilities, uncertainty
+from ragnb.metrics.ppi_learned import choose, fit_error, learned_arrays
 from ragnb.metrics.ppi_strata import ppi_stratified
 
 BUDGETS = (25, 50, 100, 200)
@@ -92,15 +97,22 @@ def simulate(y_pop: np.ndarray, f_pop: np.ndarray, n: int, draws: int, seed: int
     ``human_normal`` are the authors' normal intervals on the same draws, for comparison."""
     truth, N = float(y_pop.mean()), y_pop.size
     rng = np.random.default_rng(seed)
-    keys = ("ppi", "ppi_normal", "human", "human_normal", "judge_only", "stratified", "active", "active_human")
+    keys = ("ppi", "ppi_normal", "human", "human_normal", "judge_only", "stratified", "learned", "active",
+            "active_human")
     rows = {k: [] for k in keys}
+    picked, ratios = [], []
     for _ in range(draws):
         pick = rng.integers(0, N, size=N)
         y, (f,) = y_pop[pick], fill_failed(f_pop[pick])[1]
         pi = inclusion_probabilities(uncertainty(f_pop[pick]), n)
+        order = rng.choice(N, n, replace=False)
         mask = np.zeros(N, dtype=bool)
-        mask[rng.choice(N, n, replace=False)] = True
+        mask[order] = True
         rows["ppi"].append(ppi_arrays(y[mask], f[mask], f[~mask], bounds=BINARY))
+        chose, ratio, learned = _learned(y, f, order, rng, rows["ppi"][-1])
+        picked.append(chose)
+        ratios.append(ratio)
+        rows["learned"].append(learned)
         rows["ppi_normal"].append(ppi_arrays(y[mask], f[mask], f[~mask], finite=False))
         rows["human"].append(classical_arrays(y[mask], N=N, bounds=BINARY))
         rows["human_normal"].append(classical_arrays(y[mask], N=N, finite=False))
@@ -121,11 +133,39 @@ def simulate(y_pop: np.ndarray, f_pop: np.ndarray, n: int, draws: int, seed: int
         out[k] = {"coverage": float(np.mean([_covers(r.ci, truth) for r in ok])),
                   "median_width": float(np.median([r.width for r in ok])),
                   "median_lambda": (float(np.nanmedian([r.lam for r in ok]))
-                                    if k in ("ppi", "stratified", "active") else None),
+                                    if k in ("ppi", "stratified", "learned", "active") else None),
                   "median_effective_n": (float(np.nanmedian([r.effective_n for r in ok]))
                                          if np.isfinite([r.effective_n for r in ok]).any() else None),
                   "mean_labels": float(np.mean([r.n for r in ok])), "draws_with_interval": len(ok)}
+    out["learned"]["share_learned"] = float(np.mean(picked))
+    # the draws that went learned alone, beside uniform PPI++ on the same draws: a design chosen rarely must still
+    # cover when it is chosen
+    went = [(lr, u) for p, lr, u in zip(picked, rows["learned"], rows["ppi"]) if p]
+    out["learned"]["when_learned"] = {
+        "draws": len(went), "coverage": float(np.mean([_covers(lr.ci, truth) for lr, _ in went])) if went else None,
+        "median_width": float(np.median([lr.width for lr, _ in went])) if went else None,
+        "uniform_median_width": float(np.median([u.width for _, u in went])) if went else None}
+    out["learned"]["median_expected_ratio"] = float(np.median(ratios))
     return out
+
+
+def _learned(y: np.ndarray, f: np.ndarray, order: np.ndarray, rng: np.random.Generator,
+             uniform: PPIResult) -> tuple[bool, float, PPIResult]:
+    """The learned design on the same draw: round 1 = the first half of the uniform sample ``order``; when its
+    labels keep round 2 uniform, round 2 = the sample's other half, so the interval is ``uniform`` itself."""
+    N, n1 = f.size, order.size // 2
+    n2 = order.size - n1
+    first = np.zeros(N, dtype=bool)
+    first[order[:n1]] = True
+    model = fit_error(y[first], f[first], f[~first])
+    pick, ratio, pi_rest = choose(model, f[~first], n1, n2)
+    if not pick:
+        return False, ratio, uniform
+    pi = np.ones(N)
+    pi[~first] = pi_rest
+    drawn = np.zeros(N, dtype=bool)
+    drawn[~first] = rng.uniform(size=N - n1) < pi_rest
+    return True, ratio, learned_arrays(y, f, first, drawn, pi, n2, model, bounds=BINARY)
 
 
 def main(argv: list[str]) -> None:
@@ -138,8 +178,8 @@ def main(argv: list[str]) -> None:
     result = {"data": "BEGIN dev (ragnb/data/begin_groundedness), generic rows dropped", "N": int(y.size),
               "truth": float(y.mean()), "draws": args.draws, "alpha": 0.05, "judges": {}}
     print(f"N = {y.size}, truth (mean human label) = {y.mean():.4f}, {args.draws} draws per cell")
-    print("judge               n  bias    cover: PPI (normal)  human (normal)  strat  active | width: PPI  human  "
-          "strat  active")
+    print("judge               n  bias    cover: PPI (normal)  human (normal)  strat  learned  active | width: PPI  "
+          "human  strat  learned  active | learned share")
     for j, (name, f) in enumerate(js.items()):
         bias = float(np.nanmean(f) - y.mean())
         cells = {}
@@ -148,8 +188,9 @@ def main(argv: list[str]) -> None:
             cov = {k: c[k]["coverage"] for k in c}
             wid = {k: c[k]["median_width"] for k in c}
             print(f"{name:18} {n:4}  {bias:+.3f}  {cov['ppi']:.3f} ({cov['ppi_normal']:.3f})  {cov['human']:.3f} "
-                  f"({cov['human_normal']:.3f})  {cov['stratified']:.3f}  {cov['active']:.3f} | {wid['ppi']:.4f} "
-                  f"{wid['human']:.4f} {wid['stratified']:.4f} {wid['active']:.4f}")
+                  f"({cov['human_normal']:.3f})  {cov['stratified']:.3f}  {cov['learned']:.3f}  {cov['active']:.3f} | "
+                  f"{wid['ppi']:.4f} {wid['human']:.4f} {wid['stratified']:.4f} {wid['learned']:.4f} "
+                  f"{wid['active']:.4f} | {c['learned']['share_learned']:.2f}")
         result["judges"][name] = {"judge_mean": float(np.nanmean(f)), "judge_only_bias": bias,
                                   "n_failed": int(np.isnan(f).sum()),
                                   "budgets": {str(n): c for n, c in cells.items()}}

@@ -26,8 +26,10 @@ processes (psutil), wall = ``perf_counter``:
 * HNSW build (m 16, ef_construction 64): ``create_hnsw_index`` (maintenance_work_mem sized to the graph, parallel
   workers) vs the build before (maintenance_work_mem 1 GB, the server's 2 workers);
 * Tier 1 search, top 10, ``--questions`` (1k and 10k): ``MemoryRetriever`` vs a bare numpy matmul + argpartition
-  (``bench_memory_search._floor``, batch 256), and pgvector HNSW (ef_search 40, 64 queries a round trip) with its
-  recall@10 against the exact top 10 on every question, and the cost of ragnb's ANN recall check (200 questions).
+  (``bench_memory_search._floor``, batch 256), and — where an HNSW index exists — Tier 1's path through it: the
+  ``ef_search`` chosen for recall@10 ≥ 0.95 on 200 seeded questions (``ragnb.rag.ann_tune``, or exact search when
+  none reaches it), then every question at it (64 a round trip); its recall@10 against memory exact on every
+  question; the choice's and the search's wall / client / server CPU apart. ``--ef-construction`` for the build.
 
 Load and embed run ``--rounds`` times each (peers alternating, each round a fresh child); the round with the
 median client CPU is reported, with every round's figures beside it.
@@ -272,7 +274,8 @@ def _setup_index(stage: str, n: int) -> tuple[Callable[[], dict | None], dict]:
     drop_hnsw_indexes(db)
     if stage == "index_tuned":
         settings = build_settings(n, DIM, 16)
-        return (lambda: {"index": create_hnsw_index(db), **settings}), {}
+        efc = int(os.environ.get("BENCH_SCALE_EF_CONSTRUCTION", "64"))  # --ef-construction, through the child
+        return (lambda: {"index": create_hnsw_index(db, ef_construction=efc), "ef_construction": efc, **settings}), {}
     loc, _, _, name = _index_target(db, None)
     sql = (f"CREATE INDEX {name} ON {loc.sql_table} USING hnsw ({loc.emb_col} vector_cosine_ops) "
            "WITH (m = 16, ef_construction = 64)")
@@ -290,21 +293,7 @@ def _setup_search(stage: str, folder: Path, n: int, n_q: int) -> tuple[Callable[
     queries = np.load(folder / "questions.npy")[:n_q]
     tops = folder / f"top_{stage}_{n_q}.json"
     if stage == "search_hnsw":
-        from ragnb.rag.retrieval import PgVectorRetriever, ann_recall
-
-        ann = PgVectorRetriever(_db(n), mode="hnsw", ef_search=40)
-
-        def hnsw() -> dict:
-            """The search, then ragnb's recall check of it (both in the child's totals; split in the fields)."""
-            t0 = time.perf_counter()
-            res = ann.search(queries, K, batch_size=64)
-            t1 = time.perf_counter()
-            check = ann_recall(ann, queries, res, K)
-            tops.write_text(json.dumps(res.ids))
-            return {**check, "search_wall_s": round(t1 - t0, 3),
-                    "ann_recall_check_s": round(time.perf_counter() - t1, 3)}
-
-        return hnsw, {}
+        return _setup_hnsw(folder, n, queries, tops)
     vecs = np.load(folder / "vectors.npy")
     if stage == "search_floor":
         from ragnb.rag.retrieval import _normalise_rows_in_place
@@ -322,6 +311,38 @@ def _setup_search(stage: str, folder: Path, n: int, n_q: int) -> tuple[Callable[
         return {"batch": mem.batch_rows()}
 
     return memory, {}
+
+
+def _setup_hnsw(folder: Path, n: int, queries: np.ndarray, tops: Path) -> tuple[Callable[[], dict | None], dict]:
+    """Tier 1's path through the index: the ef_search chosen for the target recall on 200 seeded questions
+    (``choose_ef_search``, ragnb's defaults), then every question at that setting, 64 a round trip (or exact
+    search where no setting reaches the target); the two parts' wall, client and server CPU in the fields."""
+    from bench_store_vectors import server_cpu
+
+    from ragnb.rag.ann_tune import checked_recall, choose_ef_search
+    from ragnb.rag.retrieval import PgVectorRetriever, hnsw_indexes
+
+    db = _db(n)
+    if not hnsw_indexes(db):
+        return (lambda: {"skipped": "no HNSW index"}), {}
+    ann = PgVectorRetriever(db, mode="hnsw")
+
+    def clocks() -> tuple[float, float, float]:
+        return time.perf_counter(), time.process_time(), server_cpu()
+
+    def hnsw() -> dict:
+        t0 = clocks()
+        choice = choose_ef_search(ann, queries, K)
+        t1 = clocks()
+        res = choice.retriever.search(queries, K, batch_size=64)
+        t2 = clocks()
+        tops.write_text(json.dumps(res.ids))
+        part = {f"{name}_{what}_s": round(b - a, 3) for name, (x, y) in (("choose", (t0, t1)), ("search", (t1, t2)))
+                for what, a, b in zip(("wall", "client_cpu", "server_cpu"), x, y)}
+        return {**choice.info, **(checked_recall(choice, res, K) if choice.ef_search else {}), **part,
+                "backend": res.backend}
+
+    return hnsw, {}
 
 
 # ---------------------------------------------------------------------------------------------- the parent
@@ -367,8 +388,10 @@ def run_size(args: argparse.Namespace, n: int) -> dict:
             out[stage] = {peer: median_round(r) for peer, r in runs.items()}
     if "search" in args.stages:
         for n_q in args.questions:
-            peers = ("search_floor", "search_memory") + (("search_hnsw",) if "index" in args.stages else ())
+            peers = ("search_floor", "search_memory", "search_hnsw")  # HNSW where an index exists
             res = {peer: run_child(peer, folder, n, n_q) for peer in peers if peer not in args.skip}
+            if res.get("search_hnsw", {}).get("skipped"):
+                del res["search_hnsw"]
             if "search_floor" in res and "search_memory" in res:
                 res["memory_equals_floor"] = recall(folder, "search_memory", "search_floor", n_q)
             if "search_hnsw" in res and (folder / f"top_search_memory_{n_q}.json").exists():
@@ -391,10 +414,29 @@ def _row(n: int, stage: str, mine: dict, base: dict, note: str = "", basis: str 
             f"{mine['wall_s'] / base['wall_s']:.2f}× | {note} |")
 
 
+def _tuned_row(n: int, q: int, h: dict, mem: dict, all_recall: float | None) -> str:
+    """Tier 1 through HNSW at the target recall, beside memory exact: the setting chosen (each one tried), the
+    recall on the sample with its CI and on every question, the search's figures and the choice's cost."""
+    tried = ", ".join(f"{s['ef_search']}: {s['recall']:.3f}" for s in h["ann_steps"])
+    if h.get("ef_search"):
+        lo, hi = h["ann_recall_ci95"]
+        got = (f"**ef_search {h['ef_search']}**: recall@10 {h['ann_recall@10_vs_exact']:.3f} ({lo:.3f}–{hi:.3f}), "
+               f"n={h['ann_recall_n']}")
+    else:
+        got = f"**exact** ({h['ann_fallback']})"
+    search = f"{h['search_wall_s']:.1f} s / {h['search_client_cpu_s'] + h['search_server_cpu_s']:.1f} s"
+    exact = f"{mem['wall_s']:.1f} s / {mem['client_cpu_s'] + mem['server_cpu_s']:.1f} s"
+    ratio = (h["search_client_cpu_s"] + h["search_server_cpu_s"]) / (mem["client_cpu_s"] + mem["server_cpu_s"])
+    choose = f"{h['choose_wall_s']:.1f} s / {h['choose_client_cpu_s'] + h['choose_server_cpu_s']:.1f} s"
+    every = f"{all_recall:.4f}" if all_recall is not None else "–"
+    return f"| {n:,} | {q:,} | {got} | {every} | {search} | {exact} | {ratio:.2f}× | {choose} | {tried} |"
+
+
 def markdown(results: dict) -> str:
     """BENCHMARKS.md's table: per size and stage, ragnb's figures beside its floor's, and the ratios."""
     lines = ["| N | stage | ragnb: wall / client CPU / server CPU / peak above start | floor: the same | "
              "CPU ratio | wall ratio | notes |", "|---:|---|---|---|---:|---:|---|"]
+    tuned: list[str] = []
     for size in results["sizes"]:
         n = size["n"]
         for stage, (mine, base) in (("load", ("load_ragnb", "load_floor")),
@@ -416,7 +458,10 @@ def markdown(results: dict) -> str:
             if "search_floor" in res:
                 lines.append(_row(n, f"Tier 1 search, {q:,} questions: memory exact vs numpy", res["search_memory"],
                                   res["search_floor"], f"same top 10: {res['memory_equals_floor']:.4f}"))
-            if "search_hnsw" in res:
+            if "search_hnsw" in res and "ann_steps" in res["search_hnsw"]:
+                tuned.append(_tuned_row(n, q, res["search_hnsw"], res["search_memory"],
+                                        res.get("hnsw_recall@10_all_questions")))
+            elif "search_hnsw" in res:  # a result file from before the target recall: ef_search 40
                 h = res["search_hnsw"]
                 lines.append(_row(n, f"Tier 1 search, {q:,} questions: HNSW (ef_search 40) vs memory exact", h,
                                   res["search_memory"], f"search {h.get('search_wall_s', h['wall_s']):.1f} s; recall@10 vs exact "
@@ -429,6 +474,10 @@ def markdown(results: dict) -> str:
                           e["encode_ragnb"], e["encode_raw"],
                           f"{e['encode_ragnb']['texts'] / e['encode_ragnb']['wall_s']:.1f} vs "
                           f"{e['encode_raw']['texts'] / e['encode_raw']['wall_s']:.1f} texts/s"))
+    if tuned:
+        lines += ["", "| N | questions | chosen (recall@10 vs exact on the sample, 95% CI) | recall@10, all questions | "
+                  "search: wall / client + server CPU | memory exact: the same | CPU ratio | choosing: wall / CPU | "
+                  "recall by ef_search (sample) |", "|---:|---:|---|---:|---|---|---:|---|---|", *tuned]
     return "\n".join(lines)
 
 
@@ -440,6 +489,7 @@ def main() -> None:
     ap.add_argument("--skip", default="", help="peers not to run, e.g. index_before,search_floor (a 1M index "
                     "build before tuning takes long)")
     ap.add_argument("--rounds", type=int, default=1, help="runs of each load and embed peer (median reported)")
+    ap.add_argument("--ef-construction", type=int, default=64, help="the tuned HNSW build's ef_construction (m 16)")
     ap.add_argument("--encode-texts", type=int, default=256, help="chunks encoded by the real model (CPU)")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ragnb_scale")
     ap.add_argument("--out", type=Path, default=RESULTS / "scale.json")
@@ -457,6 +507,7 @@ def main() -> None:
             print(markdown(json.loads(path.read_text(encoding="utf-8"))))
         return
     args.stages, args.skip = set(args.stages.split(",")), set(args.skip.split(","))
+    os.environ["BENCH_SCALE_EF_CONSTRUCTION"] = str(args.ef_construction)
     from ragnb.store.engine import connect
 
     connect().dispose()  # the embedded server runs before the first child (its CPU is measured)

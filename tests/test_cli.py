@@ -140,7 +140,8 @@ def test_retrieve_writes_trec_files_that_metrics_retrieval_scores(cli, tmp_path)
     # through an HNSW index the output says what the index lost against exact search: over 4 chunks, nothing
     assert cli("db", "index").exit_code == 0
     res = cli("retrieve", "--dataset", str(ds), "--out", str(run_pg), "--top-k", "3")
-    assert res.exit_code == 0 and "5 questions, pgvector-hnsw; ANN recall@3 vs exact, n=5: 1.000)" in res.output
+    assert res.exit_code == 0 and ("5 questions, pgvector-hnsw at ef_search 40; ANN recall@3 vs exact, n=5: 1.000 "
+                                   "(95% CI 1.000–1.000))") in res.output
     assert [ln.split()[:4] for ln in run_pg.read_text().splitlines()] == [ln[:4] for ln in lines]
     assert cli("db", "index", "--drop").exit_code == 0
     # --model: that model's query encoder searches that model's own chunk vectors (stored beside the column's)

@@ -212,8 +212,9 @@ def judge_pipeline(
 _SCORES = typer.Option(..., "--scores", help="Per-item table of judge scores (.parquet, .csv, .json, .jsonl) with an "
                        "item_id or id column, e.g. a run's <notebook>.per_item.csv.")
 _SCORE = typer.Option(..., "--score", help="The column of the judge's score (NaN/empty = a failed verdict).")
-_OTHERS = typer.Option([], "--other-score", help="Another judge's score column (repeatable): with --active, items the "
-                       "judges disagree on are more likely to be drawn.")
+_OTHERS = typer.Option([], "--other-score", help="Another judge's score column (repeatable): needed to estimate from "
+                       "an active sheet of an earlier version, which drew the items the judges disagreed on (the "
+                       "learned design of --active bins by --score alone).")
 _BINARY = typer.Option(False, "--binary", help="The labels are yes/no (0/1); the judge's scores are in [0, 1].")
 
 
@@ -222,8 +223,10 @@ def label_plan(
     scores: Path = _SCORES,
     score: str = _SCORE,
     budget: int = typer.Option(..., "--budget", help="How many items to label (active: the expected number)."),
-    active: bool = typer.Option(False, "--active", help="Draw by the judge's uncertainty (probabilities recorded, "
-                                "the estimate weighted by them) instead of uniformly at random."),
+    active: bool = typer.Option(False, "--active", help="Learn where the judge errs from the labels of earlier "
+                                "uniform rounds (--labelled) and draw there (probabilities recorded, the estimate "
+                                "weighted by them) when that is expected narrower than uniform; a first round is "
+                                "uniform."),
     others: list[str] = _OTHERS,
     seed: int = typer.Option(0, "--seed", help="Seed of the draw."),
     labelled: list[Path] = typer.Option([], "--labelled", help="A filled sheet of an earlier round (repeatable): its "
@@ -240,8 +243,9 @@ def label_plan(
     try:
         path = resolve_output(FILE_PREFIX["label-plan"], out_dir, output, (scores,), suffix=".csv")
         frame = read_scores(scores, score, tuple(others))
-        done = read_rounds(labelled, None, len(frame))[1] if labelled else {}
-        result = plan(frame, score, budget, seed=seed, active=active, others=tuple(others), labelled=list(done))
+        sheets, done = read_rounds(labelled, None, len(frame)) if labelled else ([], {})
+        result = plan(frame, score, budget, seed=seed, active=active, others=tuple(others), labelled=done,
+                      earlier=[s.design["kind"] for s in sheets])
         write_sheet(result, path)
     except ValueError as exc:
         _fail(exc)

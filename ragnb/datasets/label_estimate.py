@@ -9,7 +9,10 @@ how many, ``labelled=K``, and that count is checked against the earlier sheets).
 * a round active: the last round's design conditional on the rounds before it — the items labelled earlier are
   known exactly (π = 1), the others were drawn with the last sheet's π — weighted by 1/π as in
   :func:`ragnb.metrics.ppi_active.active_arrays`; unbiased whatever chose the earlier items, because the last
-  round's probabilities were computed after them. Every drawn row of that round must be labelled.
+  round's probabilities were computed after them. Every drawn row of that round must be labelled;
+* the last round learned (``--active`` after uniform rounds): the two-round estimate of
+  :mod:`ragnb.metrics.ppi_learned`, its design recomputed from the earlier rounds' labels and checked against the
+  sheet's π.
 """
 
 from __future__ import annotations
@@ -73,6 +76,8 @@ def estimate_from_sheets(frame: pd.DataFrame, score: str, sheet_paths: Sequence[
     # the metric's registered range (every label was checked to lie in it), else unknown
     zero_one = bool(labels) and all(v in (0.0, 1.0) for v in labels.values())
     bounds = BINARY if binary or zero_one else registered_range(score)
+    if sheets[-1].design["kind"] == "learned":
+        return _learned(frame, score, sheets, labels, alpha, bool(binary), bounds), report
     if all(s.design["kind"] == "uniform" for s in sheets):
         if strata:
             from ragnb.metrics.ppi_strata import ppi_stratified
@@ -107,6 +112,42 @@ def _weighted(frame: pd.DataFrame, score: str, sheets: list[Sheet], labels: dict
     ppi, human = active_arrays(y, fill_failed(scores)[1][0], np.where(earlier, 1.0, pi), drawn, alpha,
                                n_failed=n_failed, bounds=bounds)
     return Estimates(judge_only_arrays(scores, alpha, n_labelled=int(drawn.sum())), human, ppi)
+
+
+def _learned(frame: pd.DataFrame, score: str, sheets: list[Sheet], labels: dict[str, float], alpha: float,
+             binary: bool, bounds: tuple[float, float] | None) -> Estimates:
+    """The learned last round after uniform ones (module docstring): its π recomputed from their labels."""
+    from dataclasses import replace
+
+    from ragnb.datasets.label_plan import learned_design
+    from ragnb.metrics.ppi_learned import learned_arrays
+
+    last, d = sheets[-1], sheets[-1].design
+    if any(s.design["kind"] != "uniform" for s in sheets[:-1]):
+        raise ValueError(f"{last.path}: a learned round follows uniform rounds only, but an earlier sheet is "
+                         f"{next(s.design['kind'] for s in sheets[:-1] if s.design['kind'] != 'uniform')}")
+    if last.empty:
+        raise ValueError(f"{len(last.empty)} drawn row(s) have no label, e.g. {last.empty[0]}; the learned design "
+                         "weights each label by 1/π, so every drawn row must be labelled (fill them in)")
+    earlier = {i: v for i, v in labels.items() if i not in last.labels}
+    model, _, _, pi, f, first = learned_design(frame, score, d["budget"], earlier, d["mix"])
+    pos = {i: k for k, i in enumerate(frame["id"])}
+    changed = [i for i, p in last.pi.items() if not math.isclose(p, pi[pos[i]], rel_tol=1e-9, abs_tol=1e-12)]
+    if changed:
+        raise ValueError(f"{last.path}: the inclusion probability of {changed[0]!r} differs from the one the scores "
+                         "and the earlier labels give now: the scores or the earlier sheets changed since the plan; "
+                         "use the same table and sheets")
+    check_labels(list(labels.values()), binary, last.path)
+    scores = frame[score].to_numpy(dtype=float)
+    y = np.array([labels.get(i, 0.0) for i in frame["id"]])
+    drawn = frame["id"].isin(set(last.labels)).to_numpy()
+    kw = {"bounds": bounds, "n_failed": int(np.isnan(scores).sum())}
+    ppi = learned_arrays(y, f, first, drawn, pi, d["budget"], model, alpha, **kw)
+    # the human-only counterpart: the same design and weights with λ = 0 (c the first round's mean label)
+    human = learned_arrays(y, f, first, drawn, pi, d["budget"],
+                           replace(model, lam=0.0, c=float(y[first].mean())), alpha, **kw)
+    human = replace(human, method="learned_classical", lam=math.nan)
+    return Estimates(judge_only_arrays(scores, alpha, n_labelled=int(first.sum() + drawn.sum())), human, ppi)
 
 
 def same_answers(sheets: list[Sheet], table: pd.DataFrame) -> None:

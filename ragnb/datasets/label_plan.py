@@ -6,9 +6,12 @@ Designs (the sampling probabilities are written on every row so the estimate sta
 * ``uniform`` (default): a seeded simple random sample of exactly ``budget`` items; π_i = budget/N. The estimate is
   PPI++ (:mod:`ragnb.metrics.ppi`). A row left empty counts as not labelled (items skipped at random keep the
   sample uniform; the report counts them).
-* ``active``: each item independently with π_i from the judge's uncertainty (:mod:`ragnb.metrics.ppi_active`),
-  so the sheet has about ``budget`` rows. The estimate weights by 1/π; it is valid only if every drawn row is
-  labelled, so an empty label is an error there.
+* ``--active``: the judge's error is learned from labels first (:mod:`ragnb.metrics.ppi_learned`). Without earlier
+  labels the plan is a uniform first round, and says so. After uniform rounds (``--labelled``), their labels fit
+  where the judge errs; the sheet is then ``learned`` — each item independently with π_i ∝ √(fitted error), about
+  ``budget`` rows, weighted by 1/π in the estimate, so every drawn row must be labelled — only when that is
+  expected narrower than uniform on those labels; else the round is uniform and the report says why.
+* ``active`` sheets of earlier versions (π from √(s(1 − s)), :mod:`ragnb.metrics.ppi_active`) are still estimated.
 
 The sheet follows the annotation CSV conventions (:mod:`ragnb.datasets.annotation_csv`): UTF-8 with a byte-order
 mark, comma-separated (read back with ``;``/tab too), one row per item, an empty cell = no value. The reviewer fills
@@ -26,7 +29,7 @@ import hashlib
 import io
 import math
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +38,10 @@ import numpy as np
 import pandas as pd
 
 from ragnb.io import read_per_item
+from ragnb.metrics.ppi import fill_failed
 from ragnb.metrics.ppi_active import MIX, expected_widths, inclusion_probabilities, uncertainty
+from ragnb.metrics.ppi_learned import MIX as LEARNED_MIX
+from ragnb.metrics.ppi_learned import MARGIN, ErrorModel, choose, fit_error
 
 LABEL = "human_label"
 SHEET_COLUMNS = ("id", LABEL, "notes", "judge_score", "inclusion_probability", "design", "metric")
@@ -45,7 +51,7 @@ ANSWER_COLUMNS = ("answer", "response")  # what a label is about: a later run's 
 # the answer's fingerprint beside its text: a spreadsheet may reformat the text (a date, a number, a cell cut at
 # 32,767 characters), the prefixed hex it leaves alone
 ANSWER_HASH = "answer_sha256"
-_DESIGN = re.compile(r"^(?P<kind>uniform|active) budget=(?P<budget>\d+) N=(?P<N>\d+) seed=(?P<seed>-?\d+)"
+_DESIGN = re.compile(r"^(?P<kind>uniform|active|learned) budget=(?P<budget>\d+) N=(?P<N>\d+) seed=(?P<seed>-?\d+)"
                      r"(?: mix=(?P<mix>[0-9.]+))?(?: labelled=(?P<labelled>\d+))?$")
 
 
@@ -88,15 +94,34 @@ class LabelPlan:
 
 
 def design_text(kind: str, budget: int, N: int, seed: int, mix: float | None = None, labelled: int = 0) -> str:
-    return (f"{kind} budget={budget} N={N} seed={seed}" + (f" mix={mix:g}" if kind == "active" else "")
+    return (f"{kind} budget={budget} N={N} seed={seed}" + (f" mix={mix:g}" if kind != "uniform" else "")
             + (f" labelled={labelled}" if labelled else ""))
 
 
-# What BENCHMARKS §15 measured of active selection, said with every active plan: it is offered, not advised.
-ACTIVE_NOTE = ("active selection measured narrower than uniform only for a judge whose scores are calibrated "
-               "probabilities (12% at 100 labels); with the three uncalibrated judges of BENCHMARKS §15 its interval "
-               "was wider than uniform's at every budget — keep the uniform default unless your judge's scores are "
-               "calibrated")
+# What BENCHMARKS §15 measured of the learned design, said with every plan made with --active.
+ACTIVE_NOTE = ("active selection learns where the judge errs from a uniform first round and is used for a round "
+               "only when those labels expect it at least 5% narrower than uniform; in BENCHMARKS §15 (four judges, "
+               "25–200 labels) it was never wider than uniform, up to 4.5% narrower (a 0/1 verdict judge at 200 "
+               "labels), covered 0.94–0.97 (0.93 on the draws that went learned with a calibrated judge at 200 labels), "
+               "and stayed uniform below about 50 first-round labels")
+FIRST_ROUND = ("no labels yet to learn the judge's errors from: this first round is uniform (about half the labels "
+               "you mean to spend); label it, then plan the next round with --active --labelled <this sheet, filled>")
+
+
+def learned_design(frame: pd.DataFrame, score: str, budget: int, labels: dict[str, float],
+                   mix: float = LEARNED_MIX) -> tuple[ErrorModel, bool, float, np.ndarray, np.ndarray, np.ndarray]:
+    """The learned round after uniform rounds whose ``labels`` (id → label) are given: (model, active?, expected
+    width over uniform's, π of every row — 1 for the labelled ones —, the judge's scores with failed verdicts
+    imputed, the labelled rows' mask). The estimate recomputes it from the same labels."""
+    scores = frame[score].to_numpy(dtype=float)
+    (f,) = fill_failed(scores)[1]
+    first = frame["id"].isin(set(labels)).to_numpy()
+    y1 = np.array([labels[i] for i in frame["id"][first]])
+    model = fit_error(y1, f[first], f[~first])
+    active, ratio, pi_rest = choose(model, f[~first], int(first.sum()), budget, mix)
+    pi = np.ones(scores.size)
+    pi[~first] = pi_rest
+    return model, active, ratio, pi, f, first
 
 
 def design_probabilities(frame: pd.DataFrame, score: str, budget: int, *, active: bool, others: tuple[str, ...] = (),
@@ -116,10 +141,12 @@ def design_probabilities(frame: pd.DataFrame, score: str, budget: int, *, active
 
 
 def plan(frame: pd.DataFrame, score: str, budget: int, *, seed: int = 0, active: bool = False,
-         others: tuple[str, ...] = (), alpha: float = 0.05, labelled: Collection[str] = ()) -> LabelPlan:
+         others: tuple[str, ...] = (), alpha: float = 0.05, labelled: Collection[str] | Mapping[str, float] = (),
+         earlier: Collection[str] = ()) -> LabelPlan:
     """Pick the items to label (see the module docstring) and the expected interval widths after labelling.
-    ``labelled``: ids labelled already (earlier sheets): never drawn again; π is over the other items, and the
-    design records how many were left out (``labelled=K``), which the estimate checks."""
+    ``labelled``: ids labelled already (earlier sheets; a mapping id → label for ``active``, which learns from
+    them): never drawn again; π is over the other items, and the design records how many were left out
+    (``labelled=K``), which the estimate checks. ``earlier``: the earlier sheets' design kinds."""
     scores = frame[score].to_numpy(dtype=float)
     N = scores.size
     done = frame["id"].isin(set(labelled)).to_numpy()
@@ -131,18 +158,17 @@ def plan(frame: pd.DataFrame, score: str, budget: int, *, seed: int = 0, active:
     if not 1 <= budget <= free:
         raise ValueError(f"--budget {budget}: label between 1 and the {free} items of the table"
                          + (f" not labelled yet ({N - free} are)" if free < N else ""))
+    kind, pi, notes = _design(frame, score, budget, active, labelled, done, earlier)
     rng = np.random.default_rng(seed)
-    pi = design_probabilities(frame, score, budget, active=active, others=others, labelled=done)
-    if active:
+    if kind == "learned":
         drawn = (rng.uniform(size=N) < pi) & ~done
     else:
         drawn = np.zeros(N, dtype=bool)
         drawn[rng.choice(np.flatnonzero(~done), budget, replace=False)] = True
-    design = design_text("active" if active else "uniform", budget, N, seed, MIX, N - free)
-    show = [c for c in SHOW if c in frame.columns]
+    design = design_text(kind, budget, N, seed, LEARNED_MIX, N - free)
     sheet = pd.DataFrame({"id": frame["id"], LABEL: "", "notes": "", "judge_score": scores,
-                          "inclusion_probability": pi, "design": design, "metric": score})
-    for c in show:
+                          "inclusion_probability": np.where(done, 0.0, pi), "design": design, "metric": score})
+    for c in (c for c in SHOW if c in frame.columns):
         sheet[c] = frame[c].map(cell_text)
     answer = next((c for c in ANSWER_COLUMNS if c in frame.columns), None)
     if answer is not None:
@@ -153,10 +179,32 @@ def plan(frame: pd.DataFrame, score: str, budget: int, *, seed: int = 0, active:
               "rows": int(drawn.sum()), "judge_failed": int(np.isnan(scores).sum()),
               "expected_ci_width_ppi": round(widths["ppi"], 4),
               "expected_ci_width_human_only": round(widths["human_only"], 4),
-              "assumption": widths["assumption"]}
-    if active:
-        report["design_note"] = ACTIVE_NOTE
+              "assumption": widths["assumption"], **notes}
     return LabelPlan(sheet[drawn].reset_index(drop=True), report)
+
+
+def _design(frame: pd.DataFrame, score: str, budget: int, active: bool, labelled: Collection[str] | Mapping[str, float],
+            done: np.ndarray, earlier: Collection[str]) -> tuple[str, np.ndarray, dict[str, Any]]:
+    """(kind, π of every row, what the report says of it): uniform unless ``active`` and the labels of earlier
+    uniform rounds expect the learned design narrower (:func:`learned_design`)."""
+    uniform = np.where(done, 0.0, budget / max(int((~done).sum()), 1))
+    if not active:
+        return "uniform", uniform, {}
+    if not done.any():
+        return "uniform", uniform, {"design_note": f"{FIRST_ROUND}; {ACTIVE_NOTE}"}
+    if not isinstance(labelled, Mapping):
+        raise ValueError("active=True after earlier rounds learns from their labels: pass labelled as a mapping "
+                         "id → label (the CLI reads it from the --labelled sheets)")
+    if any(k != "uniform" for k in earlier):
+        raise ValueError("--active learns from uniform rounds only: every --labelled sheet must be a uniform one "
+                         "(plan the rounds before without --active, or after a uniform first round)")
+    _, pick, ratio, pi, _, _ = learned_design(frame, score, budget, dict(labelled))
+    said = (f"on the {int(done.sum())} labels so far the learned design's interval is expected "
+            f"{abs(1 - ratio):.0%} {'narrower' if ratio <= 1 else 'wider'} than uniform's")
+    note = (f"{said}: this round is learned" if pick else
+            f"{said}, not at least {MARGIN:.0%} narrower: this round stays uniform")
+    return ("learned" if pick else "uniform"), (pi if pick else uniform), {
+        "expected_width_learned_over_uniform": round(ratio, 4), "design_note": f"{note}; {ACTIVE_NOTE}"}
 
 
 def score_range(score: str, scores: np.ndarray) -> tuple[float, float, str]:

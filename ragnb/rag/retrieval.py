@@ -305,7 +305,8 @@ class PgVectorRetriever:
                 if self.mode == "exact":
                     cur.execute("SET enable_indexscan = off")
                 else:
-                    cur.execute(f"SET hnsw.ef_search = {max(self.ef_search, k)}")
+                    # this transaction only (a session setting is allowed on a read-only database too)
+                    cur.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, k)}")
                 report = search_reporter(self.backend, len(q))
                 for start in range(0, len(q), batch_size):
                     if report is not None:
@@ -371,10 +372,16 @@ def check_same_model(encoder: Any, retriever: Any) -> None:
 def recall_vs_exact(approx: RetrievalResult, exact: RetrievalResult, k: int) -> float:
     """Mean over queries of |approx top-k ∩ exact top-k| / min(k, |exact top-k|) — how much an ANN index
     loses (a query with fewer than k exact results is judged on those it has)."""
-    if len(approx.ids) != len(exact.ids):
+    overlaps = recall_per_query(approx.ids, exact.ids, k)
+    return float(np.mean(overlaps)) if len(overlaps) else float("nan")
+
+
+def recall_per_query(approx: list[list[str]], exact: list[list[str]], k: int) -> np.ndarray:
+    """Each query's |approx top-k ∩ exact top-k| / min(k, |exact top-k|): :func:`recall_vs_exact` before the mean
+    (the items of its confidence interval)."""
+    if len(approx) != len(exact):
         raise ValueError("both results must answer the same queries")
-    overlaps = [len(set(a[:k]) & set(e[:k])) / max(1, min(k, len(e))) for a, e in zip(approx.ids, exact.ids)]
-    return float(np.mean(overlaps)) if overlaps else float("nan")
+    return np.array([len(set(a[:k]) & set(e[:k])) / max(1, min(k, len(e))) for a, e in zip(approx, exact)])
 
 
 ANN_RECALL_SAMPLE = 200  # queries whose approximate top-k is checked against exact search
@@ -415,6 +422,12 @@ def exact_top_k(db: Database, queries: np.ndarray, k: int, model: str | None = N
     (a server-side cursor, ``block_rows`` vectors at a time; memory: one block and k candidates per query) —
     for a few hundred queries far cheaper than one sequential scan per query. Equal similarities rank by id;
     a tie across the k-th place inside one block may keep any of the tied ids (recall counts them the same)."""
+    return [[rid for _, rid in b] for b in exact_pass(db, queries, k, model, block_rows)]
+
+
+def exact_pass(db: Database, queries: np.ndarray, k: int, model: str | None = None,
+               block_rows: int = EXACT_BLOCK_ROWS) -> list[list[tuple[float, str]]]:
+    """:func:`exact_top_k` with each id's negated cosine similarity: ``(−similarity, id)`` pairs, best first."""
     loc = locate(db, "chunks", model)
     q = _normalise(queries)
     best: list[list[tuple[float, str]]] = [[] for _ in range(len(q))]
@@ -435,7 +448,7 @@ def exact_top_k(db: Database, queries: np.ndarray, k: int, model: str | None = N
                     merged = best[i] + [(-float(sims[i, j]), ids[j]) for j in row]
                     best[i] = sorted(merged)[:k]
         raw.rollback()
-    return [[rid for _, rid in b] for b in best]
+    return best
 
 
 def ann_recall_label(info: dict) -> str | None:
@@ -443,7 +456,9 @@ def ann_recall_label(info: dict) -> str | None:
     for key, value in info.items():
         if key.startswith("ann_recall@") and key.endswith("_vs_exact"):
             k = key[len("ann_recall@"):-len("_vs_exact")]
-            return f"ANN recall@{k} vs exact, n={info.get('ann_recall_n')}: {value:.3f}"
+            ci = info.get("ann_recall_ci95")
+            return (f"ANN recall@{k} vs exact, n={info.get('ann_recall_n')}: {value:.3f}"
+                    + (f" (95% CI {ci[0]:.3f}–{ci[1]:.3f})" if ci and np.isfinite(ci).all() else ""))  # n_boot 0: none
     return None
 
 

@@ -13,6 +13,8 @@ from ragnb.rag.embeddings import Encoder
 from ragnb.metrics import retrieval as rm
 from ragnb.metrics.registry import parse_name
 from ragnb.metrics.stats import aggregate
+from ragnb.rag.ann_tune import (ANN_TIME_BUDGET_S, TARGET_RECALL, check_target, checked_recall, choose_ef_search,
+                                tuning_label)
 from ragnb.rag.retrieval import (PgVectorRetriever, check_same_model, RetrievalResult, Retriever, ann_recall,
                                  ann_recall_note, consistency)
 from ragnb.metrics.stats import latency_summary
@@ -56,6 +58,8 @@ def run_tier1(
     latency_sample: int = 50,
     hnsw_check: bool = True,
     n_boot: int = 1000,
+    target_recall: float | None = TARGET_RECALL,
+    ann_time_budget_s: float = ANN_TIME_BUDGET_S,
 ) -> Tier1Result:
     """Embed the questions, retrieve top-k, score against the dataset's relevant chunk ids.
 
@@ -66,14 +70,24 @@ def run_tier1(
     - latency: pgvector queries timed one by one on the first ``latency_sample`` questions
       (batched timings are amortised and would understate a single user's wait);
     - with an HNSW index, recall@k of the index against exact search on a seeded sample of the questions
-      (``ann_recall@k_vs_exact`` with its ``ann_recall_n`` in ``summary['info']``).
+      (``ann_recall@k_vs_exact`` with its ``ann_recall_n`` in ``summary['info']``); with ``target_recall`` (default
+      0.95) the run first chooses the ``ef_search`` that reaches it on that sample, or searches exactly when none
+      does within ``ann_time_budget_s`` seconds of index searches (:mod:`ragnb.rag.ann_tune`; the setting, each
+      one tried and the cost in ``summary['info']``, a note in ``notes``). None: the retriever's own ef_search.
     """
     if top_k < 1:
         raise ValueError(f"top_k = {top_k}; retrieve at least one chunk per question")
     check_same_model(encoder, retriever)
+    check_target(target_recall, ann_time_budget_s)
     notes: list[str] = []
     qids = [it.id for it in dataset.items]
     vectors = encode_queries(encoder, [it.question for it in dataset.items], batch_size=64)
+    hnsw = hnsw_check and isinstance(retriever, PgVectorRetriever) and retriever.mode == "hnsw"
+    choice = None
+    if hnsw and target_recall is not None:
+        choice = choose_ef_search(retriever, vectors, top_k, target_recall, ann_time_budget_s, n_boot=n_boot)
+        retriever = choice.retriever
+        notes.append(tuning_label(choice.info))
     result = retriever.search(vectors, top_k, batch_size=batch_size)
     run = result.as_run(qids)
     qrels = dataset.qrels()
@@ -102,10 +116,14 @@ def run_tier1(
 
     info = {"backend": result.backend, "top_k": top_k, "n_questions": len(qids),
             "index": "hnsw" if result.backend == "pgvector-hnsw" else "exact", **result.info}
-    if hnsw_check and isinstance(retriever, PgVectorRetriever) and retriever.mode == "hnsw":
+    if choice is not None:
+        info.update(choice.info)
+        if choice.ef_search is not None:
+            info.update(checked_recall(choice, result, top_k, n_boot))
+    elif hnsw:
         info.update(ann_recall(retriever, vectors, result, top_k))
-        if (note := ann_recall_note(info)) is not None:
-            notes.append(note)
+    if hnsw and (note := ann_recall_note(info)) is not None:
+        notes.append(note)
     summary["info"] = {**summary.pop("_info", {}), **info}
 
     per_query.insert(0, "question", pd.Series([it.question for it in dataset.items], index=qids))
