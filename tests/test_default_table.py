@@ -112,3 +112,16 @@ def test_replace_keeps_the_table_and_index_for_the_same_dimension(fresh_db):
     with fresh_db.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM pg_indexes WHERE tablename = 'ragnb_vectors_chunk' "
                                     "AND indexdef ILIKE '%hnsw%'")).scalar_one() == 1
+
+
+def test_a_second_write_of_the_same_rows_overwrites_them(fresh_db):
+    table = _load_chunks(fresh_db, ["a", "b", "c"])
+    enc = _Precomputed("model-a", {f"Текст {i}": np.full(DIM, 1, np.float32) for i in "abc"})
+    embed_table(fresh_db, "chunks", enc, progress=False)
+    with fresh_db.engine.begin() as conn:  # "c" and "a" have vectors: the COPY conflicts, the merge overwrites
+        write_default(fresh_db, table, default_table(table), ["c", "a"], np.full((2, DIM), 1 / 3), conn)
+    got = fetch_vectors(fresh_db)[2]
+    assert np.array_equal(_bits(got[[0, 2]]), _bits(np.full((2, DIM), np.float32(1 / 3)))) and got[1, 0] == 1.0
+    with pytest.raises(ValueError, match=r"row id 'a' is given twice in one block"):
+        with fresh_db.engine.begin() as conn:
+            write_default(fresh_db, table, default_table(table), ["a", "a"], np.zeros((2, DIM)), conn)
