@@ -131,7 +131,7 @@ def db_index(
     ef_construction: int = typer.Option(64, help="HNSW: candidate list size while building."),
     write: bool = typer.Option(False, "--write", help="Allow writing to an external RAGNB_DATABASE_URL."),
     model: Optional[str] = typer.Option(None, "--model", help="Whose chunk vectors (a name `ragnb db status` lists; "
-                                        "default: the chunk table's own embedding column)."),
+                                        "default: the default model's)."),
 ) -> None:
     """Create (or drop) an HNSW cosine index on one model's chunk vectors; Tier 1 then reports its recall vs exact."""
     from ragnb.rag.retrieval import create_hnsw_index, drop_hnsw_indexes

@@ -41,7 +41,7 @@ def _q(db: Database, name: str) -> str:
 def prepare_default_table(db: Database, which: str, table: sa.Table, dim: int) -> sa.Table | None:
     """The default vector table to write ``which``'s default vectors to — created, and the column's vectors moved
     into it, on first use — or None when they stay in the column (read-only, a production or mapped schema, a
-    role that does not own the table and so cannot create one beside it)."""
+    table ragnb did not create, a role that does not own the table and so cannot create one beside it)."""
     if not (db.writable and default_table_allowed(db, which)):
         return None
     vt = default_table(table)
@@ -51,10 +51,23 @@ def prepare_default_table(db: Database, which: str, table: sa.Table, dim: int) -
             "WHERE c.oid = to_regclass(:t)"), {"vt": _fmt(db, vt), "t": _fmt(db, table)}).one()
     if there:
         return vt
-    if not owner:
+    if not (owner and _created_by_ragnb(db, table)):
         return None
     move_column_to_table(db, table, vt, dim)
     return vt
+
+
+def _created_by_ragnb(db: Database, table: sa.Table) -> bool:
+    """A chunk table ragnb created carries its stored digests (:mod:`ragnb.store.text_keys`); a team's own table of
+    the default names does not, and gets no table beside it (ragnb adds nothing to a schema it did not make)."""
+    from ragnb.store.text_keys import has_key_column
+
+    with db.engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        with raw.cursor() as cur:
+            made = has_key_column(cur, _fmt(db, table), table.c.text.name)
+        raw.rollback()
+    return made
 
 
 def move_column_to_table(db: Database, table: sa.Table, vt: sa.Table, dim: int) -> int:

@@ -71,7 +71,8 @@ def vector_literal(v: np.ndarray) -> str:
 
 
 def _in_column(db: Database, table: sa.Table, encoder: Encoder) -> bool:
-    """Whether ``encoder``'s vectors belong in the table's own column: it is the column's model, or the column
+    """Whether ``encoder``'s vectors are the table's default (its column or default vector table): it is the default
+    model, or the column
     is ragnb's to fill (writable, no model recorded or declared) — the first model a table gets, as always."""
     col = column_vectors(db, table)
     if col.model is not None:
@@ -91,7 +92,8 @@ def embed_table(
     """Embed the rows of ``which`` ("chunks" or "questions") that have no vector of ``encoder``'s model yet.
 
     Chunks go through ``encode_documents``, questions through ``encode_queries`` (``encode`` when the encoder
-    has neither). The model's vectors land in the table's own column when it is that column's model (or the
+    has neither). The model's vectors land where the default's are (the table's own column, or ragnb's chunk
+    table's default vector table) when it is the default model (or the
     column is still empty and writable), else in the model's vector table in the vector store; other models'
     vectors are never touched. Rows are encoded ``write_every`` at a time while a writer thread saves the
     previous blocks (:mod:`ragnb.store.encode_pipeline`): to the disk cache, and to the database in
@@ -415,7 +417,7 @@ def _source_urls(db: Database, table: sa.Table) -> dict[str, str | None]:
 
 def fetch_vectors(db: Database, which: str = "chunks", model: str | None = None
                   ) -> tuple[list[str], list[str | None], np.ndarray]:
-    """All (id, url, vector) rows with a vector of ``model`` (default: the table's own column), ordered by id,
+    """All (id, url, vector) rows with a vector of ``model`` (default: the table's default model), ordered by id,
     as a float32 matrix. A vector table's rows whose source row is gone are left out.
 
     Vectors travel in pgvector's binary format (4 bytes per value) straight into numpy; the text form
@@ -437,7 +439,7 @@ def fetch_vectors(db: Database, which: str = "chunks", model: str | None = None
 
 
 def fetch_vectors_by_id(db: Database, which: str, ids: list[str], model: str | None = None) -> np.ndarray:
-    """The vectors of ``ids`` (in that order) of ``model`` (default: the table's own column); a missing id or a
+    """The vectors of ``ids`` (in that order) of ``model`` (default: the table's default model); a missing id or a
     row without a vector is a ``ValueError``."""
     if not ids:
         return np.zeros((0, 0), dtype=np.float32)
