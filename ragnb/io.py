@@ -2,7 +2,8 @@
 
 * strict JSON (:func:`to_jsonable`, :func:`dumps_strict`) and atomic files (:func:`atomic_write`, ``_text``,
   ``_bytes``), with a full disk as one message (:class:`DiskFullError`);
-* text files, plain or gzip, with errors that name the file (:func:`read_text`);
+* text files, plain or gzip, whole or a line at a time, with errors that name the file and line
+  (:func:`read_text`, :func:`iter_lines`);
 * JSON / JSON Lines records with the place of each one for messages (:func:`iter_json_records`), NaN refused
   (:func:`loads_strict`); YAML with repeated keys refused (:func:`load_yaml`);
 * comma-separated lists (:func:`comma_list`) and yes/no words (:func:`parse_yes_no`).
@@ -192,31 +193,61 @@ def is_json_lines(path: str | Path) -> bool:
 
 def read_text(path: str | Path, what: str = "file") -> str:
     """The whole UTF-8 text of ``path`` (gunzipped when it ends in ``.gz``); ValueError naming the file (and
-    the line where known) and the fix when it is missing, not UTF-8, holds a NUL byte or is a broken gzip."""
+    the line where known) and the fix when it is missing, not UTF-8, holds a NUL byte or is a broken gzip.
+    :func:`iter_lines` reads a file of any size a line at a time, with the same checks."""
     p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"{p}: {what} not found")
-    try:
-        if p.suffix.lower() == ".gz":
-            with gzip.open(p, "rb") as fh:
-                raw = fh.read()
-        else:
-            raw = p.read_bytes()
-    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError; truncated → EOFError
-        raise ValueError(f"{p}: cannot read the {what} ({exc}); the gzip is corrupt or truncated — "
-                         "check that it is complete") from None
+    with _reading(p, what) as fh:
+        raw = fh.read()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:  # lone surrogates written as UTF-8 bytes land here too
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise ValueError(f"{p}:{line}: not UTF-8 text (byte {exc.start}: {exc.reason}); "
-                         f"re-save the {what} as UTF-8") from None
+        raise _not_utf8(p, raw.count(b"\n", 0, exc.start) + 1, exc.start, exc.reason, what) from None
     nul = text.find("\x00")
     if nul >= 0:
-        line = text.count("\n", 0, nul) + 1
-        raise ValueError(f"{p}:{line}: contains a NUL byte (\\x00), so it is binary or corrupt; "
-                         f"remove it or re-export the {what} as text") from None
+        raise _has_nul(p, text.count("\n", 0, nul) + 1, what)
     return text
+
+
+def iter_lines(path: str | Path, what: str = "file") -> Iterator[tuple[int, str]]:
+    """(line number from 1, line with its ``\\n``) of a UTF-8 file (gunzipped when it ends in ``.gz``), read a line
+    at a time: memory stays one line however large the file. Lines end at ``\\n`` only (a ``\\r`` before it is
+    kept), as in JSON Lines and CSV, so a U+2028 or U+0085 inside a text stays in its line. The checks and
+    messages of :func:`read_text`, raised when the reader reaches the line."""
+    p = Path(path)
+    offset = 0  # bytes before this line, for the message of a line that is not UTF-8
+    with _reading(p, what) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _not_utf8(p, lineno, offset + exc.start, exc.reason, what) from None
+            if "\x00" in line:
+                raise _has_nul(p, lineno, what)
+            offset += len(raw)
+            yield lineno, line
+
+
+@contextlib.contextmanager
+def _reading(p: Path, what: str) -> Iterator[Any]:
+    """``p`` opened for reading bytes (gunzipped when it ends in ``.gz``); a missing file, a read error or a
+    corrupt or truncated gzip — at any point of the read — is a ValueError naming the file."""
+    if not p.is_file():
+        raise ValueError(f"{p}: {what} not found")
+    try:
+        with (gzip.open(p, "rb") if p.suffix.lower() == ".gz" else open(p, "rb")) as fh:
+            yield fh
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError; truncated → EOFError
+        raise ValueError(f"{p}: cannot read the {what} ({exc}); the gzip is corrupt or truncated — "
+                         "check that it is complete") from None
+
+
+def _not_utf8(p: Path, line: int, byte: int, reason: str, what: str) -> ValueError:
+    return ValueError(f"{p}:{line}: not UTF-8 text (byte {byte}: {reason}); re-save the {what} as UTF-8")
+
+
+def _has_nul(p: Path, line: int, what: str) -> ValueError:
+    return ValueError(f"{p}:{line}: contains a NUL byte (\\x00), so it is binary or corrupt; "
+                      f"remove it or re-export the {what} as text")
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -265,13 +296,14 @@ def iter_json_records(path: str | Path, what: str = "file", text: str | None = N
     """(where, value) for every record of a JSON Lines file (one value per non-empty line, ``where`` =
     ``"<path>:<line>"``) or a JSON file holding an array, or an object with an ``items`` array (``where`` =
     ``"<path>: item <i>"``, 0-based). Values are yielded as parsed; the caller checks their shape. ``text``: the
-    file's text as :func:`read_text` returns it (decoded from UTF-8, so free of lone surrogates)."""
+    file's text as :func:`read_text` returns it (decoded from UTF-8, so free of lone surrogates); without it a
+    JSON Lines file is read a line at a time (:func:`iter_lines`), so memory does not grow with the file."""
     p = Path(path)
-    text = read_text(p, what) if text is None else text
     if is_json_lines(p):
         # JSON Lines are separated by \n alone (a \r before it is JSON whitespace): splitlines() would also
         # break at U+2028, U+0085 or \x1c, which JSON leaves unescaped inside strings (Confluence exports hold them).
-        for lineno, line in enumerate(text.split("\n"), start=1):
+        lines = iter_lines(p, what) if text is None else enumerate(text.split("\n"), start=1)
+        for lineno, line in lines:
             if not line.strip():
                 continue
             try:
@@ -283,6 +315,7 @@ def iter_json_records(path: str | Path, what: str = "file", text: str | None = N
                 _check_encodable(value, f"{p}:{lineno}")
             yield f"{p}:{lineno}", value
         return
+    text = read_text(p, what) if text is None else text
     try:
         data = loads_strict(text, str(p))
     except json.JSONDecodeError as exc:

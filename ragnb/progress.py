@@ -74,7 +74,8 @@ class Step:
     """One long step's reports: which of them are due, and the line each shows.
 
     :meth:`due`: at most one report every ``interval`` seconds of ``clock``, but always the first and the last
-    (``done >= total``). :meth:`line`: ``label: done/total unit (pct%), elapsed, ~left`` — the time left is
+    (``done >= total``); ``total`` 0: not known yet (a file being read), reports by the clock alone, shown as
+    ``label: done unit, elapsed``. :meth:`line`: ``label: done/total unit (pct%), elapsed, ~left`` — the time left is
     extrapolated from the rate since the step's first report with ``done > 0``, so a slow start (loading a
     model, warming a cache) does not inflate it; that report itself gets no estimate.
     """
@@ -87,7 +88,7 @@ class Step:
 
     def due(self, done: int, total: int) -> bool:
         now = self.clock()
-        if done < total and now - self._last < self.interval:
+        if (done < total or total <= 0) and now - self._last < self.interval:
             return False
         self._last = now
         return True
@@ -98,7 +99,7 @@ class Step:
         if self._base is None and done > 0:
             self._base = (done, elapsed)
         unit = f" {self.unit}" if self.unit else ""
-        text = f"{self.label}: {done}/{total}{unit}"
+        text = f"{self.label}: {done}/{total}{unit}" if total > 0 else f"{self.label}: {done}{unit}"
         if total > 0:
             text += f" ({100 * done / total:.0f}%)"
         text += f", {format_duration(elapsed)}"

@@ -1,5 +1,5 @@
 """A small team wiki made in the tests: Markdown pages loaded the way ``ragnb load chunks DIR`` loads them
-(``folder_records``: id ``page.md#n``, url = the relative path) and a question log whose urls point at its pages,
+(``FolderRows``: id ``page.md#n``, url = the relative path) and a question log whose urls point at its pages,
 with multi-turn sessions. Chunks are 4 words, so each page has many. Below it, a bilingual wiki with subfolders,
 YAML front matter and a log of real page URLs (``WIKI``, ``WIKI_LOG``: the --url-template tests)."""
 

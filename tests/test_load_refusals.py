@@ -143,9 +143,9 @@ def test_empty_pages_are_skipped_with_a_warning_each(fresh_db, tmp_path, cli):
         "notes.txt": " \n\t\n",
     })
     warnings: list[str] = []
-    from ragnb.store.markdown import folder_records
+    from ragnb.store.markdown import FolderRows
 
-    rows = folder_records(wiki, warnings=warnings)
+    rows = list(FolderRows(wiki, warnings=warnings))
     assert [r["id"] for r in rows] == ["ops/vpn.md#0"]
     assert warnings == [f"{wiki / 'hr/stub.md'}: only front matter, no text; skipped",
                         f"{wiki / 'notes.txt'}: empty file; skipped",

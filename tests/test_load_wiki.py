@@ -10,7 +10,8 @@ import sqlalchemy as sa
 
 import team_wiki
 from db_env import cli_on_new_db
-from ragnb.store.loaders import count_rows, insert_rows, load_file, sniff_delimiter
+from ragnb.store.loaders import count_rows, insert_rows, load_file
+from ragnb.store.readers import sniff_delimiter
 from ragnb.store.schema import tables
 
 

@@ -220,3 +220,20 @@ def test_ragnb_run_prints_notebook_and_embedding_progress_on_stderr_in_a_log(tmp
     assert order == sorted(order)
     assert "[1/2]" not in res.stdout and "rows" not in res.stdout  # progress is stderr's; results stay on stdout
     assert re.search(r"^run \S+: \w+ — .*index\.html$", res.stdout, re.M)
+
+
+def test_a_step_of_unknown_length_reports_by_the_clock_and_ends_with_its_total(on_stderr, capsys):
+    """A file being loaded: its rows are counted as they are read (total 0 = not known yet), then the last report
+    gives the total."""
+    clock = FakeClock()
+    report = progress.reporter("loading chunks", "rows", min_interval=10.0, clock=clock)
+    for done, t in [(0, 100.0), (1000, 104.0), (2000, 110.0), (3000, 115.0)]:
+        clock.now = t
+        report(done, 0)
+    clock.now = 117.0
+    report(3456, 3456)
+    assert capsys.readouterr().err.splitlines() == [
+        "loading chunks: 0 rows, 0 s",
+        "loading chunks: 2000 rows, 10 s",
+        "loading chunks: 3456/3456 rows (100%), 17 s",
+    ]

@@ -188,7 +188,7 @@ def open_csv(path: Path, what: str, fix: str) -> tuple[list[str], Any]:
     byte-order mark, the delimiter sniffed from the header line (``,`` ``;`` tab ``|``: Excel in a Russian or
     German locale saves with ``;``). An empty file is refused with ``fix``. The one reader of review and
     judge-pipeline CSVs; ``reader.line_num`` counts physical lines, so messages can name them."""
-    from ragnb.store.loaders import sniff_delimiter
+    from ragnb.store.readers import sniff_delimiter
 
     text = read_text(path, what).lstrip("\ufeff")
     if not text.strip():

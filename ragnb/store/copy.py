@@ -39,9 +39,11 @@ def column_list(table: sa.Table, keys: Sequence[str]) -> sql.Composed:
 
 
 def copy_rows_to_staging(cursor: Any, table: sa.Table, keys: Sequence[str], rows: Iterable[Sequence[Any]],
-                         staging: str) -> sql.Identifier:
+                         staging: str, create: bool = True, analyze: bool = True) -> sql.Identifier:
     """Create the temporary table ``staging`` (dropped at commit) with the types of ``table``'s columns ``keys``
-    and COPY ``rows`` (tuples in the order of ``keys``) into it; return its quoted name.
+    and COPY ``rows`` (tuples in the order of ``keys``) into it; return its quoted name. A file loaded a batch at
+    a time COPYs each batch with ``create=False`` (into the stage its first batch created) and ``analyze=False``,
+    then calls :func:`analyze_stage` once.
 
     ``cursor``: a psycopg 3 cursor inside the caller's transaction. The staging columns take the target's types
     (``CREATE TABLE … AS SELECT … WITH NO DATA``: no constraints, no defaults), so a team's table with an integer
@@ -50,12 +52,14 @@ def copy_rows_to_staging(cursor: Any, table: sa.Table, keys: Sequence[str], rows
     fits any column type; a NUL character is refused by psycopg (PostgreSQL text cannot hold it)."""
     name = sql.Identifier(staging)
     columns = column_list(table, keys)
-    cursor.execute(sql.SQL("CREATE TEMPORARY TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA")
-                   .format(name, columns, table_identifier(table)))
+    if create:
+        cursor.execute(sql.SQL("CREATE TEMPORARY TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA")
+                       .format(name, columns, table_identifier(table)))
     with cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(name, columns)) as copy:
         for row in rows:
             copy.write_row(row)
-    analyze_stage(cursor, name, sql.Identifier(table.c.id.name))  # every merge joins on the id
+    if analyze:
+        analyze_stage(cursor, name, sql.Identifier(table.c.id.name))  # every merge joins on the id
     return name
 
 

@@ -5,8 +5,9 @@ the line and the field. Nothing is guessed: dates are ISO 8601 (or follow an exp
 scores are integers 1–5, ids are strings or integers of at most :data:`ragnb.store.schema.ID_MAX_CHARS`
 characters (a float id — how pandas stores an integer column with gaps — is refused, never rounded), a url is
 http(s) or has no scheme (:func:`ragnb.datasets.urls.check_url`), and a JSON ``NaN`` is an error, not a
-missing value. Rows are written in one transaction (COPY into a staging table and one merge,
-:mod:`ragnb.store.upsert`); an id already
+missing value. A file is read, validated and COPYed into a staging table a batch of rows at a time
+(:mod:`ragnb.store.readers`, :class:`FileRows`), so memory does not grow with the file, and merged in one
+transaction once its last row has passed (:mod:`ragnb.store.upsert`): a bad row anywhere writes nothing. An id already
 stored with the same text is skipped (loading the same file twice adds nothing) but takes the file's url, one
 stored with a different text is an error unless ``update=True``. Rows without an id get a stable one derived from content.
 """
@@ -17,6 +18,7 @@ import hashlib
 import math
 import numbers
 from dataclasses import dataclass, field as dc_field
+from itertools import chain, islice
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,10 +28,10 @@ import pandas as pd
 import sqlalchemy as sa
 
 from ragnb.datasets.urls import check_url
-from ragnb.io import is_json_lines, iter_json_records, read_text
 from ragnb.store.engine import Database
+from ragnb.store.readers import read_records
 from ragnb.store.schema import ID_MAX_CHARS, ensure_schema
-from ragnb.store.upsert import merge_rows
+from ragnb.store.upsert import BATCH_ROWS, merge_rows
 
 # Accepted spellings of each field in input files (first match wins); --map overrides.
 CHUNK_ALIASES = {
@@ -67,72 +69,6 @@ class LoadStats:
 
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT
-
-
-def read_records(path: Path) -> Iterator[tuple[str, dict]]:
-    """Yield (where, record), ``where`` = ``"<path>:<n>"`` for messages. JSONL (``.jsonl``/``.ndjson``, optionally
-    ``.gz``): physical line; CSV: line incl. header; Parquet: row+1."""
-    suffixes = "".join(path.suffixes[-2:]).lower()
-    if is_json_lines(path):
-        for where, rec in iter_json_records(path, "record file"):
-            if not isinstance(rec, dict):
-                raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-            yield where, rec
-    elif suffixes.endswith((".csv", ".csv.gz")):
-        yield from _csv_records(path)
-    elif suffixes.endswith(".parquet"):
-        try:
-            df = pd.read_parquet(path)
-        except Exception as exc:  # pyarrow raises its own types for a corrupt or truncated file
-            raise ValueError(f"{path}: cannot read the Parquet file ({type(exc).__name__}: {exc}); "
-                             "check that it is complete") from None
-        for i, rec in enumerate(_frame_records(df)):
-            yield f"{path}:{i + 1}", rec
-    else:
-        raise ValueError(f"{path}: unsupported file type; use .jsonl, .jsonl.gz, .csv or .parquet (or a folder of .md/.txt)")
-
-
-CSV_DELIMITERS = (",", ";", "\t", "|")
-
-
-def sniff_delimiter(header: str) -> str:
-    """The delimiter of a CSV header line: the candidate that splits it into the most columns (ties: comma).
-    Excel in a Russian or German locale writes ``;``; tabs and pipes occur in exports."""
-    import csv
-
-    counts = {d: len(next(csv.reader([header], delimiter=d), [])) for d in CSV_DELIMITERS}
-    best = max(CSV_DELIMITERS, key=lambda d: (counts[d], d == ","))
-    return best if counts[best] > 1 else ","
-
-
-def _csv_records(path: Path) -> Iterator[tuple[str, dict]]:
-    import io
-
-    text = read_text(path, "CSV file").lstrip("\ufeff")  # UTF-8 (BOM from Excel dropped); NUL, gzip checked there
-    if not text.strip():
-        raise ValueError(f"{path}: the CSV file is empty; it needs a header line and at least one row")
-    sep = sniff_delimiter(text.splitlines()[0])
-    try:
-        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_values=[""], sep=sep)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise ValueError(f"{path}: cannot parse CSV with delimiter {sep!r} ({exc}); check quoting and the "
-                         "header line") from None
-    for i, rec in enumerate(_frame_records(df)):
-        yield f"{path}:{i + 2}", rec
-
-
-def _frame_records(df: pd.DataFrame) -> list[dict]:
-    """The rows of a CSV/Parquet frame. A missing cell is None, except in a float column: its NaN stays a float,
-    so that an id column pandas stored as floats is refused (:func:`_check_id`) rather than read as missing."""
-    cols = {c: s if s.dtype.kind == "f" else s.astype(object).where(s.notna(), None) for c, s in df.items()}
-    return pd.DataFrame(cols, index=df.index, columns=df.columns).to_dict("records")
-
-
-def _columns(records: list[tuple[str, dict]]) -> list[str]:
-    seen: dict[str, None] = {}
-    for _, rec in records:
-        seen.update(dict.fromkeys(rec))
-    return list(seen)
 
 
 def check_columns(path: Path, kind: str, columns: list[str], mapping: dict[str, str]) -> list[str]:
@@ -192,59 +128,95 @@ def _check_required(value: Any, where: str, field: str, names: str) -> None:
                      "write it as text (in quotes, in JSON), or --map the field to the column that holds the text")
 
 
-def normalize_records(path: Path, kind: str, mapping: dict[str, str] | None = None,
-                      date_format: str | None = None, warnings: list[str] | None = None) -> list[dict]:
-    """Validate every row of ``path`` into the table's fields; raise on the first bad row. ``date_format``:
-    a strftime pattern for ``created_at`` (ISO 8601 only without it). A file without a column for a required
-    field is refused listing its columns; columns no field uses are reported in ``warnings``."""
-    # The original column name is accepted for the url field: --map confluence_url=link.
-    mapping = {("url" if f == "confluence_url" else f): c for f, c in (mapping or {}).items()}
-    aliases = CHUNK_ALIASES if kind == "chunks" else QUESTION_ALIASES
-    unknown = sorted(set(mapping) - set(aliases))
-    if unknown:
-        raise ValueError(f"--map: unknown field(s) {unknown}; fields for {kind}: {sorted(aliases)}")
-    records = list(read_records(path))
-    if not records:
-        raise ValueError(f"{path}: no rows found")
-    unused = check_columns(path, kind, _columns(records), mapping)
-    if warnings is not None:
-        warnings += unused
-    rows: list[dict] = []
-    seen: dict[str, tuple[str, dict]] = {}
-    for where, rec in records:
-        row = {f: _pick(rec, f, aliases, mapping) for f in aliases}
-        for field in REQUIRED[kind]:
-            _check_required(row[field], where, field, mapping.get(field) or " / ".join(aliases[field]))
-        for name in ("id", "user_id", "session_id"):
-            if name in row:
-                _check_id(row[name], where, name)
-        for name in ("id", "url", "answer", "user_id", "session_id"):
-            if name in row:
-                row[name] = _as_text(row[name])
-        for name in ("id", "user_id", "session_id"):
-            if row.get(name) is not None:
-                check_id_length(row[name], where, name)
-        if row["url"] is not None:
-            check_url(row["url"], f"{where}: field 'url'")
-        _check_no_nul(row, where)
-        if kind == "questions":
-            row["score"] = _parse_score(row["score"], where)
-            row["created_at"] = _parse_time(row["created_at"], where, date_format)
-        if row["id"] is None:
-            basis = (row["url"], row["text"]) if kind == "chunks" else (
-                row["question"], row["user_id"], row["session_id"], row["created_at"])
-            row["id"] = _stable_id(*basis)
-        if row["id"] in seen:
-            first_line, first = seen[row["id"]]
-            first = {k: v for k, v in first.items() if k != "_where"}
-            if first != row:
-                raise ValueError(
-                    f"{where}: field 'id' = {row['id']!r} repeats line {first_line} with different content; ids must be unique"
-                )
-            continue
-        seen[row["id"]] = (where.rpartition(":")[2], row)  # its line number
-        rows.append({**row, "_where": where})
-    return rows
+class FileRows:
+    """The validated rows of one file, read and checked a row at a time as they are iterated (a load COPYs them a
+    batch at a time, :func:`ragnb.store.upsert.merge_rows`): memory holds a batch, and per id read its line and a
+    hash of its row, to refuse a repeated id with different content (an identical repeat is skipped) and to name
+    a row after its batch is gone (:meth:`locate`). Iterating raises on the first bad row; whatever needs the
+    whole file (the ``--map`` columns, unused columns in ``warnings``, "no rows") is checked when the last row has
+    been read, before anything is committed. ``rows``: how many were yielded.
+
+    ``date_format``: a strftime pattern for ``created_at`` (ISO 8601 only without it). A file without a column for
+    a required field is refused listing its columns (checked on the first ``batch_rows`` records: if none of them
+    has one, its first row is bad whatever follows)."""
+
+    def __init__(self, path: Path, kind: str, mapping: dict[str, str] | None = None, date_format: str | None = None,
+                 warnings: list[str] | None = None, batch_rows: int = BATCH_ROWS) -> None:
+        # The original column name is accepted for the url field: --map confluence_url=link.
+        self.mapping = {("url" if f == "confluence_url" else f): c for f, c in (mapping or {}).items()}
+        self.aliases = CHUNK_ALIASES if kind == "chunks" else QUESTION_ALIASES
+        unknown = sorted(set(self.mapping) - set(self.aliases))
+        if unknown:
+            raise ValueError(f"--map: unknown field(s) {unknown}; fields for {kind}: {sorted(self.aliases)}")
+        self.path, self.kind, self.date_format, self.batch_rows = path, kind, date_format, batch_rows
+        self.warnings = warnings if warnings is not None else []
+        self.seen: dict[str, tuple[int, int]] = {}  # id → (line, hash of its row), in file order
+        self.rows = 0
+
+    def __iter__(self) -> Iterator[dict]:
+        records = read_records(self.path, self.batch_rows)
+        first = list(islice(records, self.batch_rows))
+        if not first:
+            raise ValueError(f"{self.path}: no rows found")
+        columns: dict[str, None] = {}
+        for _, rec in first:
+            columns.update(dict.fromkeys(rec))
+        required = {f: c for f, c in self.mapping.items() if f in REQUIRED[self.kind]}
+        check_columns(self.path, self.kind, list(columns), required)
+        head = iter(first)  # a list iterator lets go of its list once read: one batch held, not the first for good
+        del first
+        for where, rec in chain(head, records):
+            columns.update(dict.fromkeys(rec))
+            row = self._row(where, rec)
+            if row is not None:
+                self.rows += 1
+                yield row
+        self.warnings += check_columns(self.path, self.kind, list(columns), self.mapping)
+
+    def _row(self, where: str, rec: dict) -> dict | None:
+        """The table's fields of one record, validated; None for an identical repeat of an earlier row."""
+        row = normalize_row(where, rec, self.kind, self.aliases, self.mapping, self.date_format)
+        line = int(where.rpartition(":")[2])
+        digest = hash(tuple(row.values()))  # 64 bits: a different row with the same id and hash would be skipped
+        first = self.seen.setdefault(row["id"], (line, digest))
+        if first[0] == line:
+            return {**row, "_where": where}
+        if first[1] != digest:
+            raise ValueError(f"{where}: field 'id' = {row['id']!r} repeats line {first[0]} with different content; "
+                             "ids must be unique")
+        return None
+
+    def locate(self, ids: set) -> list[tuple[str, str]]:
+        """(where, id) of the rows read with these ids, in file order."""
+        return [(f"{self.path}:{line}", i) for i, (line, _) in self.seen.items() if i in ids]
+
+
+def normalize_row(where: str, rec: dict, kind: str, aliases: dict, mapping: dict, date_format: str | None) -> dict:
+    """One record's fields for the chunk or question table, validated; ``id`` derived from the content when the
+    record has none. ValueError naming ``where``, the field and the fix."""
+    row = {f: _pick(rec, f, aliases, mapping) for f in aliases}
+    for field in REQUIRED[kind]:
+        _check_required(row[field], where, field, mapping.get(field) or " / ".join(aliases[field]))
+    for name in ("id", "user_id", "session_id"):
+        if name in row:
+            _check_id(row[name], where, name)
+    for name in ("id", "url", "answer", "user_id", "session_id"):
+        if name in row:
+            row[name] = _as_text(row[name])
+    for name in ("id", "user_id", "session_id"):
+        if row.get(name) is not None:
+            check_id_length(row[name], where, name)
+    if row["url"] is not None:
+        check_url(row["url"], f"{where}: field 'url'")
+    _check_no_nul(row, where)
+    if kind == "questions":
+        row["score"] = _parse_score(row["score"], where)
+        row["created_at"] = _parse_time(row["created_at"], where, date_format)
+    if row["id"] is None:
+        basis = (row["url"], row["text"]) if kind == "chunks" else (
+            row["question"], row["user_id"], row["session_id"], row["created_at"])
+        row["id"] = _stable_id(*basis)
+    return row
 
 
 def _check_id(value: Any, where: str, name: str) -> None:
@@ -375,8 +347,9 @@ def _stored_as_given(db: Database, kind: str, rows: list[dict], refresh: tuple[s
 
 def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str] | None = None,
               chunk_size: int = 200, overlap: int = 40, date_format: str | None = None,
-              update: bool = False, url_template: str | None = None) -> LoadStats:
-    """Validate then load ``path`` (file or, for chunks, a folder) into the chunk or question table.
+              update: bool = False, url_template: str | None = None, batch_rows: int = BATCH_ROWS) -> LoadStats:
+    """Validate then load ``path`` (file or, for chunks, a folder) into the chunk or question table, read,
+    validated and COPYed ``batch_rows`` rows at a time (a folder: a page at a time) in one transaction.
     ``date_format``: strftime pattern of ``created_at`` (ISO 8601 otherwise); ``update``: overwrite rows
     whose id is stored with a different text (an error otherwise); ``url_template``: a folder's page URLs
     (:mod:`ragnb.store.markdown`, which chunks a folder and lists its pages without text in ``warnings``)."""
@@ -396,15 +369,16 @@ def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str]
                          "with --map url=COLUMN")
     warnings: list[str] = []
     if p.is_dir():
-        from ragnb.store.markdown import folder_records
+        from ragnb.store.markdown import FolderRows
 
-        rows = folder_records(p, chunk_size, overlap, url_template, warnings)
+        rows: FileRows | FolderRows = FolderRows(p, chunk_size, overlap, url_template, warnings)
     else:
-        rows = normalize_records(p, kind, mapping, date_format, warnings)
+        rows = FileRows(p, kind, mapping, date_format, warnings, batch_rows)
     # A new url never invalidates a vector, so it is taken without --update (how a wiki reloaded with
     # --url-template gets its real page URLs); a new text still needs --update.
-    done = merge_rows(db, kind, rows, refresh=("url",), on_changed="update" if update else "error")
-    return LoadStats(str(p), kind, len(rows), done.inserted, len(rows) - done.inserted - len(done.changed),
+    done = merge_rows(db, kind, iter(rows), refresh=("url",), on_changed="update" if update else "error",
+                      locate=rows.locate, batch_rows=batch_rows)
+    return LoadStats(str(p), kind, rows.rows, done.inserted, rows.rows - done.inserted - len(done.changed),
                      done.changed, warnings, done.refreshed)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 import string
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 from urllib.parse import quote
 
 import yaml
@@ -174,36 +174,55 @@ def read_page(folder: Path, f: Path, template: str | None) -> Page:
                 len(body) < len(text.lstrip("\ufeff")))
 
 
-def folder_records(folder: Path, chunk_size: int = 200, overlap: int = 40, url_template: str | None = None,
-                   warnings: list[str] | None = None) -> list[dict]:
-    """Chunk every .md/.txt file under ``folder``: id = ``<page id>#n`` (page id = front-matter ``id``, else the
-    relative path), url = front-matter ``url``, else ``url_template`` filled in, else the relative path
-    (see the module docstring). A page without text (an empty file, front matter only) is skipped with
-    a line in ``warnings``; a folder without any text, or a template that gives two pages one URL, is an error."""
-    template = check_url_template(url_template)
-    rows, pages, templated, empty = [], {}, {}, []
-    files = page_files(folder)
-    for f in files:
-        page = read_page(folder, f, template)
-        if page.prefix in pages:
-            raise ValueError(f"{f}: front matter 'id' = {page.prefix!r} is also the id of {pages[page.prefix]}; "
-                             "page ids must be unique")
-        pages[page.prefix] = f
-        pieces = chunk_text(page.body, chunk_size, overlap)
-        if not pieces:
-            empty.append(f"{f}: {'only front matter, no text' if page.front_matter else 'empty file'}")
-            continue
-        if page.templated:
-            _check_distinct_url(templated, page.url, f, template)
-        for n, piece in enumerate(pieces):
-            check_id_length(f"{page.prefix}#{n}", f"{f} chunk {n}")
-            rows.append({"id": f"{page.prefix}#{n}", "url": page.url, "text": piece, "_where": f"{f} chunk {n}"})
-    if not rows:
-        raise ValueError(f"{folder}: none of its {len(files)} page file(s) has any text (e.g. {empty[0]}); "
-                         "nothing to load — check that the files were exported with their content")
-    if warnings is not None:
-        warnings += [f"{e}; skipped" for e in empty]
-    return rows
+class FolderRows:
+    """The chunks of every .md/.txt file under ``folder``, made a page at a time as they are iterated (a load COPYs
+    them a batch at a time: memory holds a page and a batch, not the wiki): id = ``<page id>#n`` (page id =
+    front-matter ``id``, else the relative path), url = front-matter ``url``, else ``url_template`` filled in,
+    else the relative path (see the module docstring). A page without text (an empty file, front matter only) is
+    skipped with a line in ``warnings``; a folder without any text, or a template that gives two pages one URL,
+    is an error — raised when it is found, before anything is committed. ``rows``: how many were yielded."""
+
+    def __init__(self, folder: Path, chunk_size: int = 200, overlap: int = 40, url_template: str | None = None,
+                 warnings: list[str] | None = None) -> None:
+        self.folder, self.chunk_size, self.overlap = folder, chunk_size, overlap
+        self.template = check_url_template(url_template)
+        self.warnings = warnings if warnings is not None else []
+        self.pages: dict[str, tuple[int, Path]] = {}  # page id → (its place in the folder's order, file)
+        self.rows = 0
+
+    def __iter__(self) -> Iterator[dict]:
+        templated: dict[str, Path] = {}
+        empty = []
+        files = page_files(self.folder)
+        for f in files:
+            page = read_page(self.folder, f, self.template)
+            if page.prefix in self.pages:
+                raise ValueError(f"{f}: front matter 'id' = {page.prefix!r} is also the id of "
+                                 f"{self.pages[page.prefix][1]}; page ids must be unique")
+            self.pages[page.prefix] = (len(self.pages), f)
+            pieces = chunk_text(page.body, self.chunk_size, self.overlap)
+            if not pieces:
+                empty.append(f"{f}: {'only front matter, no text' if page.front_matter else 'empty file'}")
+                continue
+            if page.templated:
+                _check_distinct_url(templated, page.url, f, self.template)
+            for n, piece in enumerate(pieces):
+                check_id_length(f"{page.prefix}#{n}", f"{f} chunk {n}")
+                self.rows += 1
+                yield {"id": f"{page.prefix}#{n}", "url": page.url, "text": piece, "_where": f"{f} chunk {n}"}
+        if not self.rows:
+            raise ValueError(f"{self.folder}: none of its {len(files)} page file(s) has any text (e.g. {empty[0]}); "
+                             "nothing to load — check that the files were exported with their content")
+        self.warnings += [f"{e}; skipped" for e in empty]
+
+    def locate(self, ids: set) -> list[tuple[str, str]]:
+        """(where, id) of the chunks with these ids, in the folder's order: a chunk id is ``<page id>#<n>``."""
+        found = []
+        for i in ids:
+            prefix, _, n = i.rpartition("#")
+            place, f = self.pages[prefix]
+            found.append(((place, int(n)), (f"{f} chunk {n}", i)))
+        return [named for _, named in sorted(found)]
 
 
 def _check_distinct_url(seen: dict[str, Path], url: str, f: Path, template: str) -> None:
