@@ -79,7 +79,7 @@ def merge_rows(db: Database, kind: str, rows: Iterable[dict], refresh: tuple[str
                              f"{text_col} ({len(changed)} such row(s)); pass --update to overwrite them, or give new ids")
         if changed:
             _overwrite(cur, table, text_col, staged, [c for c in cols if c != "id"])
-            _drop_default_vectors(db, kind, table, cur, [str(r["id"]) for r in changed])
+            _drop_default_vectors(db, kind, table, cur, [str(rid) for _, rid in changed])
         cur.execute(sql.SQL("INSERT INTO {t} ({cols}) SELECT {cols} FROM {s} ON CONFLICT ({id}) DO NOTHING").format(
             t=table_identifier(table), cols=column_list(table, cols), s=staged, id=sql.Identifier(table.c.id.name)))
         inserted = cur.rowcount
