@@ -296,7 +296,7 @@ def test_a_failed_embedding_records_no_model_and_the_recovered_vectors_are_store
 
     embeddings_server.set_handler(embeddings_server.answer)  # the provider recovered
     stats = embed_table(db, "chunks", _encoder(embeddings_server), progress=False)
-    assert (stats.processed, stats.storage, stats.dim) == (3, "column", 8)
+    assert (stats.processed, stats.storage, stats.dim) == (3, "default-table", 8)
     stored = _stored(db)
     np.testing.assert_array_equal(np.stack([stored[i] for i in texts]), _want(list(texts.values())))
     assert [(m["model"], m["embedded"]) for m in model_status(db, "chunks")] == [("emb-small", 3)]
