@@ -276,7 +276,8 @@ def _stored(db, model=None) -> dict[str, np.ndarray]:
 def _vector_tables(db) -> list[str]:
     with db.vector_store().engine.connect() as conn:
         return [r[0] for r in conn.execute(sa.text(
-            "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'ragnb_vec_%'"))]
+            # other models' tables (ragnb_vec_<hash>), not the default's ragnb_vectors_chunk
+            "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'ragnb\\_vec\\_%'"))]
 
 
 def test_a_failed_embedding_records_no_model_and_the_recovered_vectors_are_stored(embeddings_server, fresh_db,
