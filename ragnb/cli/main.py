@@ -266,8 +266,8 @@ def embed(
     document_prompt: Optional[str] = _DOCUMENT_PROMPT,
     input_type: Optional[str] = _INPUT_TYPE,
     dimensions: Optional[int] = _DIMENSIONS,
-    default: bool = typer.Option(False, "--default", help="Make this model the tables' default (their own "
-                                 "embedding column, read by whatever names no model); the previous default's vectors "
+    default: bool = typer.Option(False, "--default", help="Make this model the tables' default (read by "
+                                 "whatever names no model); the previous default's vectors "
                                  "move beside it. Default: the first model embedded into a table."),
     write: bool = _WRITE,
 ) -> None:
