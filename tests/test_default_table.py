@@ -125,3 +125,26 @@ def test_a_second_write_of_the_same_rows_overwrites_them(fresh_db):
     with pytest.raises(ValueError, match=r"row id 'a' is given twice in one block"):
         with fresh_db.engine.begin() as conn:
             write_default(fresh_db, table, default_table(table), ["a", "a"], np.zeros((2, DIM)), conn)
+
+
+def test_a_deleted_or_truncated_chunk_row_takes_its_vector_with_it(fresh_db):
+    _load_chunks(fresh_db, ["a", "b", "c"])
+    enc = _Precomputed("model-a", {f"Текст {i}": np.full(DIM, 1, np.float32) for i in "abc"})
+    embed_table(fresh_db, "chunks", enc, progress=False)
+    with fresh_db.engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM chunk WHERE id = 'b'"))
+    assert fetch_vectors(fresh_db)[0] == ["a", "c"]
+    with fresh_db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT array_agg(row_id ORDER BY row_id) FROM ragnb_vectors_chunk")
+                            ).scalar_one() == ["a", "c"]
+    with fresh_db.engine.begin() as conn:
+        conn.execute(sa.text("TRUNCATE chunk"))
+    with fresh_db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM ragnb_vectors_chunk")).scalar_one() == 0
+    # the table dropped by hand (a benchmark's reset): deletes still work, and the next embed makes it again
+    _load_chunks(fresh_db, ["a"])
+    with fresh_db.engine.begin() as conn:
+        conn.execute(sa.text("DROP TABLE ragnb_vectors_chunk"))
+        conn.execute(sa.text("DELETE FROM chunk WHERE id = 'zz'"))
+    assert embed_table(fresh_db, "chunks", enc, progress=False).storage == "default-table"
+    assert fetch_vectors(fresh_db)[0] == ["a"]

@@ -88,6 +88,7 @@ def move_column_to_table(db: Database, table: sa.Table, vt: sa.Table, dim: int) 
             {"t": table.name, "s": table.schema}).all()
         conn.execute(sa.text(f"CREATE TABLE {_fmt(db, vt)} (row_id text PRIMARY KEY, "
                              f"embedding vector({int(size)}) NOT NULL)"))
+        _forget_deleted_rows(db, conn, table, vt)
         if n:
             conn.execute(sa.text(f"INSERT INTO {_fmt(db, vt)} (row_id, embedding) SELECT CAST({tid} AS text), {emb} "
                                  f"FROM {_fmt(db, table)} WHERE {emb} IS NOT NULL"))
@@ -102,6 +103,24 @@ def move_column_to_table(db: Database, table: sa.Table, vt: sa.Table, dim: int) 
     if report is not None:
         report(n, n)
     return int(n)
+
+
+def _forget_deleted_rows(db: Database, conn: Any, table: sa.Table, vt: sa.Table) -> None:
+    """Triggers that take a deleted (or truncated) chunk row's vector with it, as the column did: a search must never
+    return an id the chunk table no longer has. Statement-level, on deletes only: writing vectors costs nothing."""
+    fn = (f"{_q(db, table.schema)}." if table.schema else "") + _q(db, vt.name + "_forget")
+    conn.execute(sa.text(
+        f"CREATE OR REPLACE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF to_regclass('{_fmt(db, vt)}') IS NULL THEN RETURN NULL; "  # dropped by hand: nothing to forget
+        f"ELSIF TG_OP = 'TRUNCATE' THEN TRUNCATE {_fmt(db, vt)}; "
+        f"ELSE DELETE FROM {_fmt(db, vt)} WHERE row_id IN (SELECT CAST({_q(db, table.c.id.name)} AS text) FROM gone); "
+        "END IF; RETURN NULL; END $$"))
+    for suffix in ("_deleted", "_truncated"):  # left by a default vector table dropped by hand
+        conn.execute(sa.text(f"DROP TRIGGER IF EXISTS {_q(db, vt.name + suffix)} ON {_fmt(db, table)}"))
+    conn.execute(sa.text(f"CREATE TRIGGER {_q(db, vt.name + '_deleted')} AFTER DELETE ON {_fmt(db, table)} "
+                         f"REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE PROCEDURE {fn}()"))
+    conn.execute(sa.text(f"CREATE TRIGGER {_q(db, vt.name + '_truncated')} AFTER TRUNCATE ON {_fmt(db, table)} "
+                         f"FOR EACH STATEMENT EXECUTE PROCEDURE {fn}()"))
 
 
 def write_default(db: Database, table: sa.Table, vt: sa.Table, ids: list[str], vecs: np.ndarray, conn: Any) -> None:
