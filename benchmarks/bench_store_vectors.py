@@ -197,15 +197,18 @@ def _floor_once(conn, ids, vecs) -> None:
 
 
 def reset(db) -> None:
-    """No vectors, no recorded model; vacuumed so every round starts from the same table (not timed)."""
+    """No vectors (in the column or the default vector table, which is dropped: the embed creates it as a first
+    embed does), no recorded model; vacuumed so every round starts from the same table (not timed)."""
     import sqlalchemy as sa
 
+    from ragnb.store.models import default_table
     from ragnb.store.schema import tables
     from ragnb.store.vectors import _qt
 
     t = tables(db.schema)
     with db.engine.begin() as conn:
-        conn.execute(sa.update(t.chunk).values(embedding=None))
+        conn.execute(sa.update(t.chunk).values(embedding=None).where(t.chunk.c.embedding.is_not(None)))
+        conn.execute(sa.text(f"DROP TABLE IF EXISTS {_qt(db, default_table(t.chunk))}"))
         conn.execute(sa.delete(t.meta))
     with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(sa.text(f"VACUUM ANALYZE {_qt(db, t.chunk)}"))

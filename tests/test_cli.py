@@ -100,7 +100,7 @@ def test_embed_second_model_beside_the_first_status_and_index(cli, tmp_path):
     assert _last_json(cli("embed", "--chunks", "--model", other).output)["skipped"] == 4
     models = {m["model"]: m for m in _last_json(cli("db", "status").output)["chunks"]["models"]}
     assert {k: (m["dim"], m["embedded"], m["storage"], m["default"]) for k, m in models.items()} == {
-        "all-MiniLM-L6-v2": (384, 4, "column", True), other: (384, 4, "table", False)}
+        "all-MiniLM-L6-v2": (384, 4, "default-table", True), other: (384, 4, "table", False)}
     res = cli("db", "index", "--model", other)
     assert res.exit_code == 0 and res.output.startswith("index ready: ragnb_vec_") and "_hnsw_idx" in res.output
     assert "dropped: []" in cli("db", "index", "--drop").output  # the column's model has no index

@@ -276,7 +276,8 @@ def _stored(db, model=None) -> dict[str, np.ndarray]:
 def _vector_tables(db) -> list[str]:
     with db.vector_store().engine.connect() as conn:
         return [r[0] for r in conn.execute(sa.text(
-            "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'ragnb_vec_%'"))]
+            # other models' tables (ragnb_vec_<hash>), not the default's ragnb_vectors_chunk
+            "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'ragnb\\_vec\\_%'"))]
 
 
 def test_a_failed_embedding_records_no_model_and_the_recovered_vectors_are_stored(embeddings_server, fresh_db,
@@ -296,7 +297,7 @@ def test_a_failed_embedding_records_no_model_and_the_recovered_vectors_are_store
 
     embeddings_server.set_handler(embeddings_server.answer)  # the provider recovered
     stats = embed_table(db, "chunks", _encoder(embeddings_server), progress=False)
-    assert (stats.processed, stats.storage, stats.dim) == (3, "column", 8)
+    assert (stats.processed, stats.storage, stats.dim) == (3, "default-table", 8)
     stored = _stored(db)
     np.testing.assert_array_equal(np.stack([stored[i] for i in texts]), _want(list(texts.values())))
     assert [(m["model"], m["embedded"]) for m in model_status(db, "chunks")] == [("emb-small", 3)]

@@ -112,7 +112,7 @@ def test_a_search_with_other_query_settings_is_refused_naming_them(wiki, embeddi
     with pytest.raises(ValueError) as err:
         open_corpora("db", embedding_model="endpoint:emb-small")
     assert str(err.value) == (
-        "chunk.embedding holds vectors of model 'emb-small' made with other query/document settings than the "
+        "ragnb_vectors_chunk (the default vectors of chunk) holds vectors of model 'emb-small' made with other query/document settings than the "
         "active encoder's (query prompt 'query: ' → none; document prompt 'passage: ' → none; input type "
         "'search_query' / 'search_document' → not sent): its queries would search vectors encoded another way. "
         "Re-embed that model with `ragnb embed --model endpoint:emb-small --replace` (and the settings you want), or use the "

@@ -153,8 +153,8 @@ def test_embed_table_stores_an_encoders_exact_bits_in_the_column_and_a_vector_ta
     first = embed_table(fresh_db, "chunks", _Precomputed("model-a", by_text), write_every=7, progress=False)
     second = embed_table(fresh_db, "chunks", _Precomputed("model-b", {t: -v for t, v in by_text.items()}),
                          write_every=5, progress=False)
-    assert (first.storage, first.processed, second.storage, second.processed) == ("column", len(ids), "table",
-                                                                                   len(ids))
+    assert (first.storage, first.processed, second.storage, second.processed) == ("default-table", len(ids),
+                                                                                   "table", len(ids))
     _, _, col = fetch_vectors(fresh_db)
     _, _, side = fetch_vectors(fresh_db, model="model-b")
     assert np.array_equal(_bits(col), _bits(vecs)) and np.array_equal(_bits(side), _bits(-vecs))

@@ -80,7 +80,7 @@ def two_models(fresh_db, encoder):
 
 def test_second_model_is_added_beside_the_first(two_models, encoder):
     db, rows, words, first, second = two_models
-    assert (first.storage, first.processed, first.dim) == ("column", 80, 384)
+    assert (first.storage, first.processed, first.dim) == ("default-table", 80, 384)
     assert (second.storage, second.total, second.processed, second.skipped, second.errors) == ("table", 80, 80, 0, 0)
     ids, urls, mini = fetch_vectors(db)  # default = the column's model, as before
     assert ids == [r["id"] for r in rows] and mini.shape == (80, 384)
@@ -94,7 +94,8 @@ def test_second_model_is_added_beside_the_first(two_models, encoder):
     status = {m["model"]: m for m in model_status(db, "chunks")}
     assert set(status) == {"all-MiniLM-L6-v2", "words-16"}
     assert (status["all-MiniLM-L6-v2"]["dim"], status["all-MiniLM-L6-v2"]["embedded"],
-            status["all-MiniLM-L6-v2"]["storage"], status["all-MiniLM-L6-v2"]["default"]) == (384, 80, "column", True)
+            status["all-MiniLM-L6-v2"]["storage"], status["all-MiniLM-L6-v2"]["default"]) == (384, 80, "default-table",
+                                                                                      True)
     assert (status["words-16"]["dim"], status["words-16"]["embedded"], status["words-16"]["storage"],
             status["words-16"]["fingerprint"], status["words-16"]["backend"]) == (16, 80, "table", "words:v1", "test")
     # Both incremental: a new row gets each model's vector once; the existing ones are skipped.
@@ -159,15 +160,15 @@ def test_mixing_fingerprints_or_dimensions_is_an_error(two_models, encoder):
 
 def test_column_fingerprint_is_checked(fresh_db):
     insert_rows(fresh_db, "chunks", _corpus(10))
-    assert embed_table(fresh_db, "chunks", WordEncoder(), progress=False).storage == "column"
-    with pytest.raises(ValueError, match=r"chunk.embedding holds vectors of model 'words-16' made with fingerprint"):
+    assert embed_table(fresh_db, "chunks", WordEncoder(), progress=False).storage == "default-table"
+    with pytest.raises(ValueError, match=r"ragnb_vectors_chunk \(the default vectors of chunk\) holds vectors of model 'words-16' made with fingerprint"):
         embed_table(fresh_db, "chunks", WordEncoder(fingerprint="words:v2"), progress=False)
-    with pytest.raises(ValueError, match=r"chunk.embedding holds 16-dimensional vectors of model 'words-16'; the "
+    with pytest.raises(ValueError, match=r"of chunk\) holds 16-dimensional vectors of model 'words-16'; the "
                                          r"active encoder of that name makes 8-dim.*ragnb embed --chunks --model "
                                          r"words-16 --replace"):
         embed_table(fresh_db, "chunks", WordEncoder(dim=8), progress=False)
     redone = embed_table(fresh_db, "chunks", WordEncoder(dim=8), replace=True, progress=False)
-    assert (redone.storage, redone.processed, redone.dim) == ("column", 10, 8)
+    assert (redone.storage, redone.processed, redone.dim) == ("default-table", 10, 8)
     assert fetch_vectors(fresh_db)[2].shape == (10, 8)
 
 

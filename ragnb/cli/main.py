@@ -131,7 +131,7 @@ def db_index(
     ef_construction: int = typer.Option(64, help="HNSW: candidate list size while building."),
     write: bool = typer.Option(False, "--write", help="Allow writing to an external RAGNB_DATABASE_URL."),
     model: Optional[str] = typer.Option(None, "--model", help="Whose chunk vectors (a name `ragnb db status` lists; "
-                                        "default: the chunk table's own embedding column)."),
+                                        "default: the default model's)."),
 ) -> None:
     """Create (or drop) an HNSW cosine index on one model's chunk vectors; Tier 1 then reports its recall vs exact."""
     from ragnb.rag.retrieval import create_hnsw_index, drop_hnsw_indexes
@@ -266,8 +266,8 @@ def embed(
     document_prompt: Optional[str] = _DOCUMENT_PROMPT,
     input_type: Optional[str] = _INPUT_TYPE,
     dimensions: Optional[int] = _DIMENSIONS,
-    default: bool = typer.Option(False, "--default", help="Make this model the tables' default (their own "
-                                 "embedding column, read by whatever names no model); the previous default's vectors "
+    default: bool = typer.Option(False, "--default", help="Make this model the tables' default (read by "
+                                 "whatever names no model); the previous default's vectors "
                                  "move beside it. Default: the first model embedded into a table."),
     write: bool = _WRITE,
 ) -> None:
@@ -291,9 +291,10 @@ def embed(
                 stats = embed_table(db, which, encoder, batch_size=batch_size, replace=replace).as_dict()
                 if default:
                     from ragnb.store.default_model import make_default
+                    from ragnb.store.models import locate
 
-                    stats = {**stats, "storage": "column",
-                             "previous_default": make_default(db, which, encoder.name)["previous"]}
+                    previous = make_default(db, which, encoder.name)["previous"]
+                    stats = {**stats, "storage": locate(db, which).storage, "previous_default": previous}
                 _print_json(stats)
     except ValueError as exc:
         _fail(exc)

@@ -149,11 +149,12 @@ def _sql_ids(table: sa.Table) -> sa.ColumnElement:
 
 def embedded_chunk_urls(db) -> dict[str, str | None]:
     """id → url of every chunk that has a vector (what retrieval can return)."""
+    from ragnb.store.models import has_default_vector
     from ragnb.store.schema import tables
 
     t = tables(db.schema).chunk
     with db.engine.connect() as conn:
-        rows = conn.execute(sa.select(_sql_ids(t), t.c.url).where(t.c.embedding.is_not(None))).all()
+        rows = conn.execute(sa.select(_sql_ids(t), t.c.url).where(has_default_vector(db, t))).all()
     return {r[0]: r[1] for r in rows}
 
 

@@ -145,8 +145,8 @@ def ensure_demo(language: str = "ru", encoder: Encoder | Sequence[Encoder] | Non
         "questions_inserted": questions.inserted, "questions_skipped": questions.skipped,
         "models": {},
     }
-    # The default model first: on a fresh database it gets the tables' own column, as in every installation
-    # made before several models, so readers of that column (the UX session log) see the same model there.
+    # The default model first: on a fresh database it becomes the tables' default (the question column, the chunk
+    # table's default vector table), so readers of the default (the UX session log) see the same model there.
     for enc in sorted(encoders, key=lambda e: e.name != config.DEFAULT_EMBEDDING_MODEL):
         stats["models"][enc.name] = {which: embed_table(db, which, enc, progress=progress).as_dict()
                                      for which in ("chunks", "questions")}

@@ -43,6 +43,7 @@ def corpus_fingerprint(db: Any) -> dict:
     """``{database, n_chunks, n_embedded, chunks_md5, model, dim}`` of a database's chunk table (module
     docstring); a database without a chunk table has ``n_chunks`` 0 and ``chunks_md5`` None."""
     from ragnb.store.schema import table_exists, tables
+    from ragnb.store.models import has_default_vector
     from ragnb.store.vectors import recorded_space
 
     t = tables(db.schema)
@@ -53,7 +54,8 @@ def corpus_fingerprint(db: Any) -> dict:
     c = t.chunk
     entry = sa.func.concat(sa.cast(c.c.id, sa.Text), ":", sa.func.md5(sa.func.coalesce(c.c.text, "")))
     joined = sa.func.string_agg(entry, aggregate_order_by(sa.literal_column("','"), sa.cast(c.c.id, sa.Text)))
-    stmt = sa.select(sa.func.count(), sa.func.count(c.c.embedding), sa.func.md5(sa.func.coalesce(joined, "")))
+    embedded = sa.func.count().filter(has_default_vector(db, c))
+    stmt = sa.select(sa.func.count(), embedded, sa.func.md5(sa.func.coalesce(joined, "")))
     with db.engine.connect() as conn:
         n, n_embedded, digest = conn.execute(stmt).one()
     space = recorded_space(db, t, c)

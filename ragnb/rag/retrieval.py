@@ -130,7 +130,7 @@ class MemoryRetriever:
 
     @classmethod
     def from_db(cls, db: Database, model: str | None = None) -> "MemoryRetriever":
-        """Over the chunk vectors of ``model`` (default: the chunk table's own column)."""
+        """Over the chunk vectors of ``model`` (default: the default model's)."""
         ids, urls, vecs = fetch_vectors(db, "chunks", model=model)
         return cls(ids, vecs, urls, model=model)
 
@@ -202,7 +202,7 @@ def _index_target(db: Database, model: str | None) -> tuple[ModelVectors, str | 
 
 
 def hnsw_indexes(db: Database, model: str | None = None) -> list[str]:
-    """Names of HNSW indexes on ``model``'s chunk vectors (default: the chunk table's own column)."""
+    """Names of HNSW indexes on ``model``'s chunk vectors (default: the default model's)."""
     loc, schema, name, _ = _index_target(db, model)
     sql = sa.text(
         "SELECT indexname FROM pg_indexes WHERE tablename = :t AND schemaname = COALESCE(CAST(:s AS text), current_schema()) "
@@ -214,7 +214,7 @@ def hnsw_indexes(db: Database, model: str | None = None) -> list[str]:
 
 def create_hnsw_index(db: Database, m: int = 16, ef_construction: int = 64, model: str | None = None, *,
                       memory_mb: int | None = None, workers: int | None = None) -> str:
-    """Build an HNSW index (cosine) on ``model``'s chunk vectors (default: the chunk table's own column). A vector
+    """Build an HNSW index (cosine) on ``model``'s chunk vectors (default: the default model's). A vector
     table lives in the (writable) vector store. The build's ``maintenance_work_mem`` is sized to the graph and
     capped by ``memory_mb`` (default ``RAGNB_INDEX_MEMORY_MB``); ``workers`` parallel workers (default
     ``RAGNB_INDEX_WORKERS``); progress on stderr (:mod:`ragnb.rag.index_build`)."""
@@ -258,7 +258,7 @@ class PgVectorRetriever:
     an HNSW index and uses it (approximate, ``ef_search`` candidates); ``"auto"`` uses HNSW when one exists.
     ``batch_size`` queries go to the server in one round trip (a LATERAL join over the query array);
     ``batch_size=1`` measures true per-query latency. ``model`` chooses whose vectors are searched (default:
-    the chunk table's own column); another model's vector table is searched where it lives (the vector store).
+    the default model's); another model's vector table is searched where it lives (the vector store).
     """
 
     def __init__(self, db: Database, mode: str = "auto", ef_search: int = 40, dim: int | None = None,
@@ -347,7 +347,7 @@ def build_retriever(backend: str, db: Database, *, dim: int | None = None, index
     ``"memory"``: exact cosine in-process over ``chunks`` = ``(ids, urls, vectors)`` as
     :func:`ragnb.store.vectors.fetch_vectors` returns them (read from ``db`` when not given);
     ``"pgvector"``: search in the database with ``index_mode`` auto/exact/hnsw and query dimension ``dim``.
-    ``model``: whose chunk vectors (default: the chunk table's own column; ``chunks`` must then be that model's).
+    ``model``: whose chunk vectors (default: the default model's; ``chunks`` must then be that model's).
     """
     check_backend(backend)
     if backend == "memory":

@@ -125,15 +125,19 @@ def vector_copy_payload(ids: Sequence[bytes], vecs: np.ndarray) -> Iterator[memo
         yield memoryview(rec).cast("B")  # the record's own bytes, not a copy of them
 
 
-def copy_vectors(cur: psycopg.Cursor, name: str, ids: Sequence[str], vecs: np.ndarray) -> None:
-    """Binary COPY of ``(id, vector)`` rows into table ``name``'s columns ``(id text, emb vector)``."""
+def copy_vectors(cur: psycopg.Cursor, name: str | sql.Composable, ids: Sequence[str], vecs: np.ndarray,
+                 columns: tuple[str, str] = ("id", "emb")) -> None:
+    """Binary COPY of ``(id, vector)`` rows into table ``name``'s ``columns`` (``text``, ``vector``); ``name``: a
+    table name, or an already quoted (schema-qualified) identifier."""
     codec = cur.connection.info.encoding  # text's binary form is in the connection's encoding (UTF-8 by default)
     # one encode of all ids joined by NUL (which PostgreSQL text cannot hold), not one call per id
     encoded = "\0".join(ids).encode(codec).split(b"\0") if ids else []
     if len(encoded) != len(ids):
         raise ValueError("a row id holds a NUL character, which PostgreSQL text cannot store; remove it from the id")
     payload = vector_copy_payload(encoded, vecs)
-    with cur.copy(sql.SQL("COPY {} (id, emb) FROM STDIN (FORMAT BINARY)").format(sql.Identifier(name))) as copy:
+    target = sql.Identifier(name) if isinstance(name, str) else name
+    with cur.copy(sql.SQL("COPY {} ({}, {}) FROM STDIN (FORMAT BINARY)").format(
+            target, *map(sql.Identifier, columns))) as copy:
         copy.write(PGCOPY_HEADER)
         for block in payload:
             copy.write(block)

@@ -1,9 +1,10 @@
-"""Which model is a table's default — the one its own ``embedding`` column holds, read by everything that names no
-model — and how to choose it.
+"""Which model is a table's default — the one whose vectors everything that names no model reads — and how to
+choose it.
 
 The rule: the first model ragnb embeds into a table becomes its default (the Russian demo embeds
 all-MiniLM-L6-v2 first); :func:`make_default` (``ragnb embed --model NAME --default``) makes another stored model
-the default. Nothing is re-embedded: the new default's vectors move into the column and the old default's into a
+the default. Nothing is re-embedded: the new default's vectors move to where the default's are (the column, or
+ragnb's chunk table's default vector table, :mod:`ragnb.store.default_table`) and the old default's into a
 vector table of their own, each with the model, fingerprint and query/document settings recorded with it. A
 production column's model is declared, never moved.
 """
@@ -14,6 +15,7 @@ import json
 
 import sqlalchemy as sa
 
+from ragnb.store.default_table import prepare_default_table, replace_default
 from ragnb.store.engine import Database
 from ragnb.store.models import (catalogue_rows, catalogue_table, column_vectors, qualified, source_table,
                                 table_vectors, vector_table_name)
@@ -46,15 +48,19 @@ def make_default(db: Database, which: str, model: str) -> dict:
     ids, _, vectors = fetch_vectors(db, which, model)
     store = db.vector_store()
     _ensure_store(store)
+    vt = prepare_default_table(db, which, table, int(new.dim))  # None: the default stays in the column
     if col.model is not None:
         _move_column_aside(db, which, table, col)
     t = tables(db.schema)
     emb = db.engine.dialect.identifier_preparer.quote(table.c.embedding.name)
     with db.engine.begin() as conn:
-        conn.execute(sa.update(table).values(embedding=None))
-        conn.execute(sa.text(f"ALTER TABLE {db.engine.dialect.identifier_preparer.format_table(table)} "
-                             f"ALTER COLUMN {emb} TYPE vector({int(new.dim)})"))
-        _write_vectors(db, table, ids, vectors, conn)
+        if vt is not None:
+            replace_default(db, table, vt, int(new.dim), ids, vectors, conn)
+        else:
+            conn.execute(sa.update(table).values(embedding=None))
+            conn.execute(sa.text(f"ALTER TABLE {db.engine.dialect.identifier_preparer.format_table(table)} "
+                                 f"ALTER COLUMN {emb} TYPE vector({int(new.dim)})"))
+            _write_vectors(db, table, ids, vectors, conn)
         record_space(db, t, table, {"model": new.model, "dim": new.dim, "backend": new.backend,
                                     "fingerprint": new.fingerprint,
                                     "settings": None if new.settings is None else json.dumps(new.settings,

@@ -358,6 +358,7 @@ def load_file(db: Database, kind: str, path: str | Path, mapping: dict[str, str]
 
 
 def count_rows(db: Database, kind: str) -> dict:
+    from ragnb.store.models import has_default_vector
     from ragnb.store.schema import table_exists, tables
 
     t = tables(db.schema)
@@ -366,7 +367,8 @@ def count_rows(db: Database, kind: str) -> dict:
         return {"rows": 0, "embedded": 0}
     with db.engine.connect() as conn:
         rows = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
-        emb = conn.execute(sa.select(sa.func.count()).select_from(table).where(table.c.embedding.is_not(None))).scalar_one()
+        emb = conn.execute(sa.select(sa.func.count()).select_from(table).where(has_default_vector(db, table))
+                           ).scalar_one()
     return {"rows": int(rows), "embedded": int(emb)}
 
 

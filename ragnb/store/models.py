@@ -1,9 +1,13 @@
 """Several embedding models per table: where each model's vectors live, and the checks that keep them apart.
 
-A table's own ``embedding`` column holds one model — the one ragnb recorded in ``ragnb_embedding_space`` when it
-filled the column, or the one a production database's column is *declared* to hold (``RAGNB_PRODUCTION_EMBEDDING_*``
-or the schema map's ``embedding_model``). That model is the table's default: everything that reads vectors
-without naming a model reads the column, exactly as before several models existed.
+Each table has a default model — the one ragnb recorded in ``ragnb_embedding_space`` when it embedded it, or the
+one a production database's ``embedding`` column is *declared* to hold (``RAGNB_PRODUCTION_EMBEDDING_*`` or the
+schema map's ``embedding_model``): everything that reads vectors without naming a model reads the default's.
+Where they are (:func:`default_vectors`): a production or schema-mapped table's own ``embedding`` column, as
+always; the chunk table ragnb created keeps them in a vector table beside it, ``ragnb_vectors_chunk`` (``row_id``,
+``embedding``) in the same database and schema, written by binary COPY without rewriting the wide chunk rows
+(:mod:`ragnb.store.default_table`; a database from before it reads its column until its next ``ragnb embed``
+moves them there once).
 
 Every other model gets a table of its own in the vector store (:meth:`Database.vector_store`): ``row_id`` (the
 source row's id as text) and ``embedding vector(dim)`` — one fixed dimension per table, which pgvector's HNSW
@@ -16,17 +20,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
 import sqlalchemy as sa
+from pgvector.sqlalchemy import Vector
 
 from ragnb.embeddings.base import SETTING_KEYS, settings_diff, settings_of
 from ragnb.store.engine import Database
 from ragnb.store.schema import Tables, column_dimension, table_exists, tables
 
 CATALOGUE_TABLE = "ragnb_embedding_model"
+DEFAULT_TABLE = "default-table"  # the storage of the default model's vectors in ragnb_vectors_<chunk table>
+DEFAULT_TABLE_PREFIX = "ragnb_vectors_"
 
 
 class Encoder(Protocol):
@@ -98,7 +105,8 @@ class ModelVectors:
     dim: int | None
     backend: str | None
     fingerprint: str | None
-    storage: str  # "column" (the table's own embedding column) or "table" (a ragnb vector table)
+    storage: str  # "column" (the table's own embedding column), DEFAULT_TABLE (the default's vector table beside
+    # the chunk table) or "table" (another model's vector table in the vector store)
     db: Database  # the database that holds the vectors
     table: str  # qualified name, for messages
     sql_table: str  # quoted, for SQL
@@ -181,6 +189,51 @@ def column_vectors(db: Database, table: sa.Table) -> ModelVectors:
                         settings)
 
 
+def default_table(table: sa.Table) -> sa.Table:
+    """The vector table of ``table``'s default model: ``ragnb_vectors_<table>`` in the same schema, ``row_id`` (the
+    row's id as text) and ``embedding vector(dim)``."""
+    return sa.Table(DEFAULT_TABLE_PREFIX + table.name, sa.MetaData(), sa.Column("row_id", sa.Text, primary_key=True),
+                    sa.Column("embedding", Vector()), schema=table.schema)
+
+
+def default_table_allowed(db: Database, which: str) -> bool:
+    """Whether ``which``'s default vectors may live in a vector table: chunks of ragnb's own schema. A production
+    column (a declared model) or a mapped schema keeps its own column; questions are narrow rows and keep theirs."""
+    return which == "chunks" and db.schema.column_model is None and db.schema.source == "defaults"
+
+
+def located_default_table(db: Database, table: sa.Table) -> sa.Table | None:
+    """The default's vector table when ``table``'s default vectors are there (it exists), else None (the column)."""
+    if not default_table_allowed(db, which_of(db, table)):
+        return None
+    vt = default_table(table)
+    with db.engine.connect() as conn:
+        there = conn.execute(sa.text("SELECT to_regclass(:t) IS NOT NULL"),
+                             {"t": db.engine.dialect.identifier_preparer.format_table(vt)}).scalar_one()
+    return vt if there else None
+
+
+def default_vectors(db: Database, table: sa.Table) -> ModelVectors:
+    """Where ``table``'s default model's vectors are: its default vector table when it has one, else its own
+    column (:func:`column_vectors`) — the model, dimension and settings are those recorded (or declared) either way."""
+    col = column_vectors(db, table)
+    vt = located_default_table(db, table)
+    if vt is None:
+        return col
+    prep = db.engine.dialect.identifier_preparer
+    return replace(col, storage=DEFAULT_TABLE, table=qualified(vt), sql_table=prep.format_table(vt),
+                   id_col=quote(db, "row_id"), emb_col=quote(db, "embedding"),
+                   where=f"{qualified(vt)} (the default vectors of {qualified(table)})")
+
+
+def has_default_vector(db: Database, table: sa.Table) -> sa.ColumnElement:
+    """An SQL condition on ``table``'s rows: the row has a vector of the default model (wherever they are)."""
+    vt = located_default_table(db, table)
+    if vt is None:
+        return table.c.embedding.is_not(None)
+    return sa.exists().where(vt.c.row_id == sa.cast(table.c.id, sa.Text))
+
+
 def vector_table_name(source: str, table: str, model: str) -> str:
     """One table per (source database, source table, model); a hash keeps any model name a valid identifier."""
     digest = hashlib.sha1(f"{source}\x00{table}\x00{model}".encode()).hexdigest()[:16]
@@ -214,7 +267,7 @@ def table_models(db: Database, which: str) -> list[ModelVectors]:
     """Every model with vectors for ``which``: the column's (when known or filled) first, then the others."""
     table = source_table(db, which)
     out = []
-    col = column_vectors(db, table)
+    col = default_vectors(db, table)
     if col.model is not None or (table_exists(db, table) and data_dimension(db, table) is not None):
         out.append(col)
     # Listing opens the vector store (for an external database: RAGNB_VECTOR_STORE_URL or the embedded server);
@@ -224,9 +277,9 @@ def table_models(db: Database, which: str) -> list[ModelVectors]:
 
 
 def locate(db: Database, which: str, model: str | None = None) -> ModelVectors:
-    """Where ``model``'s vectors of ``which`` are; ``None``: the table's default (its own column)."""
+    """Where ``model``'s vectors of ``which`` are; ``None``: the table's default (:func:`default_vectors`)."""
     table = source_table(db, which)
-    col = column_vectors(db, table)
+    col = default_vectors(db, table)
     if model is None or model == col.model:
         return col
     rows = catalogue_rows(db, table, model)
@@ -320,6 +373,7 @@ def model_status(db: Database, which: str) -> list[dict]:
         where = f" WHERE {loc.emb_col} IS NOT NULL" if loc.storage == "column" else ""
         with loc.db.engine.connect() as conn:
             n = conn.execute(sa.text(f"SELECT count(*) FROM {loc.sql_table}{where}")).scalar_one()
+        default = loc.storage != "table"
         if n or (loc.storage == "column" and db.schema.column_model is not None):
-            out.append({**loc.describe(), "embedded": int(n), "default": loc.storage == "column"})
+            out.append({**loc.describe(), "embedded": int(n), "default": default})
     return out

@@ -3,7 +3,8 @@
 :func:`merge_rows` is what ``ragnb load`` and the bundled demo write with. The rows are COPYed
 (:mod:`ragnb.store.copy`) and merged by the server in the same transaction: ids already stored with the same
 text are skipped and counted, a changed text is refused (or, asked to, overwritten with its vector cleared),
-and the listed metadata columns are refreshed. Nothing is compiled per row, so the client's cost stays near a
+and the listed metadata columns are refreshed (a changed text's default vector is dropped, in the column or the
+default vector table). Nothing is compiled per row, so the client's cost stays near a
 bare COPY's.
 """
 
@@ -78,6 +79,7 @@ def merge_rows(db: Database, kind: str, rows: Iterable[dict], refresh: tuple[str
                              f"{text_col} ({len(changed)} such row(s)); pass --update to overwrite them, or give new ids")
         if changed:
             _overwrite(cur, table, text_col, staged, [c for c in cols if c != "id"])
+            _drop_default_vectors(db, kind, table, cur, [str(rid) for _, rid in changed])
         cur.execute(sql.SQL("INSERT INTO {t} ({cols}) SELECT {cols} FROM {s} ON CONFLICT ({id}) DO NOTHING").format(
             t=table_identifier(table), cols=column_list(table, cols), s=staged, id=sql.Identifier(table.c.id.name)))
         inserted = cur.rowcount
@@ -148,6 +150,16 @@ def _overwrite(cur: Any, table: sa.Table, text_col: str, staged: sql.Identifier,
     cur.execute(sql.SQL("UPDATE {t} AS t SET ({cols}, {emb}) = ROW({new}, NULL) FROM ").format(
         t=table_identifier(table), cols=column_list(table, keys), emb=sql.Identifier(table.c.embedding.name), new=new)
         + _differs(table, staged, [text_col]))
+
+
+def _drop_default_vectors(db: Database, kind: str, table: sa.Table, cur: Any, ids: list[str]) -> None:
+    """A changed text loses its default vector where that lives in a vector table (the column's is cleared by
+    :func:`_overwrite`): the next ``ragnb embed`` embeds the new text."""
+    from ragnb.store.models import located_default_table
+
+    vt = located_default_table(db, table) if kind == "chunks" else None
+    if vt is not None:
+        cur.execute(sql.SQL("DELETE FROM {} WHERE row_id = ANY(%s)").format(table_identifier(vt)), (ids,))
 
 
 def _refresh(cur: Any, table: sa.Table, staged: sql.Identifier, refresh: tuple[str, ...]) -> int:

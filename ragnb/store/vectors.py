@@ -1,8 +1,9 @@
 """Vectors in the database: which model made them, incremental embedding, and bulk reads.
 
-Each table holds the vectors of any number of models: its own ``embedding`` column holds one (the default,
-recorded in ``ragnb_embedding_space`` or declared for a production database), every other model has a vector
-table in the vector store (see :mod:`ragnb.store.models`). Embedding a model adds or completes that model's
+Each table holds the vectors of any number of models: the default (recorded in ``ragnb_embedding_space`` or
+declared for a production database) in the table's own ``embedding`` column, or — ragnb's own chunk table — in
+its default vector table (:mod:`ragnb.store.default_table`); every other model has a vector table in the vector
+store (see :mod:`ragnb.store.models`). Embedding a model adds or completes that model's
 vectors and never touches another model's; the same model name with another fingerprint or dimension is an
 error (or, with ``replace``, a re-embed of that model only), never a silent mix.
 """
@@ -22,9 +23,10 @@ from ragnb.store.copy import ensure_vector_type, stage_vectors
 from ragnb.store.cached_rows import CachedRows, role_cache, server_hashes_utf8, split_cached
 from ragnb.store.encode_pipeline import encode_rows, rows_to_go
 from ragnb.store.engine import Database
-from ragnb.store.models import (Encoder, ModelVectors, backend, catalogue_rows, catalogue_table, check_fingerprint,
-                                check_space, column_vectors, fingerprint, locate, qualified, recorded_space,
-                                settings_json, source_table, table_vectors, vector_table_name)
+from ragnb.store.default_table import missing_default, prepare_default_table, replace_default, write_default
+from ragnb.store.models import (DEFAULT_TABLE, Encoder, ModelVectors, backend, catalogue_rows, catalogue_table,
+                                check_fingerprint, check_space, column_vectors, fingerprint, locate, qualified,
+                                recorded_space, settings_json, source_table, table_vectors, vector_table_name)
 from ragnb.store.schema import (Tables, add_text_columns, column_dimension, ensure_schema, ensure_vector_extension,
                                 table_exists, tables)
 from ragnb.store.text_keys import digest_select
@@ -44,7 +46,8 @@ class EmbedStats:
     processed: int
     skipped: int
     errors: int
-    storage: str = "column"  # "column": the table's own embedding column; "table": a ragnb vector table
+    storage: str = "column"  # "column": the table's own embedding column; "default-table": the default model's
+    # vector table beside the chunk table; "table": another model's vector table in the vector store
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -68,7 +71,8 @@ def vector_literal(v: np.ndarray) -> str:
 
 
 def _in_column(db: Database, table: sa.Table, encoder: Encoder) -> bool:
-    """Whether ``encoder``'s vectors belong in the table's own column: it is the column's model, or the column
+    """Whether ``encoder``'s vectors are the table's default (its column or default vector table): it is the default
+    model, or the column
     is ragnb's to fill (writable, no model recorded or declared) — the first model a table gets, as always."""
     col = column_vectors(db, table)
     if col.model is not None:
@@ -88,7 +92,8 @@ def embed_table(
     """Embed the rows of ``which`` ("chunks" or "questions") that have no vector of ``encoder``'s model yet.
 
     Chunks go through ``encode_documents``, questions through ``encode_queries`` (``encode`` when the encoder
-    has neither). The model's vectors land in the table's own column when it is that column's model (or the
+    has neither). The model's vectors land where the default's are (the table's own column, or ragnb's chunk
+    table's default vector table) when it is the default model (or the
     column is still empty and writable), else in the model's vector table in the vector store; other models'
     vectors are never touched. Rows are encoded ``write_every`` at a time while a writer thread saves the
     previous blocks (:mod:`ragnb.store.encode_pipeline`): to the disk cache, and to the database in
@@ -123,21 +128,28 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
     where = qualified(table)
     if not replace:
         check_space(db, table, encoder)
+    vt = prepare_default_table(db, which, table, encoder.dim)  # None: the column, as before
 
     with db.engine.connect() as conn:
         total = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
-    missing = "" if replace else f" WHERE {_q(db, emb.name)} IS NULL"  # replace: every row again
+    missing = "" if replace else (missing_default(db, table, vt) if vt is not None
+                                  else f" WHERE {_q(db, emb.name)} IS NULL")  # replace: every row again
     todo, cached = _rows_or_cached(db, table, text_col, encoder, which, missing)
-    stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - rows_to_go(todo, cached), 0)
+    stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - rows_to_go(todo, cached), 0,
+                       storage="column" if vt is None else DEFAULT_TABLE)
     if not replace and not rows_to_go(todo, cached) and total:
         _record_space(db, t, table, encoder)
 
     def write(ids: list[str], vecs: np.ndarray) -> None:
         with db.engine.begin() as conn:
             if not stats.processed:  # the model is recorded with its first vectors: a failed embed records nothing
-                _fix_dimension(db, table, encoder.dim, conn)
+                if vt is None:
+                    _fix_dimension(db, table, encoder.dim, conn)
                 _record_space(db, t, table, encoder, conn)
-            _write_vectors(db, table, ids, vecs, conn)
+            if vt is None:
+                _write_vectors(db, table, ids, vecs, conn)
+            else:
+                write_default(db, table, vt, ids, vecs, conn)
 
     if not replace:
         encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, write, cached)
@@ -145,11 +157,14 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
     new = _Gathered()
     encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, new, cached)
     with db.engine.begin() as conn:  # the old vectors go in the transaction that stores the new ones
-        conn.execute(sa.update(table).values(embedding=None))
         conn.execute(sa.delete(t.meta).where(t.meta.c.table_name == where))
+        _record_space(db, t, table, encoder, conn)
+        if vt is not None:
+            replace_default(db, table, vt, encoder.dim, new.ids, new.matrix() if new.ids else None, conn)
+            return stats
+        conn.execute(sa.update(table).values(embedding=None))
         conn.execute(sa.text(f"ALTER TABLE {_qt(db, table)} ALTER COLUMN {_q(db, emb.name)} "
                              f"TYPE vector({int(encoder.dim)})"))
-        _record_space(db, t, table, encoder, conn)
         if new.ids:
             _write_vectors(db, table, new.ids, new.matrix(), conn)
     return stats
@@ -402,7 +417,7 @@ def _source_urls(db: Database, table: sa.Table) -> dict[str, str | None]:
 
 def fetch_vectors(db: Database, which: str = "chunks", model: str | None = None
                   ) -> tuple[list[str], list[str | None], np.ndarray]:
-    """All (id, url, vector) rows with a vector of ``model`` (default: the table's own column), ordered by id,
+    """All (id, url, vector) rows with a vector of ``model`` (default: the table's default model), ordered by id,
     as a float32 matrix. A vector table's rows whose source row is gone are left out.
 
     Vectors travel in pgvector's binary format (4 bytes per value) straight into numpy; the text form
@@ -424,7 +439,7 @@ def fetch_vectors(db: Database, which: str = "chunks", model: str | None = None
 
 
 def fetch_vectors_by_id(db: Database, which: str, ids: list[str], model: str | None = None) -> np.ndarray:
-    """The vectors of ``ids`` (in that order) of ``model`` (default: the table's own column); a missing id or a
+    """The vectors of ``ids`` (in that order) of ``model`` (default: the table's default model); a missing id or a
     row without a vector is a ``ValueError``."""
     if not ids:
         return np.zeros((0, 0), dtype=np.float32)

@@ -1,0 +1,178 @@
+"""Writing the default model's chunk vectors into their vector table (``ragnb_vectors_chunk``, see
+:func:`ragnb.store.models.default_vectors`).
+
+Why a table of their own: storing a vector in the chunk row (``UPDATE chunk SET embedding = …``) rewrites the whole
+wide row — its text, its stored digest — and pays that row's WAL again, then autovacuum; a narrow ``(row_id,
+embedding)`` table takes the vectors by binary COPY at close to a bare COPY's cost (BENCHMARKS §14). The bits are
+those the encoder made: binary COPY sends each float32 as it is (:mod:`ragnb.store.copy`).
+
+A database from before this keeps its vectors in the chunk column and reads them there; the first ``ragnb embed``
+(or ``--default``) of its default model that can create the table (the role owns the chunk table) moves them over
+once, in one transaction, value for value, with a progress line. A role that does not own the chunk table keeps
+writing the column, as before.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from psycopg import sql
+
+from ragnb.progress import reporter
+from ragnb.store.copy import copy_vectors, stage_vectors
+from ragnb.store.engine import Database
+from ragnb.store.models import data_dimension, default_table, default_table_allowed, qualified
+from ragnb.store.schema import column_dimension
+
+_HNSW_OPTIONS = re.compile(r"USING hnsw \((?:.*?)\)(?: WITH \((?P<opts>[^)]*)\))?", re.IGNORECASE)
+
+
+def _fmt(db: Database, table: sa.Table) -> str:
+    return db.engine.dialect.identifier_preparer.format_table(table)
+
+
+def _q(db: Database, name: str) -> str:
+    return db.engine.dialect.identifier_preparer.quote(name)
+
+
+def prepare_default_table(db: Database, which: str, table: sa.Table, dim: int) -> sa.Table | None:
+    """The default vector table to write ``which``'s default vectors to — created, and the column's vectors moved
+    into it, on first use — or None when they stay in the column (read-only, a production or mapped schema, a
+    table ragnb did not create, a role that does not own the table and so cannot create one beside it)."""
+    if not (db.writable and default_table_allowed(db, which)):
+        return None
+    vt = default_table(table)
+    with db.engine.connect() as conn:
+        there, owner = conn.execute(sa.text(
+            "SELECT to_regclass(:vt) IS NOT NULL, pg_has_role(c.relowner, 'USAGE') FROM pg_class AS c "
+            "WHERE c.oid = to_regclass(:t)"), {"vt": _fmt(db, vt), "t": _fmt(db, table)}).one()
+    if there:
+        return vt
+    if not (owner and _created_by_ragnb(db, table)):
+        return None
+    move_column_to_table(db, table, vt, dim)
+    return vt
+
+
+def _created_by_ragnb(db: Database, table: sa.Table) -> bool:
+    """A chunk table ragnb created carries its stored digests (:mod:`ragnb.store.text_keys`); a team's own table of
+    the default names does not, and gets no table beside it (ragnb adds nothing to a schema it did not make)."""
+    from ragnb.store.text_keys import has_key_column
+
+    with db.engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        with raw.cursor() as cur:
+            made = has_key_column(cur, _fmt(db, table), table.c.text.name)
+        raw.rollback()
+    return made
+
+
+def move_column_to_table(db: Database, table: sa.Table, vt: sa.Table, dim: int) -> int:
+    """Create ``vt`` and move the chunk column's vectors into it (copied value for value, then cleared from the
+    column), with the column's HNSW indexes rebuilt on ``vt`` under the same options — one transaction, so an
+    interruption leaves the column as it was. Returns how many vectors moved."""
+    emb, tid = _q(db, table.c.embedding.name), _q(db, table.c.id.name)
+    with db.engine.connect() as conn:
+        n = conn.execute(sa.text(f"SELECT count(*) FROM {_fmt(db, table)} WHERE {emb} IS NOT NULL")).scalar_one()
+    size = (data_dimension(db, table) if n else None) or dim
+    report = reporter(f"moving the vectors of {qualified(table)} to {qualified(vt)} (once)", "rows") if n else None
+    if report is not None:
+        report(0, n)
+    with db.engine.begin() as conn:
+        indexes = conn.execute(sa.text(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = :t AND "
+            "schemaname = COALESCE(CAST(:s AS text), current_schema()) AND indexdef ILIKE '%USING hnsw%'"),
+            {"t": table.name, "s": table.schema}).all()
+        conn.execute(sa.text(f"CREATE TABLE {_fmt(db, vt)} (row_id text PRIMARY KEY, "
+                             f"embedding vector({int(size)}) NOT NULL)"))
+        _forget_deleted_rows(db, conn, table, vt)
+        if n:
+            conn.execute(sa.text(f"INSERT INTO {_fmt(db, vt)} (row_id, embedding) SELECT CAST({tid} AS text), {emb} "
+                                 f"FROM {_fmt(db, table)} WHERE {emb} IS NOT NULL"))
+            conn.execute(sa.text(f"UPDATE {_fmt(db, table)} SET {emb} = NULL WHERE {emb} IS NOT NULL"))
+        for name, definition in indexes:
+            prefix = f"{_q(db, table.schema)}." if table.schema else ""
+            conn.execute(sa.text(f"DROP INDEX {prefix}{_q(db, name)}"))
+            found = _HNSW_OPTIONS.search(definition)
+            opts = f" WITH ({found.group('opts')})" if found and found.group("opts") else ""
+            conn.execute(sa.text(f"CREATE INDEX IF NOT EXISTS {_q(db, vt.name + '_hnsw_idx')} ON {_fmt(db, vt)} "
+                                 f"USING hnsw (embedding vector_cosine_ops){opts}"))
+    if report is not None:
+        report(n, n)
+    return int(n)
+
+
+def _forget_deleted_rows(db: Database, conn: Any, table: sa.Table, vt: sa.Table) -> None:
+    """Triggers that take a deleted (or truncated) chunk row's vector with it, as the column did: a search must never
+    return an id the chunk table no longer has. Statement-level, on deletes only: writing vectors costs nothing."""
+    fn = (f"{_q(db, table.schema)}." if table.schema else "") + _q(db, vt.name + "_forget")
+    conn.execute(sa.text(
+        f"CREATE OR REPLACE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF to_regclass('{_fmt(db, vt)}') IS NULL THEN RETURN NULL; "  # dropped by hand: nothing to forget
+        f"ELSIF TG_OP = 'TRUNCATE' THEN TRUNCATE {_fmt(db, vt)}; "
+        f"ELSE DELETE FROM {_fmt(db, vt)} WHERE row_id IN (SELECT CAST({_q(db, table.c.id.name)} AS text) FROM gone); "
+        "END IF; RETURN NULL; END $$"))
+    for suffix in ("_deleted", "_truncated"):  # left by a default vector table dropped by hand
+        conn.execute(sa.text(f"DROP TRIGGER IF EXISTS {_q(db, vt.name + suffix)} ON {_fmt(db, table)}"))
+    conn.execute(sa.text(f"CREATE TRIGGER {_q(db, vt.name + '_deleted')} AFTER DELETE ON {_fmt(db, table)} "
+                         f"REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE PROCEDURE {fn}()"))
+    conn.execute(sa.text(f"CREATE TRIGGER {_q(db, vt.name + '_truncated')} AFTER TRUNCATE ON {_fmt(db, table)} "
+                         f"FOR EACH STATEMENT EXECUTE PROCEDURE {fn}()"))
+
+
+def write_default(db: Database, table: sa.Table, vt: sa.Table, ids: list[str], vecs: np.ndarray, conn: Any) -> None:
+    """Store the block in ``vt`` (in ``conn``'s transaction): a binary COPY straight into it — the rows ``ragnb
+    embed`` writes have no vector there yet, and the COPY costs the server 0.18 s per 30k rows where a stage
+    plus INSERT … SELECT costs 0.45 s — or, when some id has one already (another run wrote it meanwhile, a
+    second write of the same rows), a stage and one INSERT … ON CONFLICT. An id that names no row of ``table``
+    (deleted meanwhile) is a ``ValueError`` and nothing of the block is written (the transaction rolls back)."""
+    import psycopg
+
+    vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+    if len(ids) != len(vecs):
+        raise ValueError(f"{len(ids)} row ids but {len(vecs)} vectors; each row needs exactly one vector")
+    raw = conn.connection.driver_connection
+    with raw.cursor() as cur:
+        _check_rows(db, table, cur, ids)
+        try:
+            with raw.transaction():  # a savepoint: a conflict undoes only the COPY
+                copy_vectors(cur, sql.SQL(_fmt(db, vt)), ids, vecs, columns=("row_id", "embedding"))
+        except psycopg.errors.UniqueViolation:
+            stage = stage_vectors(cur, ids, vecs)
+            cur.execute(f"INSERT INTO {_fmt(db, vt)} (row_id, embedding) SELECT id, emb FROM {stage} "
+                        "ON CONFLICT (row_id) DO UPDATE SET embedding = EXCLUDED.embedding")
+
+
+def _check_rows(db: Database, table: sa.Table, cur: Any, ids: list[str]) -> None:
+    """A ``ValueError`` naming the first ids of the block that name no row of ``table``."""
+    cur.execute(f"SELECT i FROM unnest(CAST(%s AS text[])) AS i WHERE NOT EXISTS (SELECT 1 FROM {_fmt(db, table)} "
+                f"AS t WHERE CAST(t.{_q(db, table.c.id.name)} AS text) = i) ORDER BY 1", (list(ids),))
+    gone = [r[0] for r in cur.fetchall()]
+    if gone:
+        raise ValueError(f"{qualified(table)}: {len(gone)} row(s) to embed are no longer in the table "
+                         f"(first: {gone[:3]}) — were rows deleted or reloaded while embedding? Nothing of this "
+                         "block was written; run `ragnb embed` again.")
+
+
+def replace_default(db: Database, table: sa.Table, vt: sa.Table, dim: int, ids: list[str], vecs: np.ndarray,
+                    conn: Any) -> None:
+    """Every default vector of ``table`` replaced by ``ids``/``vecs`` (in ``conn``'s transaction, so the old ones
+    survive any failure before it commits). The same dimension keeps the table and its HNSW index (emptied);
+    another dimension makes the table anew (an index must be built again: ``ragnb db index``)."""
+    if column_dimension(db, vt) == int(dim):
+        conn.execute(sa.text(f"TRUNCATE {_fmt(db, vt)}"))
+    else:
+        conn.execute(sa.text(f"DROP TABLE {_fmt(db, vt)}"))
+        conn.execute(sa.text(f"CREATE TABLE {_fmt(db, vt)} (row_id text PRIMARY KEY, "
+                             f"embedding vector({int(dim)}) NOT NULL)"))
+    if ids:
+        write_default(db, table, vt, ids, vecs, conn)
+
+
+def missing_default(db: Database, table: sa.Table, vt: sa.Table) -> str:
+    """`` WHERE …``: the rows of ``table`` without a default vector in ``vt``."""
+    return (f" WHERE NOT EXISTS (SELECT 1 FROM {_fmt(db, vt)} AS v "
+            f"WHERE v.row_id = CAST({_fmt(db, table)}.{_q(db, table.c.id.name)} AS text))")
