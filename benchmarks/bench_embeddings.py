@@ -64,19 +64,19 @@ def reset_table(db, rows: list[dict], fresh: bool) -> None:
 
     from ragnb.store.loaders import insert_rows
     from ragnb.store.schema import ensure_schema
-    from ragnb.store.vectors import _qt
+    from ragnb.store.models import quoted_table
 
     t = ensure_schema(db)
     with db.engine.begin() as conn:
         if fresh:
-            conn.execute(sa.text(f"TRUNCATE {_qt(db, t.chunk)}"))
+            conn.execute(sa.text(f"TRUNCATE {quoted_table(db, t.chunk)}"))
             conn.execute(sa.delete(t.meta))
         else:
             conn.execute(sa.update(t.chunk).values(embedding=None))
     if fresh:
         assert insert_rows(db, "chunks", rows) == len(rows)
     with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(sa.text(f"VACUUM ANALYZE {_qt(db, t.chunk)}"))
+        conn.execute(sa.text(f"VACUUM ANALYZE {quoted_table(db, t.chunk)}"))
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -270,7 +270,8 @@ def load_chunks(db, ids: list[str], urls: list[str], texts: list[str], vecs: np.
 
     from ragnb.rag.retrieval import drop_hnsw_indexes
     from ragnb.store.schema import ensure_schema
-    from ragnb.store.vectors import _q, _qt, _record_space
+    from ragnb.store.models import quote, quoted_table
+    from ragnb.store.vectors import _record_space
 
     t = ensure_schema(db)
     table = t.chunk
@@ -281,15 +282,15 @@ def load_chunks(db, ids: list[str], urls: list[str], texts: list[str], vecs: np.
     if current == fingerprint and rows == len(ids) and not force:
         return {"reused": True, "rows": rows}
     dropped = drop_hnsw_indexes(db)
-    c = {k: _q(db, table.c[k].name) for k in ("id", "url", "text", "embedding")}
+    c = {k: quote(db, table.c[k].name) for k in ("id", "url", "text", "embedding")}
     t0 = time.perf_counter()
     with db.engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM ragnb_bench_dataset"))
-        conn.execute(sa.text(f"TRUNCATE {_qt(db, table)}"))
-        conn.execute(sa.text(f"ALTER TABLE {_qt(db, table)} ALTER COLUMN {c['embedding']} TYPE vector({vecs.shape[1]})"))
+        conn.execute(sa.text(f"TRUNCATE {quoted_table(db, table)}"))
+        conn.execute(sa.text(f"ALTER TABLE {quoted_table(db, table)} ALTER COLUMN {c['embedding']} TYPE vector({vecs.shape[1]})"))
         raw = conn.connection.driver_connection
         with raw.cursor() as cur:
-            with cur.copy(f"COPY {_qt(db, table)} ({c['id']}, {c['url']}, {c['text']}, {c['embedding']}) "
+            with cur.copy(f"COPY {quoted_table(db, table)} ({c['id']}, {c['url']}, {c['text']}, {c['embedding']}) "
                           "FROM STDIN WITH (FORMAT BINARY)") as copy:
                 copy.set_types(["text", "text", "text", "vector"])
                 for row in zip(ids, urls, texts, vecs):
@@ -299,7 +300,7 @@ def load_chunks(db, ids: list[str], urls: list[str], texts: list[str], vecs: np.
     _record_space(db, t, table, SimpleNamespace(name=model, dim=int(vecs.shape[1])))
     t0 = time.perf_counter()
     with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(sa.text(f"VACUUM ANALYZE {_qt(db, table)}"))
+        conn.execute(sa.text(f"VACUUM ANALYZE {quoted_table(db, table)}"))
     return {"reused": False, "rows": len(ids), "copy_s": round(copy_s, 3),
             "vacuum_analyze_s": round(time.perf_counter() - t0, 3), "dropped_indexes": dropped}
 
@@ -308,7 +309,7 @@ def server_info(db) -> dict:
     import sqlalchemy as sa
 
     from ragnb.store.schema import tables
-    from ragnb.store.vectors import _qt
+    from ragnb.store.models import quoted_table
 
     t = tables(db.schema).chunk
     with db.engine.connect() as conn:
@@ -318,7 +319,7 @@ def server_info(db) -> dict:
             "pgvector": one("SELECT extversion FROM pg_extension WHERE extname = 'vector'"),
             "shared_buffers": one("SHOW shared_buffers"),
             "max_parallel_workers_per_gather": one("SHOW max_parallel_workers_per_gather"),
-            "chunk_table_size": one(f"SELECT pg_size_pretty(pg_total_relation_size('{_qt(db, t)}'))"),
+            "chunk_table_size": one(f"SELECT pg_size_pretty(pg_total_relation_size('{quoted_table(db, t)}'))"),
             "database": db.display_url,
         }
 

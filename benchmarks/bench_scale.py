@@ -161,11 +161,11 @@ def _empty_chunks(db: Any) -> Any:
     import sqlalchemy as sa
 
     from ragnb.store.schema import ensure_schema
-    from ragnb.store.vectors import _qt
+    from ragnb.store.models import quoted_table
 
     t = ensure_schema(db)
     with db.engine.begin() as conn:
-        conn.execute(sa.text(f"TRUNCATE {_qt(db, t.chunk)}"))
+        conn.execute(sa.text(f"TRUNCATE {quoted_table(db, t.chunk)}"))
         conn.execute(sa.delete(t.meta))
     return t
 

@@ -149,18 +149,19 @@ def measure(fn, encoder: Precomputed | None = None) -> dict:
 
 def text_write(db, table, ids, vecs, conn=None) -> None:
     """The writer before binary COPY: pgvector's text form through a text COPY, then UPDATE … FROM."""
-    from ragnb.store.vectors import _q, _qt, _transaction, vector_literal
+    from ragnb.store.models import quote, quoted_table
+    from ragnb.store.vectors import _transaction, vector_literal
 
-    id_col, emb_col = _q(db, table.c.id.name), _q(db, table.c.embedding.name)
+    id_col, emb_col = quote(db, table.c.id.name), quote(db, table.c.embedding.name)
     with _transaction(db, conn) as conn:
         raw = conn.connection.driver_connection
         with raw.cursor() as cur:
             cur.execute(f"CREATE TEMP TABLE ragnb_tmp_vec ON COMMIT DROP AS "
-                        f"SELECT {id_col} AS id, {emb_col} AS emb FROM {_qt(db, table)} WITH NO DATA")
+                        f"SELECT {id_col} AS id, {emb_col} AS emb FROM {quoted_table(db, table)} WITH NO DATA")
             with cur.copy("COPY ragnb_tmp_vec (id, emb) FROM STDIN") as copy:
                 for rid, vec in zip(ids, vecs):
                     copy.write_row((rid, vector_literal(vec)))
-            cur.execute(f"UPDATE {_qt(db, table)} AS t SET {emb_col} = s.emb FROM ragnb_tmp_vec AS s "
+            cur.execute(f"UPDATE {quoted_table(db, table)} AS t SET {emb_col} = s.emb FROM ragnb_tmp_vec AS s "
                         f"WHERE t.{id_col} = s.id")
 
 
@@ -201,17 +202,16 @@ def reset(db) -> None:
     embed does), no recorded model; vacuumed so every round starts from the same table (not timed)."""
     import sqlalchemy as sa
 
-    from ragnb.store.models import default_table
+    from ragnb.store.models import default_table, quoted_table
     from ragnb.store.schema import tables
-    from ragnb.store.vectors import _qt
 
     t = tables(db.schema)
     with db.engine.begin() as conn:
         conn.execute(sa.update(t.chunk).values(embedding=None).where(t.chunk.c.embedding.is_not(None)))
-        conn.execute(sa.text(f"DROP TABLE IF EXISTS {_qt(db, default_table(t.chunk))}"))
+        conn.execute(sa.text(f"DROP TABLE IF EXISTS {quoted_table(db, default_table(t.chunk))}"))
         conn.execute(sa.delete(t.meta))
     with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(sa.text(f"VACUUM ANALYZE {_qt(db, t.chunk)}"))
+        conn.execute(sa.text(f"VACUUM ANALYZE {quoted_table(db, t.chunk)}"))
 
 
 def check_stored(db, ids: list[str], vecs: np.ndarray, model: str | None = None) -> None:
@@ -230,12 +230,13 @@ def run_size(db, n: int, dim: int, repeats: int, before: bool) -> dict:
     from ragnb.store import copy, encode_pipeline, vectors
     from ragnb.store.loaders import insert_rows
     from ragnb.store.schema import ensure_schema
-    from ragnb.store.vectors import _qt, embed_table
+    from ragnb.store.models import quoted_table
+    from ragnb.store.vectors import embed_table
 
     ids, texts, vecs = corpus(n, dim)
     t = ensure_schema(db)
     with db.engine.begin() as conn:
-        conn.execute(sa.text(f"TRUNCATE {_qt(db, t.chunk)}"))
+        conn.execute(sa.text(f"TRUNCATE {quoted_table(db, t.chunk)}"))
         conn.execute(sa.text("DROP TABLE IF EXISTS bench_floor"))
         conn.execute(sa.text(f"CREATE TABLE bench_floor (id text, emb vector({dim}))"))
     insert_rows(db, "chunks", [{"id": i, "url": f"https://wiki.example/{i.split('#')[0]}", "text": x}

@@ -18,7 +18,8 @@ from ragnb.store.cached_rows import DIGEST_PARAMS, WHITESPACE, digest_sql
 from ragnb.store.encode_pipeline import longest_first
 from ragnb.store.loaders import insert_rows
 from ragnb.store.schema import ensure_schema
-from ragnb.store.vectors import _binary_rows, _qt, _rows_or_cached, embed_table, fetch_vectors
+from ragnb.store.models import quoted_table
+from ragnb.store.vectors import _binary_rows, _rows_or_cached, embed_table, fetch_vectors
 
 DIM = 8
 
@@ -56,12 +57,12 @@ def _load(db, rows: dict[str, str]) -> None:
 def test_the_server_digest_is_the_client_cache_key_on_tricky_texts(fresh_db):
     _load(fresh_db, {**TRICKY, **BLANKS})
     t = ensure_schema(fresh_db)
-    got = dict(_binary_rows(fresh_db, f"SELECT id, {digest_sql('text')} FROM {_qt(fresh_db, t.chunk)}",
+    got = dict(_binary_rows(fresh_db, f"SELECT id, {digest_sql('text')} FROM {quoted_table(fresh_db, t.chunk)}",
                             DIGEST_PARAMS, vectors=False))
     assert got == {**{i: text_key(x) for i, x in TRICKY.items()}, **{i: None for i in BLANKS}}
     assert got["nfc"] != got["nfd"]
     # the texts come back from the database unchanged (what the client would hash)
-    back = dict(_binary_rows(fresh_db, f"SELECT id, text FROM {_qt(fresh_db, t.chunk)}", vectors=False))
+    back = dict(_binary_rows(fresh_db, f"SELECT id, text FROM {quoted_table(fresh_db, t.chunk)}", vectors=False))
     assert back == {**TRICKY, **BLANKS}
 
 

@@ -17,10 +17,10 @@ from ragnb.config import search_memory_mb
 from ragnb.progress import reporter
 from ragnb.rag.index_build import build_index, build_settings
 from ragnb.store.engine import Database
-from ragnb.store.models import ModelVectors, data_dimension, locate
+from ragnb.store.models import ModelVectors, data_dimension, locate, quote
 from ragnb.store.schema import tables
 from ragnb.store.copy import ensure_vector_type
-from ragnb.store.vectors import _fix_dimension, _q, fetch_vectors, vector_literal
+from ragnb.store.vectors import _fix_dimension, fetch_vectors, vector_literal
 
 
 @dataclass
@@ -233,7 +233,7 @@ def create_hnsw_index(db: Database, m: int = 16, ef_construction: int = 64, mode
     with loc.db.engine.connect() as conn:
         rows = conn.execute(sa.text(f"SELECT count(*) FROM {loc.sql_table} WHERE {loc.emb_col} IS NOT NULL")).scalar_one()
     build_index(loc.db.engine,
-                f"CREATE INDEX IF NOT EXISTS {_q(loc.db, name)} ON {loc.sql_table} USING hnsw ({loc.emb_col} "
+                f"CREATE INDEX IF NOT EXISTS {quote(loc.db, name)} ON {loc.sql_table} USING hnsw ({loc.emb_col} "
                 f"vector_cosine_ops) WITH (m = {int(m)}, ef_construction = {int(ef_construction)})",
                 int(rows), build_settings(int(rows), int(dim or 0), int(m), memory_mb, workers),
                 f"building HNSW index {name}")
@@ -246,8 +246,8 @@ def drop_hnsw_indexes(db: Database, model: str | None = None) -> list[str]:
     names = hnsw_indexes(db, model)
     with loc.db.engine.begin() as conn:
         for name in names:
-            prefix = f"{_q(loc.db, schema)}." if schema else ""
-            conn.execute(sa.text(f"DROP INDEX IF EXISTS {prefix}{_q(loc.db, name)}"))
+            prefix = f"{quote(loc.db, schema)}." if schema else ""
+            conn.execute(sa.text(f"DROP INDEX IF EXISTS {prefix}{quote(loc.db, name)}"))
     return names
 
 

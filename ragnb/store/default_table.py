@@ -24,18 +24,11 @@ from psycopg import sql
 from ragnb.progress import reporter
 from ragnb.store.copy import copy_vectors, stage_vectors
 from ragnb.store.engine import Database
-from ragnb.store.models import data_dimension, default_table, default_table_allowed, qualified
+from ragnb.store.models import (data_dimension, default_table, default_table_allowed, qualified, quote,
+                                quoted_table)
 from ragnb.store.schema import column_dimension
 
 _HNSW_OPTIONS = re.compile(r"USING hnsw \((?:.*?)\)(?: WITH \((?P<opts>[^)]*)\))?", re.IGNORECASE)
-
-
-def _fmt(db: Database, table: sa.Table) -> str:
-    return db.engine.dialect.identifier_preparer.format_table(table)
-
-
-def _q(db: Database, name: str) -> str:
-    return db.engine.dialect.identifier_preparer.quote(name)
 
 
 def prepare_default_table(db: Database, which: str, table: sa.Table, dim: int) -> sa.Table | None:
@@ -48,7 +41,7 @@ def prepare_default_table(db: Database, which: str, table: sa.Table, dim: int) -
     with db.engine.connect() as conn:
         there, owner = conn.execute(sa.text(
             "SELECT to_regclass(:vt) IS NOT NULL, pg_has_role(c.relowner, 'USAGE') FROM pg_class AS c "
-            "WHERE c.oid = to_regclass(:t)"), {"vt": _fmt(db, vt), "t": _fmt(db, table)}).one()
+            "WHERE c.oid = to_regclass(:t)"), {"vt": quoted_table(db, vt), "t": quoted_table(db, table)}).one()
     if there:
         return vt
     if not (owner and _created_by_ragnb(db, table)):
@@ -65,7 +58,7 @@ def _created_by_ragnb(db: Database, table: sa.Table) -> bool:
     with db.engine.connect() as conn:
         raw = conn.connection.driver_connection
         with raw.cursor() as cur:
-            made = has_key_column(cur, _fmt(db, table), table.c.text.name)
+            made = has_key_column(cur, quoted_table(db, table), table.c.text.name)
         raw.rollback()
     return made
 
@@ -74,9 +67,9 @@ def move_column_to_table(db: Database, table: sa.Table, vt: sa.Table, dim: int) 
     """Create ``vt`` and move the chunk column's vectors into it (copied value for value, then cleared from the
     column), with the column's HNSW indexes rebuilt on ``vt`` under the same options — one transaction, so an
     interruption leaves the column as it was. Returns how many vectors moved."""
-    emb, tid = _q(db, table.c.embedding.name), _q(db, table.c.id.name)
+    emb, tid = quote(db, table.c.embedding.name), quote(db, table.c.id.name)
     with db.engine.connect() as conn:
-        n = conn.execute(sa.text(f"SELECT count(*) FROM {_fmt(db, table)} WHERE {emb} IS NOT NULL")).scalar_one()
+        n = conn.execute(sa.text(f"SELECT count(*) FROM {quoted_table(db, table)} WHERE {emb} IS NOT NULL")).scalar_one()
     size = (data_dimension(db, table) if n else None) or dim
     report = reporter(f"moving the vectors of {qualified(table)} to {qualified(vt)} (once)", "rows") if n else None
     if report is not None:
@@ -86,19 +79,19 @@ def move_column_to_table(db: Database, table: sa.Table, vt: sa.Table, dim: int) 
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = :t AND "
             "schemaname = COALESCE(CAST(:s AS text), current_schema()) AND indexdef ILIKE '%USING hnsw%'"),
             {"t": table.name, "s": table.schema}).all()
-        conn.execute(sa.text(f"CREATE TABLE {_fmt(db, vt)} (row_id text PRIMARY KEY, "
+        conn.execute(sa.text(f"CREATE TABLE {quoted_table(db, vt)} (row_id text PRIMARY KEY, "
                              f"embedding vector({int(size)}) NOT NULL)"))
         _forget_deleted_rows(db, conn, table, vt)
         if n:
-            conn.execute(sa.text(f"INSERT INTO {_fmt(db, vt)} (row_id, embedding) SELECT CAST({tid} AS text), {emb} "
-                                 f"FROM {_fmt(db, table)} WHERE {emb} IS NOT NULL"))
-            conn.execute(sa.text(f"UPDATE {_fmt(db, table)} SET {emb} = NULL WHERE {emb} IS NOT NULL"))
+            conn.execute(sa.text(f"INSERT INTO {quoted_table(db, vt)} (row_id, embedding) SELECT CAST({tid} AS text), {emb} "
+                                 f"FROM {quoted_table(db, table)} WHERE {emb} IS NOT NULL"))
+            conn.execute(sa.text(f"UPDATE {quoted_table(db, table)} SET {emb} = NULL WHERE {emb} IS NOT NULL"))
         for name, definition in indexes:
-            prefix = f"{_q(db, table.schema)}." if table.schema else ""
-            conn.execute(sa.text(f"DROP INDEX {prefix}{_q(db, name)}"))
+            prefix = f"{quote(db, table.schema)}." if table.schema else ""
+            conn.execute(sa.text(f"DROP INDEX {prefix}{quote(db, name)}"))
             found = _HNSW_OPTIONS.search(definition)
             opts = f" WITH ({found.group('opts')})" if found and found.group("opts") else ""
-            conn.execute(sa.text(f"CREATE INDEX IF NOT EXISTS {_q(db, vt.name + '_hnsw_idx')} ON {_fmt(db, vt)} "
+            conn.execute(sa.text(f"CREATE INDEX IF NOT EXISTS {quote(db, vt.name + '_hnsw_idx')} ON {quoted_table(db, vt)} "
                                  f"USING hnsw (embedding vector_cosine_ops){opts}"))
     if report is not None:
         report(n, n)
@@ -108,18 +101,18 @@ def move_column_to_table(db: Database, table: sa.Table, vt: sa.Table, dim: int) 
 def _forget_deleted_rows(db: Database, conn: Any, table: sa.Table, vt: sa.Table) -> None:
     """Triggers that take a deleted (or truncated) chunk row's vector with it, as the column did: a search must never
     return an id the chunk table no longer has. Statement-level, on deletes only: writing vectors costs nothing."""
-    fn = (f"{_q(db, table.schema)}." if table.schema else "") + _q(db, vt.name + "_forget")
+    fn = (f"{quote(db, table.schema)}." if table.schema else "") + quote(db, vt.name + "_forget")
     conn.execute(sa.text(
         f"CREATE OR REPLACE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        f"IF to_regclass('{_fmt(db, vt)}') IS NULL THEN RETURN NULL; "  # dropped by hand: nothing to forget
-        f"ELSIF TG_OP = 'TRUNCATE' THEN TRUNCATE {_fmt(db, vt)}; "
-        f"ELSE DELETE FROM {_fmt(db, vt)} WHERE row_id IN (SELECT CAST({_q(db, table.c.id.name)} AS text) FROM gone); "
+        f"IF to_regclass('{quoted_table(db, vt)}') IS NULL THEN RETURN NULL; "  # dropped by hand: nothing to forget
+        f"ELSIF TG_OP = 'TRUNCATE' THEN TRUNCATE {quoted_table(db, vt)}; "
+        f"ELSE DELETE FROM {quoted_table(db, vt)} WHERE row_id IN (SELECT CAST({quote(db, table.c.id.name)} AS text) FROM gone); "
         "END IF; RETURN NULL; END $$"))
     for suffix in ("_deleted", "_truncated"):  # left by a default vector table dropped by hand
-        conn.execute(sa.text(f"DROP TRIGGER IF EXISTS {_q(db, vt.name + suffix)} ON {_fmt(db, table)}"))
-    conn.execute(sa.text(f"CREATE TRIGGER {_q(db, vt.name + '_deleted')} AFTER DELETE ON {_fmt(db, table)} "
+        conn.execute(sa.text(f"DROP TRIGGER IF EXISTS {quote(db, vt.name + suffix)} ON {quoted_table(db, table)}"))
+    conn.execute(sa.text(f"CREATE TRIGGER {quote(db, vt.name + '_deleted')} AFTER DELETE ON {quoted_table(db, table)} "
                          f"REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE PROCEDURE {fn}()"))
-    conn.execute(sa.text(f"CREATE TRIGGER {_q(db, vt.name + '_truncated')} AFTER TRUNCATE ON {_fmt(db, table)} "
+    conn.execute(sa.text(f"CREATE TRIGGER {quote(db, vt.name + '_truncated')} AFTER TRUNCATE ON {quoted_table(db, table)} "
                          f"FOR EACH STATEMENT EXECUTE PROCEDURE {fn}()"))
 
 
@@ -139,17 +132,17 @@ def write_default(db: Database, table: sa.Table, vt: sa.Table, ids: list[str], v
         _check_rows(db, table, cur, ids)
         try:
             with raw.transaction():  # a savepoint: a conflict undoes only the COPY
-                copy_vectors(cur, sql.SQL(_fmt(db, vt)), ids, vecs, columns=("row_id", "embedding"))
+                copy_vectors(cur, sql.SQL(quoted_table(db, vt)), ids, vecs, columns=("row_id", "embedding"))
         except psycopg.errors.UniqueViolation:
             stage = stage_vectors(cur, ids, vecs)
-            cur.execute(f"INSERT INTO {_fmt(db, vt)} (row_id, embedding) SELECT id, emb FROM {stage} "
+            cur.execute(f"INSERT INTO {quoted_table(db, vt)} (row_id, embedding) SELECT id, emb FROM {stage} "
                         "ON CONFLICT (row_id) DO UPDATE SET embedding = EXCLUDED.embedding")
 
 
 def _check_rows(db: Database, table: sa.Table, cur: Any, ids: list[str]) -> None:
     """A ``ValueError`` naming the first ids of the block that name no row of ``table``."""
-    cur.execute(f"SELECT i FROM unnest(CAST(%s AS text[])) AS i WHERE NOT EXISTS (SELECT 1 FROM {_fmt(db, table)} "
-                f"AS t WHERE CAST(t.{_q(db, table.c.id.name)} AS text) = i) ORDER BY 1", (list(ids),))
+    cur.execute(f"SELECT i FROM unnest(CAST(%s AS text[])) AS i WHERE NOT EXISTS (SELECT 1 FROM {quoted_table(db, table)} "
+                f"AS t WHERE CAST(t.{quote(db, table.c.id.name)} AS text) = i) ORDER BY 1", (list(ids),))
     gone = [r[0] for r in cur.fetchall()]
     if gone:
         raise ValueError(f"{qualified(table)}: {len(gone)} row(s) to embed are no longer in the table "
@@ -163,10 +156,10 @@ def replace_default(db: Database, table: sa.Table, vt: sa.Table, dim: int, ids: 
     survive any failure before it commits). The same dimension keeps the table and its HNSW index (emptied);
     another dimension makes the table anew (an index must be built again: ``ragnb db index``)."""
     if column_dimension(db, vt) == int(dim):
-        conn.execute(sa.text(f"TRUNCATE {_fmt(db, vt)}"))
+        conn.execute(sa.text(f"TRUNCATE {quoted_table(db, vt)}"))
     else:
-        conn.execute(sa.text(f"DROP TABLE {_fmt(db, vt)}"))
-        conn.execute(sa.text(f"CREATE TABLE {_fmt(db, vt)} (row_id text PRIMARY KEY, "
+        conn.execute(sa.text(f"DROP TABLE {quoted_table(db, vt)}"))
+        conn.execute(sa.text(f"CREATE TABLE {quoted_table(db, vt)} (row_id text PRIMARY KEY, "
                              f"embedding vector({int(dim)}) NOT NULL)"))
     if ids:
         write_default(db, table, vt, ids, vecs, conn)
@@ -174,5 +167,5 @@ def replace_default(db: Database, table: sa.Table, vt: sa.Table, dim: int, ids: 
 
 def missing_default(db: Database, table: sa.Table, vt: sa.Table) -> str:
     """`` WHERE …``: the rows of ``table`` without a default vector in ``vt``."""
-    return (f" WHERE NOT EXISTS (SELECT 1 FROM {_fmt(db, vt)} AS v "
-            f"WHERE v.row_id = CAST({_fmt(db, table)}.{_q(db, table.c.id.name)} AS text))")
+    return (f" WHERE NOT EXISTS (SELECT 1 FROM {quoted_table(db, vt)} AS v "
+            f"WHERE v.row_id = CAST({quoted_table(db, table)}.{quote(db, table.c.id.name)} AS text))")

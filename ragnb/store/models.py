@@ -81,6 +81,11 @@ def quote(db: Database, name: str) -> str:
     return db.engine.dialect.identifier_preparer.quote(name)
 
 
+def quoted_table(db: Database, table: sa.Table) -> str:
+    """``table`` as SQL text, schema-qualified and quoted where needed."""
+    return db.engine.dialect.identifier_preparer.format_table(table)
+
+
 def catalogue_table(schema: str | None, metadata: sa.MetaData | None = None) -> sa.Table:
     return sa.Table(
         CATALOGUE_TABLE, metadata or sa.MetaData(),

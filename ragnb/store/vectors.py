@@ -25,8 +25,9 @@ from ragnb.store.encode_pipeline import encode_rows, rows_to_go
 from ragnb.store.engine import Database
 from ragnb.store.default_table import missing_default, prepare_default_table, replace_default, write_default
 from ragnb.store.models import (DEFAULT_TABLE, Encoder, ModelVectors, backend, catalogue_rows, catalogue_table,
-                                check_fingerprint, check_space, column_vectors, fingerprint, locate, qualified,
-                                recorded_space, settings_json, source_table, table_vectors, vector_table_name)
+                                check_fingerprint, check_space, column_vectors, fingerprint, locate, qualified, quote,
+                                quoted_table, recorded_space, settings_json, source_table, table_vectors,
+                                vector_table_name)
 from ragnb.store.schema import (Tables, add_text_columns, column_dimension, ensure_schema, ensure_vector_extension,
                                 table_exists, tables)
 from ragnb.store.text_keys import digest_select
@@ -54,14 +55,6 @@ class EmbedStats:
 
 
 _qualified = qualified
-
-
-def _q(db: Database, name: str) -> str:
-    return db.engine.dialect.identifier_preparer.quote(name)
-
-
-def _qt(db: Database, table: sa.Table) -> str:
-    return db.engine.dialect.identifier_preparer.format_table(table)
 
 
 def vector_literal(v: np.ndarray) -> str:
@@ -133,7 +126,7 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
     with db.engine.connect() as conn:
         total = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
     missing = "" if replace else (missing_default(db, table, vt) if vt is not None
-                                  else f" WHERE {_q(db, emb.name)} IS NULL")  # replace: every row again
+                                  else f" WHERE {quote(db, emb.name)} IS NULL")  # replace: every row again
     todo, cached = _rows_or_cached(db, table, text_col, encoder, which, missing)
     stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - rows_to_go(todo, cached), 0,
                        storage="column" if vt is None else DEFAULT_TABLE)
@@ -163,7 +156,7 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
             replace_default(db, table, vt, encoder.dim, new.ids, new.matrix() if new.ids else None, conn)
             return stats
         conn.execute(sa.update(table).values(embedding=None))
-        conn.execute(sa.text(f"ALTER TABLE {_qt(db, table)} ALTER COLUMN {_q(db, emb.name)} "
+        conn.execute(sa.text(f"ALTER TABLE {quoted_table(db, table)} ALTER COLUMN {quote(db, emb.name)} "
                              f"TYPE vector({int(encoder.dim)})"))
         if new.ids:
             _write_vectors(db, table, new.ids, new.matrix(), conn)
@@ -191,8 +184,8 @@ def _rows_to_embed(db: Database, table: sa.Table, text_col: sa.Column, where: st
                    ) -> list[tuple]:
     """(id as text, text) rows of ``table`` (``where``: an SQL condition with its leading WHERE), by id. Read by
     psycopg itself: on 50,000 rows SQLAlchemy's result rows cost as much again as reading the texts."""
-    id_col = _q(db, table.c.id.name)
-    return _binary_rows(db, f"SELECT CAST({id_col} AS text), {_q(db, text_col.name)} FROM {_qt(db, table)}{where} "
+    id_col = quote(db, table.c.id.name)
+    return _binary_rows(db, f"SELECT CAST({id_col} AS text), {quote(db, text_col.name)} FROM {quoted_table(db, table)}{where} "
                             f"ORDER BY {id_col}", params, vectors=False)
 
 
@@ -204,7 +197,7 @@ def _rows_or_cached(db: Database, table: sa.Table, text_col: sa.Column, encoder:
     cache = role_cache(encoder, which)
     if cache is None:
         return _rows_to_embed(db, table, text_col, where, params), None
-    id_col = _q(db, table.c.id.name)
+    id_col = quote(db, table.c.id.name)
     with db.engine.connect() as conn:
         raw = conn.connection.driver_connection
         with raw.cursor(binary=True) as cur:
@@ -213,9 +206,9 @@ def _rows_or_cached(db: Database, table: sa.Table, text_col: sa.Column, encoder:
                 return _rows_to_embed(db, table, text_col, where, params), None
             # the digest stored with the row when the table has one (text_keys), else computed from the text;
             # by digest, bytewise (NULLs last): the order in which the cache's key index is probed
-            digest, digest_params = digest_select(cur, _qt(db, table), text_col.name, _q(db, text_col.name))
+            digest, digest_params = digest_select(cur, quoted_table(db, table), text_col.name, quote(db, text_col.name))
             cur.execute(f"SELECT * FROM (SELECT CAST({id_col} AS text) AS id, {digest} AS digest "
-                        f"FROM {_qt(db, table)}{where}) AS d ORDER BY digest COLLATE \"C\"", (*digest_params, *params))
+                        f"FROM {quoted_table(db, table)}{where}) AS d ORDER BY digest COLLATE \"C\"", (*digest_params, *params))
             rows = cur.fetchall()
         raw.rollback()
 
@@ -231,7 +224,7 @@ def _fix_dimension(db: Database, table: sa.Table, dim: int, conn: sa.Connection 
     if column_dimension(db, table) is None:
         with _transaction(db, conn) as conn:
             conn.execute(sa.text(
-                f"ALTER TABLE {_qt(db, table)} ALTER COLUMN {_q(db, table.c.embedding.name)} TYPE vector({dim})"
+                f"ALTER TABLE {quoted_table(db, table)} ALTER COLUMN {quote(db, table.c.embedding.name)} TYPE vector({dim})"
             ))
 
 
@@ -262,21 +255,21 @@ def _write_vectors(db: Database, table: sa.Table, ids: list[str], vecs: np.ndarr
                    conn: sa.Connection | None = None) -> None:
     """Binary COPY into a staging table, then one UPDATE … FROM (one transaction). Every id must name a row of
     the table: a row deleted meanwhile is a ``ValueError`` and nothing of the block is written."""
-    id_col, emb_col = _q(db, table.c.id.name), _q(db, table.c.embedding.name)
+    id_col, emb_col = quote(db, table.c.id.name), quote(db, table.c.embedding.name)
     with _transaction(db, conn) as conn:
         raw = conn.connection.driver_connection
         with raw.cursor() as cur:
             # The stage holds ids as text (how embed_table reads them); cast to the id's own type so the
             # join uses the table's primary key index.
             cur.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-                        "WHERE attrelid = CAST(%s AS regclass) AND attname = %s", (_qt(db, table), table.c.id.name))
+                        "WHERE attrelid = CAST(%s AS regclass) AND attname = %s", (quoted_table(db, table), table.c.id.name))
             id_type = cur.fetchone()[0]
             stage = stage_vectors(cur, ids, _float32_rows(vecs))
-            cur.execute(f"UPDATE {_qt(db, table)} AS t SET {emb_col} = s.emb FROM {stage} AS s "
+            cur.execute(f"UPDATE {quoted_table(db, table)} AS t SET {emb_col} = s.emb FROM {stage} AS s "
                         f"WHERE t.{id_col} = CAST(s.id AS {id_type})")
             updated = cur.rowcount
             if updated != len(ids):
-                cur.execute(f"SELECT s.id FROM {stage} AS s WHERE NOT EXISTS (SELECT 1 FROM {_qt(db, table)} AS t "
+                cur.execute(f"SELECT s.id FROM {stage} AS s WHERE NOT EXISTS (SELECT 1 FROM {quoted_table(db, table)} AS t "
                             f"WHERE t.{id_col} = CAST(s.id AS {id_type})) ORDER BY 1 LIMIT 3")
                 gone = [r[0] for r in cur.fetchall()]
                 raise ValueError(f"{qualified(table)}: {len(ids) - updated} row(s) to embed are no longer in "
@@ -295,8 +288,8 @@ def _embed_side(db: Database, which: str, table: sa.Table, encoder: Encoder, bat
     store = db.vector_store()
     _ensure_store(store)
     loc, register, registered = _prepare_vector_table(db, table, encoder, replace)
-    id_col = _q(db, table.c.id.name)
-    all_ids = [r[0] for r in _binary_rows(db, f"SELECT CAST({id_col} AS text) FROM {_qt(db, table)}",
+    id_col = quote(db, table.c.id.name)
+    all_ids = [r[0] for r in _binary_rows(db, f"SELECT CAST({id_col} AS text) FROM {quoted_table(db, table)}",
                                           vectors=False)]
     done = ({r[0] for r in _binary_rows(store, f"SELECT row_id FROM {loc.sql_table}", vectors=False)} if registered
             else set())
@@ -332,7 +325,7 @@ def _ensure_store(store: Database) -> None:
     ensure_vector_extension(store)
     with store.engine.begin() as conn:
         if store.store_schema:
-            conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {_q(store, store.store_schema)}"))
+            conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {quote(store, store.store_schema)}"))
         cat = catalogue_table(store.store_schema)
         cat.create(conn, checkfirst=True)
         add_text_columns(conn, cat, ("settings",))
@@ -426,7 +419,7 @@ def fetch_vectors(db: Database, which: str = "chunks", model: str | None = None
     loc = locate(db, which, model)
     if loc.storage == "column":
         table = source_table(db, which)
-        sql = (f"SELECT CAST({loc.id_col} AS text), {_q(db, table.c.url.name)}, {loc.emb_col} FROM {loc.sql_table} "
+        sql = (f"SELECT CAST({loc.id_col} AS text), {quote(db, table.c.url.name)}, {loc.emb_col} FROM {loc.sql_table} "
                f"WHERE {loc.emb_col} IS NOT NULL ORDER BY 1")
         rows = _binary_rows(db, sql)
     else:
