@@ -283,6 +283,7 @@ def _state_notebook(folder: Path, stem: str) -> None:
         "import email.mime.text, ragnb.runs.gate\nfrom ragnb.tiers.payload import write_metrics\n"
         "state = {'pid': os.getpid(), 'cwd': os.getcwd(), 'progress': os.environ.get('RAGNB_PROGRESS_FILE'),\n"
         "         'plotlyjs': os.environ.get('RAGNB_PLOTLYJS'), 'ahead': ahead,\n"
+        "         'socket': [getattr(get_ipython().kernel.parent, k) for k in ('transport', 'ip')],\n"
         "         'names': sorted(n for n in globals() if not n.startswith('_'))}\n"
         f"written = write_metrics(output_dir, {stem!r}, state)")]
     folder.mkdir(parents=True, exist_ok=True)
@@ -308,6 +309,11 @@ def test_next_kernel_is_started_ahead_with_its_own_environment(tmp_path, monkeyp
         assert st["progress"] == str(result.run_dir / f".{stem}.progress.jsonl")
         with pytest.raises(ProcessLookupError):  # every kernel was shut down
             os.kill(st["pid"], 0)
+        # over Unix sockets in a folder of its own (no loopback port another process could take before the
+        # kernel binds it), and the folder went with the kernel
+        transport, prefix = st["socket"]
+        assert transport == "ipc" and Path(prefix).name == "k" and not Path(prefix).parent.exists()
+    assert len({st["socket"][1] for st in states.values()}) == 3
     # every kernel imported the report stack silently before the first cell; what a notebook imports itself is
     # imported ahead only once it has run (the modules it imported are kept for its next kernel)
     assert all(st["ahead"] == {"plotly.express": True, "ragnb.runs.gate": False, "email.mime.text": False}
