@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from ragnb.store.default_table import write_default
+from ragnb.store.default_table import deletion_mark, write_default
 from ragnb.store.loaders import count_rows
 from ragnb.store.models import default_table, locate, model_status
 from ragnb.store.schema import tables
@@ -89,6 +89,64 @@ def test_a_changed_text_loses_its_default_vector_and_is_embedded_again(fresh_db)
     assert (again.processed, again.skipped) == (1, 2)
     got_ids, _, got = fetch_vectors(fresh_db)
     assert got_ids == ids and got[:, 0].tolist() == [1.0, 9.0, 3.0]
+
+
+class _DeletingWhileEncoding(_Precomputed):
+    """Deletes chunk rows (another connection, committed) while its first block is being encoded: between the
+    moment ``embed_table`` read the ids and the moment it writes their vectors."""
+
+    def __init__(self, name, table, db, sql):
+        super().__init__(name, table)
+        self.db, self.sql = db, sql
+
+    def encode(self, texts, batch_size=32, progress=False):
+        if self.sql:
+            with self.db.engine.begin() as conn:
+                conn.execute(sa.text(self.sql))
+            self.sql = None
+        return super().encode(texts)
+
+
+@pytest.mark.parametrize("sql", ["DELETE FROM chunk WHERE id = 'b'", "TRUNCATE chunk"])
+def test_rows_deleted_while_embedding_get_no_vector(fresh_db, sql):
+    """The writer skips the per-id check while the deletion counter has not moved since the ids were read; a
+    delete or truncate in between moves it, the block is checked and refused whole."""
+    table = _load_chunks(fresh_db, ["a", "b", "c"])
+    vt = default_table(table)
+    enc = _Precomputed("model-a", {f"Текст {i}": np.ones(DIM, np.float32) for i in "abc"})
+    embed_table(fresh_db, "chunks", enc, progress=False)  # makes the vector table and its counter
+    with fresh_db.engine.begin() as conn:
+        conn.execute(sa.text(f"TRUNCATE {vt.name}"))  # every row to embed again; the chunk rows stay
+    before = deletion_mark(fresh_db, vt)
+    assert isinstance(before, int)
+    deleting = _DeletingWhileEncoding("model-a", enc._table, fresh_db, sql)
+    with pytest.raises(ValueError, match=r"row\(s\) to embed are no longer in the table.*Nothing of this block"):
+        embed_table(fresh_db, "chunks", deleting, progress=False)
+    assert deletion_mark(fresh_db, vt) == before + 1  # one statement, one step, whatever it deleted
+    with fresh_db.engine.connect() as conn:
+        assert conn.execute(sa.text(f"SELECT count(*) FROM {vt.name}")).scalar_one() == 0
+
+
+def test_the_deletion_counter_moves_only_with_delete_statements(fresh_db):
+    table = _load_chunks(fresh_db, ["a", "b"])
+    vt = default_table(table)
+    embed_table(fresh_db, "chunks", _Precomputed("model-a", {f"Текст {i}": np.ones(DIM, np.float32) for i in "ab"}),
+                progress=False)
+    start = deletion_mark(fresh_db, vt)
+    merge_rows(fresh_db, "chunks", [{"id": "c", "url": "u", "text": "Текст c"}], on_changed="update")
+    with fresh_db.engine.begin() as conn:
+        conn.execute(sa.update(table).where(table.c.id == "a").values(url="https://wiki.example/v"))
+    assert deletion_mark(fresh_db, vt) == start  # inserts and updates leave every id in place
+    with fresh_db.engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM chunk WHERE id = 'zz'"))  # deletes nothing: still a step (checked, not trusted)
+        conn.execute(sa.text("DELETE FROM chunk WHERE id = 'a'"))
+    assert deletion_mark(fresh_db, vt) == start + 2
+    with fresh_db.engine.begin() as conn:
+        conn.execute(sa.text(f"DROP SEQUENCE {vt.name}_deletes"))
+    assert deletion_mark(fresh_db, vt) is None  # no counter (a table from before it): every block is checked
+    with fresh_db.engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM chunk WHERE id = 'b'"))  # the trigger goes on without it
+    assert count_rows(fresh_db, "chunks") == {"rows": 1, "embedded": 0}
 
 
 def test_an_id_not_in_the_chunk_table_writes_nothing_of_the_block(fresh_db):

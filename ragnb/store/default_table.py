@@ -14,6 +14,7 @@ writing the column, as before.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -102,8 +103,14 @@ def _forget_deleted_rows(db: Database, conn: Any, table: sa.Table, vt: sa.Table)
     """Triggers that take a deleted (or truncated) chunk row's vector with it, as the column did: a search must never
     return an id the chunk table no longer has. Statement-level, on deletes only: writing vectors costs nothing."""
     fn = (f"{quote(db, table.schema)}." if table.schema else "") + quote(db, vt.name + "_forget")
+    seq = deletions_sequence(db, vt)
+    conn.execute(sa.text(f"CREATE SEQUENCE IF NOT EXISTS {seq}"))
+    # the counter first (nextval is seen by every session at once, committed or not); a role that may delete rows
+    # but not use the sequence still deletes — its writes are then checked only by their own block's check
     conn.execute(sa.text(
         f"CREATE OR REPLACE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF to_regclass('{seq}') IS NOT NULL THEN BEGIN PERFORM nextval('{seq}'); "
+        "EXCEPTION WHEN insufficient_privilege THEN NULL; END; END IF; "
         f"IF to_regclass('{quoted_table(db, vt)}') IS NULL THEN RETURN NULL; "  # dropped by hand: nothing to forget
         f"ELSIF TG_OP = 'TRUNCATE' THEN TRUNCATE {quoted_table(db, vt)}; "
         f"ELSE DELETE FROM {quoted_table(db, vt)} WHERE row_id IN (SELECT CAST({quote(db, table.c.id.name)} AS text) FROM gone); "
@@ -116,12 +123,17 @@ def _forget_deleted_rows(db: Database, conn: Any, table: sa.Table, vt: sa.Table)
                          f"FOR EACH STATEMENT EXECUTE PROCEDURE {fn}()"))
 
 
-def write_default(db: Database, table: sa.Table, vt: sa.Table, ids: list[str], vecs: np.ndarray, conn: Any) -> None:
+def write_default(db: Database, table: sa.Table, vt: sa.Table, ids: list[str], vecs: np.ndarray, conn: Any,
+                  since: int | None = None) -> None:
     """Store the block in ``vt`` (in ``conn``'s transaction): a binary COPY straight into it — the rows ``ragnb
     embed`` writes have no vector there yet, and the COPY costs the server 0.18 s per 30k rows where a stage
     plus INSERT … SELECT costs 0.45 s — or, when some id has one already (another run wrote it meanwhile, a
     second write of the same rows), a stage and one INSERT … ON CONFLICT. An id that names no row of ``table``
-    (deleted meanwhile) is a ``ValueError`` and nothing of the block is written (the transaction rolls back)."""
+    (deleted meanwhile) is a ``ValueError`` and nothing of the block is written (the transaction rolls back).
+
+    ``since``: the table's :func:`deletion_mark` read before ``ids`` were read from it. While no delete
+    statement has run on ``table`` since, every id still names a row and the check of each id against the
+    table is skipped (it cost the server 0.17 s and the client 0.10 s per 100k rows)."""
     import psycopg
 
     vecs = np.ascontiguousarray(vecs, dtype=np.float32)
@@ -129,7 +141,8 @@ def write_default(db: Database, table: sa.Table, vt: sa.Table, ids: list[str], v
         raise ValueError(f"{len(ids)} row ids but {len(vecs)} vectors; each row needs exactly one vector")
     raw = conn.connection.driver_connection
     with raw.cursor() as cur:
-        _check_rows(db, table, cur, ids)
+        if since is None or _read_mark(cur, deletions_sequence(db, vt)) != since:
+            _check_rows(db, table, cur, ids)
         try:
             with raw.transaction():  # a savepoint: a conflict undoes only the COPY
                 copy_vectors(cur, sql.SQL(quoted_table(db, vt)), ids, vecs, columns=("row_id", "embedding"))
@@ -139,10 +152,38 @@ def write_default(db: Database, table: sa.Table, vt: sa.Table, ids: list[str], v
                         "ON CONFLICT (row_id) DO UPDATE SET embedding = EXCLUDED.embedding")
 
 
+def deletions_sequence(db: Database, vt: sa.Table) -> str:
+    """The quoted name of the counter that the delete trigger of ``vt``'s chunk table bumps once per delete or
+    truncate statement (:func:`_forget_deleted_rows`)."""
+    return (f"{quote(db, vt.schema)}." if vt.schema else "") + quote(db, vt.name + "_deletes")
+
+
+def deletion_mark(db: Database, vt: sa.Table) -> int | None:
+    """The deletion counter of ``vt``'s chunk table now, for :func:`write_default`'s ``since``; None when it cannot
+    be read (a vector table from before the counter, or a role without the right to read it): every block is
+    then checked."""
+    with db.engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        with raw.cursor() as cur:
+            mark = _read_mark(cur, deletions_sequence(db, vt))
+        raw.rollback()
+    return mark
+
+
+def _read_mark(cur: Any, seq: str) -> int | None:
+    cur.execute("SELECT CASE WHEN to_regclass(%(s)s) IS NULL OR NOT has_sequence_privilege(to_regclass(%(s)s), "
+                "'SELECT') THEN NULL ELSE COALESCE(pg_sequence_last_value(to_regclass(%(s)s)), 0) END", {"s": seq})
+    value = cur.fetchone()[0]
+    return None if value is None else int(value)
+
+
 def _check_rows(db: Database, table: sa.Table, cur: Any, ids: list[str]) -> None:
     """A ``ValueError`` naming the first ids of the block that name no row of ``table``."""
-    cur.execute(f"SELECT i FROM unnest(CAST(%s AS text[])) AS i WHERE NOT EXISTS (SELECT 1 FROM {quoted_table(db, table)} "
-                f"AS t WHERE CAST(t.{quote(db, table.c.id.name)} AS text) = i) ORDER BY 1", (list(ids),))
+    # the ids as one JSON document: psycopg adapts a list of 8,192 strings element by element (0.14 s of client CPU
+    # per 100k ids), json.dumps in C (0.01 s); the server unpacks either at the same cost
+    cur.execute(f"SELECT i FROM json_array_elements_text(CAST(%s AS json)) AS i WHERE NOT EXISTS (SELECT 1 FROM "
+                f"{quoted_table(db, table)} AS t WHERE CAST(t.{quote(db, table.c.id.name)} AS text) = i) ORDER BY 1",
+                (json.dumps(list(ids)),))
     gone = [r[0] for r in cur.fetchall()]
     if gone:
         raise ValueError(f"{qualified(table)}: {len(gone)} row(s) to embed are no longer in the table "
@@ -151,10 +192,11 @@ def _check_rows(db: Database, table: sa.Table, cur: Any, ids: list[str]) -> None
 
 
 def replace_default(db: Database, table: sa.Table, vt: sa.Table, dim: int, ids: list[str], vecs: np.ndarray,
-                    conn: Any) -> None:
+                    conn: Any, since: int | None = None) -> None:
     """Every default vector of ``table`` replaced by ``ids``/``vecs`` (in ``conn``'s transaction, so the old ones
     survive any failure before it commits). The same dimension keeps the table and its HNSW index (emptied);
-    another dimension makes the table anew (an index must be built again: ``ragnb db index``)."""
+    another dimension makes the table anew (an index must be built again: ``ragnb db index``). ``since``: as
+    :func:`write_default`'s."""
     if column_dimension(db, vt) == int(dim):
         conn.execute(sa.text(f"TRUNCATE {quoted_table(db, vt)}"))
     else:
@@ -162,7 +204,7 @@ def replace_default(db: Database, table: sa.Table, vt: sa.Table, dim: int, ids: 
         conn.execute(sa.text(f"CREATE TABLE {quoted_table(db, vt)} (row_id text PRIMARY KEY, "
                              f"embedding vector({int(dim)}) NOT NULL)"))
     if ids:
-        write_default(db, table, vt, ids, vecs, conn)
+        write_default(db, table, vt, ids, vecs, conn, since=since)
 
 
 def missing_default(db: Database, table: sa.Table, vt: sa.Table) -> str:

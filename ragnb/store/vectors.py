@@ -23,7 +23,8 @@ from ragnb.store.copy import ensure_vector_type, stage_vectors
 from ragnb.store.cached_rows import CachedRows, role_cache, server_hashes_utf8, split_cached
 from ragnb.store.encode_pipeline import encode_rows, rows_to_go
 from ragnb.store.engine import Database
-from ragnb.store.default_table import missing_default, prepare_default_table, replace_default, write_default
+from ragnb.store.default_table import (deletion_mark, missing_default, prepare_default_table, replace_default,
+                                      write_default)
 from ragnb.store.models import (DEFAULT_TABLE, Encoder, ModelVectors, backend, catalogue_rows, catalogue_table,
                                 check_fingerprint, check_space, column_vectors, fingerprint, locate, qualified, quote,
                                 quoted_table, recorded_space, settings_json, source_table, table_vectors,
@@ -127,6 +128,7 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
         total = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
     missing = "" if replace else (missing_default(db, table, vt) if vt is not None
                                   else f" WHERE {quote(db, emb.name)} IS NULL")  # replace: every row again
+    mark = deletion_mark(db, vt) if vt is not None else None  # before the ids are read: see write_default
     todo, cached = _rows_or_cached(db, table, text_col, encoder, which, missing)
     stats = EmbedStats(where, encoder.name, encoder.dim, int(total), 0, int(total) - rows_to_go(todo, cached), 0,
                        storage="column" if vt is None else DEFAULT_TABLE)
@@ -142,7 +144,7 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
             if vt is None:
                 _write_vectors(db, table, ids, vecs, conn)
             else:
-                write_default(db, table, vt, ids, vecs, conn)
+                write_default(db, table, vt, ids, vecs, conn, since=mark)
 
     if not replace:
         encode_rows(todo, encoder, which, batch_size, write_every, progress, stats, write, cached)
@@ -153,7 +155,8 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
         conn.execute(sa.delete(t.meta).where(t.meta.c.table_name == where))
         _record_space(db, t, table, encoder, conn)
         if vt is not None:
-            replace_default(db, table, vt, encoder.dim, new.ids, new.matrix() if new.ids else None, conn)
+            replace_default(db, table, vt, encoder.dim, new.ids, new.matrix() if new.ids else None, conn,
+                            since=mark)
             return stats
         conn.execute(sa.update(table).values(embedding=None))
         conn.execute(sa.text(f"ALTER TABLE {quoted_table(db, table)} ALTER COLUMN {quote(db, emb.name)} "
