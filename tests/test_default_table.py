@@ -206,3 +206,38 @@ def test_a_deleted_or_truncated_chunk_row_takes_its_vector_with_it(fresh_db):
         conn.execute(sa.text("DELETE FROM chunk WHERE id = 'zz'"))
     assert embed_table(fresh_db, "chunks", enc, progress=False).storage == "default-table"
     assert fetch_vectors(fresh_db)[0] == ["a"]
+
+
+def test_a_second_first_embed_finds_the_table_the_first_one_made(fresh_db):
+    """Two first embeds at once: the one that waits on the creation lock finds the vector table made meanwhile and
+    goes on with it (moving nothing), instead of failing on CREATE TABLE."""
+    import threading
+
+    from ragnb.store.default_table import creation_lock_key, move_column_to_table
+
+    table = _load_chunks(fresh_db, ["a", "b"])
+    vt = default_table(table)
+    outcome = {}
+    with fresh_db.engine.connect() as other:  # the first embed: holds the lock while it creates the table
+        other.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": creation_lock_key(fresh_db, vt)})
+
+        def second():
+            try:
+                outcome["moved"] = move_column_to_table(fresh_db, table, vt, DIM)
+            except Exception as exc:  # noqa: BLE001 — reported by the assertion below
+                outcome["error"] = exc
+
+        waiting = threading.Thread(target=second)
+        waiting.start()
+        waiting.join(timeout=1.0)
+        assert waiting.is_alive()  # the second waits for the first
+        other.execute(sa.text(f"CREATE TABLE {vt.name} (row_id text PRIMARY KEY, embedding vector({DIM}) NOT NULL)"))
+        other.execute(sa.text(f"COMMENT ON TABLE {vt.name} IS 'made by the first'"))
+        other.commit()
+        waiting.join(timeout=60)
+    assert outcome == {"moved": 0}
+    with fresh_db.engine.connect() as conn:
+        assert conn.execute(sa.text(f"SELECT obj_description('{vt.name}'::regclass)")).scalar_one() == "made by the first"
+    stats = embed_table(fresh_db, "chunks", _Precomputed("model-a", {f"Текст {i}": np.ones(DIM, np.float32)
+                                                                      for i in "ab"}), progress=False)
+    assert (stats.storage, stats.processed) == ("default-table", 2)

@@ -67,15 +67,21 @@ def _created_by_ragnb(db: Database, table: sa.Table) -> bool:
 def move_column_to_table(db: Database, table: sa.Table, vt: sa.Table, dim: int) -> int:
     """Create ``vt`` and move the chunk column's vectors into it (copied value for value, then cleared from the
     column), with the column's HNSW indexes rebuilt on ``vt`` under the same options — one transaction, so an
-    interruption leaves the column as it was. Returns how many vectors moved."""
+    interruption leaves the column as it was. Returns how many vectors moved.
+
+    Two first embeds at once (two notebooks, two terminals): each takes a transaction lock on ``vt``'s name
+    first, and the second finds the table made by the first and moves nothing (0), instead of failing on
+    CREATE TABLE."""
     emb, tid = quote(db, table.c.embedding.name), quote(db, table.c.id.name)
-    with db.engine.connect() as conn:
-        n = conn.execute(sa.text(f"SELECT count(*) FROM {quoted_table(db, table)} WHERE {emb} IS NOT NULL")).scalar_one()
-    size = (data_dimension(db, table) if n else None) or dim
-    report = reporter(f"moving the vectors of {qualified(table)} to {qualified(vt)} (once)", "rows") if n else None
-    if report is not None:
-        report(0, n)
     with db.engine.begin() as conn:
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": creation_lock_key(db, vt)})
+        if conn.execute(sa.text("SELECT to_regclass(:vt) IS NOT NULL"), {"vt": quoted_table(db, vt)}).scalar_one():
+            return 0
+        n = conn.execute(sa.text(f"SELECT count(*) FROM {quoted_table(db, table)} WHERE {emb} IS NOT NULL")).scalar_one()
+        size = (data_dimension(db, table) if n else None) or dim
+        report = reporter(f"moving the vectors of {qualified(table)} to {qualified(vt)} (once)", "rows") if n else None
+        if report is not None:
+            report(0, n)
         indexes = conn.execute(sa.text(
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = :t AND "
             "schemaname = COALESCE(CAST(:s AS text), current_schema()) AND indexdef ILIKE '%USING hnsw%'"),
@@ -97,6 +103,11 @@ def move_column_to_table(db: Database, table: sa.Table, vt: sa.Table, dim: int) 
     if report is not None:
         report(n, n)
     return int(n)
+
+
+def creation_lock_key(db: Database, vt: sa.Table) -> str:
+    """The advisory lock (by ``hashtext``) held while ``vt`` is being created."""
+    return f"ragnb create {quoted_table(db, vt)}"
 
 
 def _forget_deleted_rows(db: Database, conn: Any, table: sa.Table, vt: sa.Table) -> None:
