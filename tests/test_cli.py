@@ -103,6 +103,10 @@ def test_embed_second_model_beside_the_first_status_and_index(cli, tmp_path):
         "all-MiniLM-L6-v2": (384, 4, "default-table", True), other: (384, 4, "table", False)}
     res = cli("db", "index", "--model", other)
     assert res.exit_code == 0 and res.output.startswith("index ready: ragnb_vec_") and "_hnsw_idx" in res.output
+    assert res.output.strip().endswith("(m 16, ef_construction 64)")  # 4 vectors: pgvector's defaults
+    again = cli("db", "index", "--model", other, "--ef-construction", "128")  # an index is there: not rebuilt
+    assert again.exit_code == 0 and "(m 16, ef_construction 64) — it was there already" in again.output
+    assert "--drop" in again.output
     assert "dropped: []" in cli("db", "index", "--drop").output  # the column's model has no index
     res = cli("db", "index", "--model", "unknown-model")
     assert res.exit_code == 2 and "no vectors of model 'unknown-model'" in res.output

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from ragnb.rag.retrieval import (MemoryRetriever, PgVectorRetriever, RetrievalResult, consistency, create_hnsw_index,
-                             drop_hnsw_indexes, hnsw_indexes, recall_vs_exact)
+                             default_ef_construction, drop_hnsw_indexes, hnsw_indexes, hnsw_options,
+                             recall_vs_exact)
 from ragnb.store.loaders import insert_rows
 from ragnb.store.schema import ensure_schema
 from ragnb.store.vectors import _record_space, _write_vectors, fetch_vectors
@@ -60,10 +61,15 @@ def test_ties_are_broken_by_id():
     assert res.ids == [["a", "b", "c"]]
 
 
+def test_large_indexes_are_built_with_a_larger_candidate_list():
+    assert [default_ef_construction(n) for n in (0, 100_000, 299_999, 300_000, 1_000_000)] == [64, 64, 64, 128, 128]
+
+
 def test_hnsw_is_used_and_recall_measured(vector_db):
     db, _, _ = vector_db
     queries = _clustered(40, seed=2)
     name = create_hnsw_index(db, m=8, ef_construction=32)
+    assert hnsw_options(db) == {"m": 8, "ef_construction": 32}
     assert hnsw_indexes(db) == [name]
     ann = PgVectorRetriever(db, mode="auto", ef_search=100)
     assert ann.backend == "pgvector-hnsw"
@@ -74,7 +80,7 @@ def test_hnsw_is_used_and_recall_measured(vector_db):
     # With the index present, "exact" still scans everything: equals the in-memory result.
     mem = MemoryRetriever.from_db(db).search(queries, 10)
     assert exact.ids == mem.ids
-    assert drop_hnsw_indexes(db) == [name] and hnsw_indexes(db) == []
+    assert drop_hnsw_indexes(db) == [name] and hnsw_indexes(db) == [] and hnsw_options(db) is None
     with pytest.raises(ValueError, match="ragnb db index"):
         PgVectorRetriever(db, mode="hnsw")
 

@@ -127,22 +127,32 @@ def db_url() -> None:
 @db_app.command("index")
 def db_index(
     drop: bool = typer.Option(False, "--drop", help="Drop the HNSW index instead of creating it."),
-    m: int = typer.Option(16, help="HNSW: links per node."),
-    ef_construction: int = typer.Option(64, help="HNSW: candidate list size while building."),
+    m: Optional[int] = typer.Option(None, help="HNSW: links per node (default: 16)."),
+    ef_construction: Optional[int] = typer.Option(None, help="HNSW: candidate list size while building (default: 64, "
+                                                  "or 128 from 300,000 vectors, where 64 was measured to fall short "
+                                                  "of recall 0.95)."),
     write: bool = typer.Option(False, "--write", help="Allow writing to an external RAGNB_DATABASE_URL."),
     model: Optional[str] = typer.Option(None, "--model", help="Whose chunk vectors (a name `ragnb db status` lists; "
                                         "default: the default model's)."),
 ) -> None:
     """Create (or drop) an HNSW cosine index on one model's chunk vectors; Tier 1 then reports its recall vs exact."""
-    from ragnb.rag.retrieval import create_hnsw_index, drop_hnsw_indexes
+    from ragnb.rag.retrieval import create_hnsw_index, drop_hnsw_indexes, hnsw_options
     from ragnb.store.engine import connect
 
     try:
         db = connect(write=write)
         if drop:
             typer.echo(f"dropped: {drop_hnsw_indexes(db, model=model)}")
-        else:
-            typer.echo(f"index ready: {create_hnsw_index(db, m=m, ef_construction=ef_construction, model=model)}")
+            return
+        before = hnsw_options(db, model=model)
+        name = create_hnsw_index(db, m=16 if m is None else m, ef_construction=ef_construction, model=model)
+        built = hnsw_options(db, model=model) or {}
+        line = f"index ready: {name} (m {built.get('m')}, ef_construction {built.get('ef_construction')})"
+        asked = {"m": m, "ef_construction": ef_construction}
+        if before is not None and any(v is not None and before[k] != v for k, v in asked.items()):
+            line += (" — it was there already, built with these settings; drop it (`ragnb db index --drop`) and run "
+                     "this again to build it with yours")
+        typer.echo(line)
     except ValueError as exc:
         _fail(exc)
 
