@@ -198,3 +198,23 @@ def test_a_damaged_cached_vector_is_refused_naming_the_row_and_nothing_is_writte
         "cache); the disk cache holds an unusable vector for it (a damaged file); delete that cache file (see "
         "RAGNB_EMBEDDING_CACHE) and embed again")
     assert fetch_vectors(fresh_db)[0] == [] and enc.seen == []
+
+
+def test_the_cycle_collector_is_off_only_inside_a_bulk_read_and_back_as_it_was():
+    import gc
+
+    from ragnb.store.cached_rows import without_cycle_collector
+
+    assert gc.isenabled()
+    with pytest.raises(KeyError):
+        with without_cycle_collector():
+            assert not gc.isenabled()
+            raise KeyError("a failure inside")
+    assert gc.isenabled()  # back on, whatever happened inside
+    gc.disable()
+    try:
+        with without_cycle_collector():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()

@@ -24,7 +24,7 @@ import numpy as np
 
 from ragnb.progress import reporter
 from ragnb.embeddings.base import LOCAL_MODEL_FIX, EmbeddingReplyError, check_vectors, nothing_to_save
-from ragnb.store.cached_rows import CachedRows, role_of
+from ragnb.store.cached_rows import CachedRows, role_of, without_cycle_collector
 
 # A write is one transaction: COPY into a stage, one merge, a commit. Its cost is fixed (a few round trips and
 # a WAL flush), so blocks are gathered until this many rows or seconds have piled up — a fast encoder (a GPU, the
@@ -156,6 +156,7 @@ def rows_to_go(todo: list, cached: CachedRows | None) -> int:
     return len(todo) + (0 if cached is None else len(cached) + cached.blank)
 
 
+@without_cycle_collector()
 def _write_cached(cached: CachedRows | None, writer: _Writer, encoder, stats, report, total: int,
                   todo: list) -> tuple[int, list]:
     """Hand the cached rows' vectors to the writer, a block at a time (read while the previous block is

@@ -20,7 +20,8 @@ import numpy as np
 
 from ragnb.embeddings.base import check_batch_size
 from ragnb.store.copy import ensure_vector_type, stage_vectors
-from ragnb.store.cached_rows import CachedRows, role_cache, server_hashes_utf8, split_cached
+from ragnb.store.cached_rows import (CachedRows, role_cache, server_hashes_utf8, split_cached,
+                                     without_cycle_collector)
 from ragnb.store.encode_pipeline import encode_rows, rows_to_go
 from ragnb.store.engine import Database
 from ragnb.store.default_table import (deletion_mark, missing_default, prepare_default_table, replace_default,
@@ -192,6 +193,7 @@ def _rows_to_embed(db: Database, table: sa.Table, text_col: sa.Column, where: st
                             f"ORDER BY {id_col}", params, vectors=False)
 
 
+@without_cycle_collector()
 def _rows_or_cached(db: Database, table: sa.Table, text_col: sa.Column, encoder: Encoder, which: str, where: str = "",
                     params: tuple = ()) -> tuple[list[tuple], CachedRows | None]:
     """The rows to encode as ``(id, text)`` and, when the server can hash the texts as the disk cache keys them
