@@ -241,3 +241,31 @@ def test_a_second_first_embed_finds_the_table_the_first_one_made(fresh_db):
     stats = embed_table(fresh_db, "chunks", _Precomputed("model-a", {f"Текст {i}": np.ones(DIM, np.float32)
                                                                       for i in "ab"}), progress=False)
     assert (stats.storage, stats.processed) == ("default-table", 2)
+
+
+class _Sized(_Precomputed):
+    def __init__(self, name, table, dim):
+        super().__init__(name, table)
+        self.dim = dim
+
+
+def test_the_space_is_checked_on_the_vector_tables_declared_dimension(fresh_db):
+    """Before any vector is written the vector table is made with the recorded dimension (not the refused
+    encoder's); without a recorded model the check reads the table's declared dimension (no scan of the column)."""
+    from ragnb.store.schema import column_dimension
+
+    table = _load_chunks(fresh_db, ["a", "b"])
+    vt = default_table(table)
+    right = _Precomputed("model-a", {f"Текст {i}": np.ones(DIM, np.float32) for i in "ab"})
+    with fresh_db.engine.begin() as conn:
+        _record_space(fresh_db, tables(fresh_db.schema), table, right, conn)  # recorded, nothing stored yet
+    wrong = _Sized("model-a", {f"Текст {i}": np.ones(8, np.float32) for i in "ab"}, 8)
+    with pytest.raises(ValueError, match=rf"holds {DIM}-dimensional vectors of model 'model-a'"):
+        embed_table(fresh_db, "chunks", wrong, progress=False)
+    assert column_dimension(fresh_db, vt) == DIM
+    assert embed_table(fresh_db, "chunks", right, progress=False).processed == 2
+    with fresh_db.engine.begin() as conn:
+        conn.execute(sa.delete(tables(fresh_db.schema).meta))  # vectors kept, no model recorded
+    with pytest.raises(ValueError, match=rf"ragnb_vectors_chunk holds {DIM}-dimensional vectors but model 'other' "
+                                         r"makes 8-dimensional ones"):
+        embed_table(fresh_db, "chunks", _Sized("other", wrong._table, 8), progress=False)

@@ -307,7 +307,7 @@ def check_space(db: Database, table: sa.Table, encoder: Encoder, model: str | No
     which = which_of(db, table)
     loc = locate(db, which, model)
     if loc.model is None:
-        dim = loc.dim if loc.dim is not None else data_dimension(db, table) if table_exists(db, table) else None
+        dim = loc.dim if loc.dim is not None else _stored_dimension(db, table, loc)
         if dim is not None and dim != encoder.dim:
             raise ValueError(
                 f"{loc.table} holds {dim}-dimensional vectors but model {encoder.name!r} makes {encoder.dim}-dimensional "
@@ -329,6 +329,14 @@ def check_space(db: Database, table: sa.Table, encoder: Encoder, model: str | No
     check_fingerprint(loc, encoder)
     return {"model": loc.model, "dim": loc.dim, "storage": loc.storage, "verified": loc.verified,
             "fingerprint": loc.fingerprint, "backend": loc.backend}
+
+
+def _stored_dimension(db: Database, table: sa.Table, loc: ModelVectors) -> int | None:
+    """The dimension of the vectors ``loc`` stores without a recorded model: the default vector table's declared
+    one (its column is typed when it is made), else the column's (declared, or read from its first vector)."""
+    if loc.storage == DEFAULT_TABLE:
+        return column_dimension(db, default_table(table))
+    return data_dimension(db, table) if table_exists(db, table) else None
 
 
 def check_fingerprint(loc: ModelVectors, encoder: Encoder) -> None:

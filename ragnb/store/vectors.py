@@ -121,9 +121,13 @@ def _embed_column(db: Database, which: str, table: sa.Table, encoder: Encoder, b
     text_col = table.c.text if which == "chunks" else table.c.question
     emb = table.c.embedding
     where = qualified(table)
+    # the vector table first (made, and an older column's vectors moved, on first use; None: the column, as
+    # before): the space is then checked on its declared dimension, not by a second scan of the whole column.
+    # Made with the recorded dimension where there is one, so that a refused model does not type it.
+    recorded = recorded_space(db, t, table)
+    vt = prepare_default_table(db, which, table, int(recorded["dim"]) if recorded else encoder.dim)
     if not replace:
         check_space(db, table, encoder)
-    vt = prepare_default_table(db, which, table, encoder.dim)  # None: the column, as before
 
     with db.engine.connect() as conn:
         total = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
