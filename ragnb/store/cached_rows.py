@@ -35,7 +35,7 @@ WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u
 def without_cycle_collector() -> Iterator[None]:
     """Python's cycle collector off for a bulk read (re-enabled after, if it was on; cycles made meanwhile are
     collected then). Reading 1M ids + digests and their cached vectors allocates millions of row tuples, and the
-    collector runs over and over on them although they hold no cycles: 14.0 s of client CPU with it, 8.4 s without
+    collector runs over and over on them although they hold no cycles: 14.0 s of client CPU with it, 8.9 s without
     (the same rows, the same results). Only the bulk steps of ``embed_table`` run under it, not the encoder."""
     was_on = gc.isenabled()
     gc.disable()
