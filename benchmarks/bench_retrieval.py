@@ -268,7 +268,7 @@ def load_chunks(db, ids: list[str], urls: list[str], texts: list[str], vecs: np.
     """Bulk-load the chunk table (binary COPY) unless it already holds exactly this data set."""
     import sqlalchemy as sa
 
-    from ragnb.rag.retrieval import drop_hnsw_indexes
+    from ragnb.rag.index_build import drop_hnsw_indexes
     from ragnb.store.schema import ensure_schema
     from ragnb.store.models import quote, quoted_table
     from ragnb.store.vectors import _record_space
@@ -439,8 +439,8 @@ def main(argv: list[str] | None = None) -> dict:
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - t_start:7.1f}s] {msg}", flush=True)
 
-    from ragnb.rag.retrieval import (MemoryRetriever, PgVectorRetriever, create_hnsw_index, drop_hnsw_indexes,
-                                 recall_vs_exact)
+    from ragnb.rag.retrieval import MemoryRetriever, PgVectorRetriever, recall_vs_exact
+    from ragnb.rag.index_build import create_hnsw_index, drop_hnsw_indexes
     from ragnb.store.engine import connect
 
     result: dict = {"benchmark": "retrieval", "machine": machine_info(), "params": {

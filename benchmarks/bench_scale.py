@@ -286,7 +286,7 @@ def _setup_encode(stage: str, folder: Path, n_texts: int) -> tuple[Callable[[], 
 
 def _setup_index(stage: str, n: int) -> tuple[Callable[[], dict | None], dict]:
     from ragnb.rag.index_build import build_index, build_settings
-    from ragnb.rag.retrieval import _index_target, create_hnsw_index, drop_hnsw_indexes
+    from ragnb.rag.index_build import _index_target, create_hnsw_index, drop_hnsw_indexes
 
     db = _db(n)
     drop_hnsw_indexes(db)
@@ -338,7 +338,8 @@ def _setup_hnsw(folder: Path, n: int, queries: np.ndarray, tops: Path) -> tuple[
     from bench_store_vectors import server_cpu
 
     from ragnb.rag.ann_tune import checked_recall, choose_ef_search
-    from ragnb.rag.retrieval import PgVectorRetriever, hnsw_indexes
+    from ragnb.rag.retrieval import PgVectorRetriever
+    from ragnb.rag.index_build import hnsw_indexes
 
     db = _db(n)
     if not hnsw_indexes(db):

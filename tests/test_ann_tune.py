@@ -10,7 +10,8 @@ import pytest
 
 from ragnb.datasets.schema import Dataset, DatasetItem
 from ragnb.rag.ann_tune import EF_SEARCH_STEPS, StreamedExactRetriever, choose_ef_search
-from ragnb.rag.retrieval import PgVectorRetriever, ann_recall_label, create_hnsw_index, recall_sample
+from ragnb.rag.retrieval import PgVectorRetriever, ann_recall_label, recall_sample
+from ragnb.rag.index_build import create_hnsw_index
 from ragnb.store.engine import connect
 from ragnb.tiers.tier1 import run_tier1
 from test_scale_paths import _clustered, _fill

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragnb.rag.retrieval import (MemoryRetriever, PgVectorRetriever, RetrievalResult, consistency, create_hnsw_index,
-                             default_ef_construction, drop_hnsw_indexes, hnsw_indexes, hnsw_options,
-                             recall_vs_exact)
+from ragnb.rag.retrieval import MemoryRetriever, PgVectorRetriever, RetrievalResult, consistency, recall_vs_exact
+from ragnb.rag.index_build import (create_hnsw_index, default_ef_construction, drop_hnsw_indexes, hnsw_indexes,
+                                   hnsw_options)
 from ragnb.store.loaders import insert_rows
 from ragnb.store.schema import ensure_schema
 from ragnb.store.vectors import _record_space, _write_vectors, fetch_vectors

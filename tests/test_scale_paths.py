@@ -9,9 +9,9 @@ import re
 import numpy as np
 import pytest
 
-from ragnb.rag.index_build import build_memory_mb, build_settings, graph_bytes_per_row
+from ragnb.rag.index_build import build_memory_mb, build_settings, create_hnsw_index, graph_bytes_per_row
 from ragnb.rag.retrieval import (ANN_RECALL_SAMPLE, MemoryRetriever, PgVectorRetriever, ann_recall, ann_recall_label,
-                                 ann_recall_note, create_hnsw_index, exact_top_k, recall_sample)
+                                 ann_recall_note, exact_top_k, recall_sample)
 from ragnb.store.loaders import insert_rows
 from ragnb.store.schema import ensure_schema
 from ragnb.store.vectors import _record_space, _write_vectors

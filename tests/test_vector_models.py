@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from ragnb.rag.retrieval import MemoryRetriever, PgVectorRetriever, create_hnsw_index, hnsw_indexes
+from ragnb.rag.retrieval import MemoryRetriever, PgVectorRetriever
+from ragnb.rag.index_build import create_hnsw_index, hnsw_indexes
 from ragnb.store.engine import connect
 from ragnb.store.loaders import insert_rows
 from ragnb.store.models import check_space, model_status

@@ -136,7 +136,7 @@ def db_index(
                                         "default: the default model's)."),
 ) -> None:
     """Create (or drop) an HNSW cosine index on one model's chunk vectors; Tier 1 then reports its recall vs exact."""
-    from ragnb.rag.retrieval import create_hnsw_index, drop_hnsw_indexes, hnsw_options
+    from ragnb.rag.index_build import create_hnsw_index, drop_hnsw_indexes, hnsw_options
     from ragnb.store.engine import connect
 
     try:
